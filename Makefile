@@ -1,0 +1,142 @@
+# Image to build and deploy.
+IMG ?= linkforge:latest
+# Kubernetes version of the envtest control plane (kube-apiserver) and its etcd.
+ENVTEST_K8S_VERSION ?= 1.36.3
+ENVTEST_ETCD_VERSION ?= 3.6.16
+
+# Go binaries land in GOBIN.
+ifeq (,$(shell go env GOBIN))
+GOBIN=$(shell go env GOPATH)/bin
+else
+GOBIN=$(shell go env GOBIN)
+endif
+
+# Recipes use bash with errexit and pipefail, so a failing step fails the target.
+SHELL = /usr/bin/env bash -o pipefail
+.SHELLFLAGS = -ec
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS ?= -s -w -X main.version=$(VERSION)
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Display this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: controller-gen ## Generate the CRD and RBAC manifests.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=redirector-role paths="./internal/redirect/..." output:rbac:artifacts:config=config/rbac/redirector
+
+.PHONY: generate
+generate: controller-gen ## Generate DeepCopy methods.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run go fmt.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: envtest-assets
+envtest-assets: setup-envtest ## Find, download or build kube-apiserver and etcd for envtest (minutes, first run only).
+	@SETUP_ENVTEST=$(SETUP_ENVTEST) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh >/dev/null
+
+# The assets directory, computed only by the recipes that need it.
+ASSETS = $$(SETUP_ENVTEST=$(SETUP_ENVTEST) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh)
+
+.PHONY: test
+test: manifests generate fmt vet envtest-assets build ## Run unit, envtest and end-to-end tests.
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
+
+.PHONY: bench
+bench: envtest-assets ## Run the benchmarks and print their tables.
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/... -run '^$$' -bench . -benchmem
+
+##@ Build
+
+.PHONY: build
+build: manifests generate fmt vet ## Build bin/manager, bin/redirector and bin/linkforge.
+	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd/manager
+	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/redirector ./cmd/redirector
+	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/linkforge ./cmd/linkforge
+
+.PHONY: run
+run: manifests generate fmt vet ## Run the manager against the cluster in ~/.kube/config (or KUBECONFIG).
+	go run ./cmd/manager
+
+.PHONY: docker-build
+docker-build: ## Build the image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+##@ Deployment
+
+ifndef ignore-not-found
+  ignore-not-found = false
+endif
+
+.PHONY: install
+install: manifests ## Install the CRD into the cluster in KUBECONFIG.
+	kubectl apply --server-side -k config/crd
+
+.PHONY: uninstall
+uninstall: manifests ## Uninstall the CRD. Call with ignore-not-found=true to ignore missing resources.
+	kubectl delete --ignore-not-found=$(ignore-not-found) -k config/crd
+
+.PHONY: deploy
+deploy: manifests kustomize ## Deploy the operator (manager + redirector) with image IMG.
+	cd config/default && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default | kubectl apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: kustomize ## Remove the operator. Call with ignore-not-found=true to ignore missing resources.
+	$(KUSTOMIZE) build config/default | kubectl delete --ignore-not-found=$(ignore-not-found) -f -
+
+##@ Dependencies
+
+LOCALBIN ?= $(shell pwd)/bin
+$(LOCALBIN):
+	mkdir -p $(LOCALBIN)
+
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
+SETUP_ENVTEST ?= $(LOCALBIN)/setup-envtest
+KUSTOMIZE ?= $(LOCALBIN)/kustomize
+
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+SETUP_ENVTEST_VERSION ?= v0.25.1
+KUSTOMIZE_VERSION ?= v5.8.3
+
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION) ## controller-gen, versioned in bin/.
+	@ln -sf $(notdir $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION)) $(CONTROLLER_GEN)
+$(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION): | $(LOCALBIN)
+	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+
+.PHONY: setup-envtest
+setup-envtest: $(SETUP_ENVTEST)-$(SETUP_ENVTEST_VERSION) ## setup-envtest, versioned in bin/.
+	@ln -sf $(notdir $(SETUP_ENVTEST)-$(SETUP_ENVTEST_VERSION)) $(SETUP_ENVTEST)
+$(SETUP_ENVTEST)-$(SETUP_ENVTEST_VERSION): | $(LOCALBIN)
+	$(call go-install-tool,$(SETUP_ENVTEST),sigs.k8s.io/controller-runtime/tools/setup-envtest,$(SETUP_ENVTEST_VERSION))
+
+.PHONY: kustomize
+kustomize: $(KUSTOMIZE)-$(KUSTOMIZE_VERSION) ## kustomize, versioned in bin/.
+	@ln -sf $(notdir $(KUSTOMIZE)-$(KUSTOMIZE_VERSION)) $(KUSTOMIZE)
+$(KUSTOMIZE)-$(KUSTOMIZE_VERSION): | $(LOCALBIN)
+	$(call go-install-tool,$(KUSTOMIZE),sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+
+# go-install-tool installs package $(2) at version $(3) as $(1)-$(3).
+define go-install-tool
+@set -e; \
+echo "Installing $(2)@$(3)"; \
+rm -f "$(1)"; \
+GOBIN="$(LOCALBIN)" go install "$(2)@$(3)"; \
+mv "$(LOCALBIN)/$$(basename "$(1)")" "$(1)-$(3)"
+endef

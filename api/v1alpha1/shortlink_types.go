@@ -1,0 +1,184 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ReapPolicy says what the reaper does with a link once it has finished
+// (expired or exhausted).
+// +kubebuilder:validation:Enum=Delete;Retain
+type ReapPolicy string
+
+const (
+	// ReapPolicyDelete deletes a finished link after ttlSecondsAfterFinished.
+	ReapPolicyDelete ReapPolicy = "Delete"
+	// ReapPolicyRetain keeps a finished link forever.
+	ReapPolicyRetain ReapPolicy = "Retain"
+)
+
+// Condition types of a ShortLink. Ready is always present; Reconciling and
+// Stalled only while true (kstatus).
+const (
+	ConditionReady       = "Ready"
+	ConditionExpired     = "Expired"
+	ConditionExhausted   = "Exhausted"
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
+)
+
+// Reasons of the Ready condition and its companions.
+const (
+	ReasonCodeAssigned = "CodeAssigned"
+	ReasonExpired      = "Expired"
+	ReasonExhausted    = "Exhausted"
+	ReasonCodeConflict = "CodeConflict"
+	ReasonInvalidURL   = "InvalidURL"
+	ReasonProgressing  = "Progressing"
+	ReasonActive       = "Active"
+)
+
+// DefaultRedirectStatus is the HTTP status of a redirect when spec.redirectStatus is unset.
+const DefaultRedirectStatus int32 = 302
+
+// ShortLinkSpec is what a team asks for: a target URL and how to redirect to it.
+// +kubebuilder:validation:XValidation:rule="!(has(self.expiresAt) && has(self.ttl))",message="set at most one of expiresAt and ttl: both give the link's expiry"
+type ShortLinkSpec struct {
+	// url is the target of the short link: an absolute http or https URL of at
+	// most 2048 bytes. Redirects send it as written (trimmed); the code is
+	// computed from its canonical form (see status.canonicalURL).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.trim().lowerAscii().startsWith('http://') || self.trim().lowerAscii().startsWith('https://')",message="url must be an absolute URL starting with http:// or https://"
+	URL string `json:"url"`
+
+	// code is an optional custom short code (1-64 of A-Z a-z 0-9 _ -). When set,
+	// no code is computed; if another link in the namespace holds it first, this
+	// link reports CodeConflict.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-]{1,64}$`
+	Code string `json:"code,omitempty"`
+
+	// expiresAt is the instant (RFC 3339) after which the link answers 410 Gone.
+	// Mutually exclusive with ttl.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+
+	// ttl is the link's lifetime counted from its creation, as a Go duration
+	// such as 168h or 90m. Mutually exclusive with expiresAt.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be a positive duration such as 168h or 30m"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// maxUses is how many redirects the link serves before it answers 410 Gone.
+	// Unset means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxUses *int64 `json:"maxUses,omitempty"`
+
+	// redirectStatus is the HTTP status of the redirect: 301, 302, 307 or 308.
+	// Only 301 and 308 may be cached by clients.
+	// +optional
+	// +kubebuilder:default=302
+	// +kubebuilder:validation:Enum=301;302;307;308
+	RedirectStatus int32 `json:"redirectStatus,omitempty"`
+
+	// forwardQuery appends the query string of the request to the target URL.
+	// +optional
+	ForwardQuery bool `json:"forwardQuery,omitempty"`
+
+	// reapPolicy says what happens once the link has finished (expired or
+	// exhausted): Delete removes it after ttlSecondsAfterFinished, Retain keeps
+	// it. Unset deletes it, unless a GitOps tool (Flux, Argo CD) manages it:
+	// then it is kept and a Warning event asks you to remove it from its source.
+	// +optional
+	ReapPolicy ReapPolicy `json:"reapPolicy,omitempty"`
+
+	// ttlSecondsAfterFinished is how long a finished link is kept before the
+	// reaper deletes it. Unset means the manager's --default-ttl-after-finished.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// ShortLinkStatus is what the controller and the redirectors observed.
+type ShortLinkStatus struct {
+	// observedGeneration is the generation of the spec that this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// code is the short code the link holds in its namespace; empty while it
+	// holds none (for example on CodeConflict or InvalidURL).
+	// +optional
+	Code string `json:"code,omitempty"`
+
+	// salt is the number of collision retries used to find a free hashed code
+	// (0-9). Always 0 for a custom code.
+	// +optional
+	Salt int32 `json:"salt,omitempty"`
+
+	// canonicalURL is the canonical form of spec.url that the code is computed from.
+	// +optional
+	CanonicalURL string `json:"canonicalURL,omitempty"`
+
+	// shortURL is the full short URL, when the manager knows its public base URL.
+	// +optional
+	ShortURL string `json:"shortURL,omitempty"`
+
+	// expiresAt is the resolved expiry: spec.expiresAt, or creation + spec.ttl.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+
+	// uses is how many redirects the redirectors have served (or reserved) for this link.
+	// +optional
+	Uses int64 `json:"uses,omitempty"`
+
+	// conditions: Ready (always), Expired, Exhausted, and Reconciling and
+	// Stalled while true.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ShortLink is a short code in a namespace that redirects to a URL.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sl,categories=linkforge
+// +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.status.code`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ShortLink struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired short link.
+	// +required
+	Spec ShortLinkSpec `json:"spec"`
+
+	// status is the observed state of the short link.
+	// +optional
+	Status ShortLinkStatus `json:"status,omitempty"`
+}
+
+// ShortLinkList is a list of ShortLinks.
+// +kubebuilder:object:root=true
+type ShortLinkList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ShortLink `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ShortLink{}, &ShortLinkList{})
+}

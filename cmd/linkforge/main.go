@@ -1,0 +1,103 @@
+// Command linkforge computes linkforge short codes offline, exactly as the
+// operator does (docs/algorithm.md).
+//
+//	linkforge code [-n NAMESPACE] [--salt N] URL...
+//	linkforge version
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/linkforge/linkforge/internal/shortcode"
+)
+
+// version is set at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+const usage = `usage:
+  linkforge code [-n NAMESPACE] [--salt N] URL...
+        print "<code>\t<canonical URL>" for each URL
+  linkforge version
+        print the version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole CLI; it returns the exit status: 0 success, 1 an invalid
+// URL, 2 a usage error.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "code":
+		return runCode(args[1:], stdout, stderr)
+	case "version":
+		if len(args) > 1 {
+			fmt.Fprint(stderr, "linkforge version takes no arguments\n"+usage)
+			return 2
+		}
+		fmt.Fprintln(stdout, version)
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stderr, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func runCode(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("linkforge code", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	namespace := "default"
+	fs.StringVar(&namespace, "n", namespace, "namespace (the workspace of the code)")
+	fs.StringVar(&namespace, "namespace", namespace, "same as -n")
+	salt := fs.Int("salt", 0, fmt.Sprintf("retry salt, 0-%d", shortcode.MaxSalt))
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: linkforge code [-n NAMESPACE] [--salt N] URL...\n\nPrints \"<code>\\t<canonical URL>\" for each URL.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2 // the flag package has printed the error and the usage
+	}
+	if *salt < 0 || *salt > shortcode.MaxSalt {
+		fmt.Fprintf(stderr, "invalid --salt %d: must be 0-%d\n", *salt, shortcode.MaxSalt)
+		fs.Usage()
+		return 2
+	}
+	if namespace == "" {
+		fmt.Fprintln(stderr, "invalid -n: the namespace must not be empty")
+		fs.Usage()
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "no URL given")
+		fs.Usage()
+		return 2
+	}
+
+	status := 0
+	for _, raw := range fs.Args() {
+		canonical, err := shortcode.Canonicalize(raw)
+		if err != nil {
+			// %q keeps control characters of a bad URL off the terminal.
+			fmt.Fprintf(stderr, "invalid URL %q: %v\n", raw, err)
+			status = 1
+			continue
+		}
+		fmt.Fprintf(stdout, "%s\t%s\n", shortcode.Code(canonical, namespace, *salt), canonical)
+	}
+	return status
+}

@@ -1,0 +1,406 @@
+// Package controllers holds the linkforge manager's controllers: the
+// ShortLink reconciler, which assigns codes and tracks expiry in status, and
+// the reaper, which deletes finished links.
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/shortcode"
+)
+
+// CodeIndex is the cache field index of the codes a ShortLink holds or
+// declares (status.code, spec.code) and, while it is in CodeConflict, the
+// codes it waits for. Finding the rivals of a code is a lookup, not a list of
+// the namespace.
+const CodeIndex = "linkforge.io/code"
+
+// pendingRetry is a fallback for a link waiting for a younger holder to let go
+// of its code; the holder's status change normally re-queues it sooner.
+const pendingRetry = 5 * time.Second
+
+// ShortLinkReconciler writes each ShortLink's code, canonical URL, expiry and
+// conditions into its status.
+type ShortLinkReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	Clock    clock.PassiveClock
+	// RedirectBaseURL is the public base of short URLs (status.shortURL); empty leaves shortURL unset.
+	RedirectBaseURL string
+	// MaxConcurrentReconciles bounds parallel reconciles (default 1).
+	MaxConcurrentReconciles int
+	// Codes gives a hashed link's candidate codes in salt order. Nil means
+	// shortcode.Codes; tests inject short codes to force collisions.
+	Codes func(canonical, namespace string) []string
+}
+
+// +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile fetches the link, decides its code and expiry, and patches status once.
+func (r *ShortLinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	link := &linkv1.ShortLink{}
+	if err := r.Get(ctx, req.NamespacedName, link); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !link.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+
+	before := link.DeepCopy()
+	defer func() {
+		if equality.Semantic.DeepEqual(before.Status, link.Status) {
+			return
+		}
+		// The optimistic lock makes a decision taken on a stale copy fail
+		// instead of overwriting a newer status (two managers, or a redirector
+		// writing uses); the retry decides again on fresh data.
+		patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+		if err := r.Status().Patch(ctx, link, patch); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				result, retErr = ctrl.Result{Requeue: true}, nil
+				return
+			}
+			retErr = fmt.Errorf("patching status: %w", err)
+			return
+		}
+		r.emitEvents(before, link)
+	}()
+
+	return r.reconcile(ctx, link)
+}
+
+func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortLink) (ctrl.Result, error) {
+	now := r.Clock.Now()
+	st := &link.Status
+	gen := link.Generation
+
+	canonical, err := shortcode.Canonicalize(link.Spec.URL)
+	if err != nil {
+		// Terminal until the spec changes: the spec update re-queues the link.
+		st.Code, st.Salt, st.CanonicalURL, st.ShortURL, st.ExpiresAt = "", 0, "", "", nil
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonInvalidURL, fmt.Sprintf("spec.url is not a valid URL: %v", err))
+		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonInvalidURL, "fix spec.url; the link is not retried until its spec changes")
+		r.removeCondition(link, linkv1.ConditionReconciling)
+		r.clearFinished(link)
+		st.ObservedGeneration = gen
+		return ctrl.Result{}, nil
+	}
+
+	st.CanonicalURL = canonical
+	expiry, expires := link.Expiry()
+	st.ExpiresAt = nil
+	if expires {
+		t := metav1.NewTime(expiry)
+		st.ExpiresAt = &t
+	}
+
+	candidates := r.candidates(link, canonical)
+	rivals, err := r.rivals(ctx, link.Namespace, candidates)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	decision := claim.Decide(r.claimLink(link, canonical), candidates, rivals)
+
+	st.ObservedGeneration = gen
+	var result ctrl.Result
+	switch decision.Outcome {
+	case claim.Conflict:
+		st.Code, st.Salt, st.ShortURL = "", 0, ""
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, conflictMessage(link, decision))
+		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict,
+			"waiting for the code to be released; choose another spec.code to resolve it now")
+		r.removeCondition(link, linkv1.ConditionReconciling)
+		r.clearFinished(link)
+		return ctrl.Result{}, nil
+	case claim.Pending:
+		st.Code, st.Salt, st.ShortURL = decision.Code, int32(decision.Salt), r.shortURL(link.Namespace, decision.Code)
+		msg := fmt.Sprintf("code %s is still held by younger ShortLink %q, which is moving to another code", decision.Code, decision.Rival)
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonProgressing, msg)
+		r.setCondition(link, linkv1.ConditionReconciling, metav1.ConditionTrue, linkv1.ReasonProgressing, msg)
+		r.removeCondition(link, linkv1.ConditionStalled)
+		return ctrl.Result{RequeueAfter: pendingRetry}, nil
+	}
+
+	st.Code, st.Salt, st.ShortURL = decision.Code, int32(decision.Salt), r.shortURL(link.Namespace, decision.Code)
+	r.removeCondition(link, linkv1.ConditionReconciling)
+	r.removeCondition(link, linkv1.ConditionStalled)
+
+	expired := link.Expired(now)
+	exhausted := link.Exhausted()
+	r.setFlag(link, linkv1.ConditionExpired, expires, expired, linkv1.ReasonExpired,
+		func() string { return fmt.Sprintf("expired at %s", expiry.UTC().Format(time.RFC3339)) })
+	r.setFlag(link, linkv1.ConditionExhausted, link.Spec.MaxUses != nil, exhausted, linkv1.ReasonExhausted,
+		func() string { return fmt.Sprintf("served all %d uses", *link.Spec.MaxUses) })
+	switch {
+	case expired:
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonExpired, fmt.Sprintf("code %s expired at %s; it answers 410 Gone", decision.Code, expiry.UTC().Format(time.RFC3339)))
+	case exhausted:
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonExhausted, fmt.Sprintf("code %s served all %d uses; it answers 410 Gone", decision.Code, *link.Spec.MaxUses))
+	default:
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonCodeAssigned, fmt.Sprintf("code %s redirects to %s", decision.Code, canonical))
+		if expires {
+			result.RequeueAfter = expiry.Sub(now)
+		}
+	}
+	return result, nil
+}
+
+func conflictMessage(link *linkv1.ShortLink, d claim.Decision) string {
+	if link.Spec.Code != "" {
+		return fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name)", link.Spec.Code, d.Rival)
+	}
+	return fmt.Sprintf("all %d salted codes are held by other links (salt 0 by ShortLink %q)", shortcode.MaxSalt+1, d.Rival)
+}
+
+func (r *ShortLinkReconciler) candidates(link *linkv1.ShortLink, canonical string) []string {
+	if link.Spec.Code != "" {
+		return []string{link.Spec.Code}
+	}
+	return r.hashedCodes(canonical, link.Namespace)
+}
+
+func (r *ShortLinkReconciler) hashedCodes(canonical, namespace string) []string {
+	if r.Codes != nil {
+		return r.Codes(canonical, namespace)
+	}
+	codes := shortcode.Codes(canonical, namespace)
+	return codes[:]
+}
+
+// claimLink is the view of a link the ownership rule reads. canonical is
+// passed for the link being reconciled; rivals use their status, which is
+// what the redirectors serve.
+func (r *ShortLinkReconciler) claimLink(link *linkv1.ShortLink, canonical string) claim.Link {
+	var expiresAt *time.Time
+	if at, ok := link.Expiry(); ok {
+		expiresAt = &at
+	}
+	return claim.Link{
+		Name:      link.Name,
+		Created:   link.CreationTimestamp.Time,
+		Target:    claim.TargetKey(canonical, expiresAt, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery),
+		Custom:    link.Spec.Code,
+		Held:      link.Status.Code,
+		Confirmed: link.HoldsConfirmedCode(),
+	}
+}
+
+// rivals returns the links of the namespace that hold or declare any of codes.
+func (r *ShortLinkReconciler) rivals(ctx context.Context, namespace string, codes []string) ([]claim.Link, error) {
+	var out []claim.Link
+	seen := make(map[string]struct{})
+	for _, code := range codes {
+		var list linkv1.ShortLinkList
+		// Read-only use of cached objects: skip the deep copy.
+		if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{CodeIndex: code}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("looking up holders of code %s: %w", code, err)
+		}
+		for i := range list.Items {
+			l := &list.Items[i]
+			if _, dup := seen[l.Name]; dup {
+				continue
+			}
+			seen[l.Name] = struct{}{}
+			// A rival whose URL is invalid holds nothing; its target is its status view.
+			out = append(out, r.claimLink(l, l.Status.CanonicalURL))
+		}
+	}
+	return out, nil
+}
+
+func (r *ShortLinkReconciler) shortURL(namespace, code string) string {
+	if r.RedirectBaseURL == "" || code == "" {
+		return ""
+	}
+	return strings.TrimRight(r.RedirectBaseURL, "/") + "/" + namespace + "/" + code
+}
+
+func (r *ShortLinkReconciler) setReady(link *linkv1.ShortLink, status metav1.ConditionStatus, reason, msg string) {
+	r.setCondition(link, linkv1.ConditionReady, status, reason, msg)
+}
+
+func (r *ShortLinkReconciler) setCondition(link *linkv1.ShortLink, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&link.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: link.Generation,
+	})
+}
+
+func (r *ShortLinkReconciler) removeCondition(link *linkv1.ShortLink, typ string) {
+	meta.RemoveStatusCondition(&link.Status.Conditions, typ)
+}
+
+// setFlag keeps an Expired/Exhausted condition: absent when it cannot happen,
+// False while it has not, True once it has.
+func (r *ShortLinkReconciler) setFlag(link *linkv1.ShortLink, typ string, applies, on bool, reason string, msg func() string) {
+	switch {
+	case !applies:
+		r.removeCondition(link, typ)
+	case on:
+		r.setCondition(link, typ, metav1.ConditionTrue, reason, msg())
+	default:
+		r.setCondition(link, typ, metav1.ConditionFalse, "Active", "not yet")
+	}
+}
+
+func (r *ShortLinkReconciler) clearFinished(link *linkv1.ShortLink) {
+	r.removeCondition(link, linkv1.ConditionExpired)
+	r.removeCondition(link, linkv1.ConditionExhausted)
+}
+
+// emitEvents records what users must see, once per transition.
+func (r *ShortLinkReconciler) emitEvents(before, after *linkv1.ShortLink) {
+	if r.Recorder == nil {
+		return
+	}
+	was := meta.FindStatusCondition(before.Status.Conditions, linkv1.ConditionReady)
+	now := meta.FindStatusCondition(after.Status.Conditions, linkv1.ConditionReady)
+	if now == nil {
+		return
+	}
+	changed := was == nil || was.Reason != now.Reason || was.Message != now.Message
+	switch now.Reason {
+	case linkv1.ReasonCodeAssigned:
+		if before.Status.Code != after.Status.Code || (was != nil && was.Reason != now.Reason) {
+			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, linkv1.ReasonCodeAssigned, "Assign",
+				"assigned code %s", after.Status.Code)
+			if after.Status.Salt > 0 && before.Status.Code != after.Status.Code {
+				r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "CodeCollision", "Assign",
+					"codes at salts 0-%d are held by other links; took salt %d", after.Status.Salt-1, after.Status.Salt)
+			}
+		}
+	case linkv1.ReasonCodeConflict, linkv1.ReasonInvalidURL:
+		if changed {
+			r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, now.Reason, "Assign", "%s", now.Message)
+		}
+	case linkv1.ReasonExpired, linkv1.ReasonExhausted:
+		if changed {
+			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, now.Reason, "Finish", "%s", now.Message)
+		}
+	}
+}
+
+// SetupWithManager registers the code index and the controller.
+func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &linkv1.ShortLink{}, CodeIndex, r.indexCodes); err != nil {
+		return fmt.Errorf("indexing ShortLinks by code: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&linkv1.ShortLink{}).
+		// A change to one link's codes wakes the links that compete for them.
+		Watches(&linkv1.ShortLink{}, &rivalsHandler{r: r}, builder.WithPredicates()).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		Named("shortlink").
+		Complete(r)
+}
+
+func (r *ShortLinkReconciler) indexCodes(obj client.Object) []string {
+	link := obj.(*linkv1.ShortLink)
+	codes := make([]string, 0, 2)
+	add := func(c string) {
+		for _, have := range codes {
+			if have == c {
+				return
+			}
+		}
+		codes = append(codes, c)
+	}
+	if link.Spec.Code != "" {
+		add(link.Spec.Code)
+	}
+	if link.Status.Code != "" {
+		add(link.Status.Code)
+	}
+	// A hashed link in conflict waits for any of its ten codes to free up.
+	if link.Spec.Code == "" && link.Status.CanonicalURL != "" && inConflict(link) {
+		for _, c := range r.hashedCodes(link.Status.CanonicalURL, link.Namespace) {
+			add(c)
+		}
+	}
+	return codes
+}
+
+func inConflict(link *linkv1.ShortLink) bool {
+	ready := meta.FindStatusCondition(link.Status.Conditions, linkv1.ConditionReady)
+	return ready != nil && ready.Reason == linkv1.ReasonCodeConflict
+}
+
+// rivalsHandler enqueues the links that hold, declare or wait for a code that
+// a changed link held or declared, before or after the change.
+type rivalsHandler struct{ r *ShortLinkReconciler }
+
+var _ handler.TypedEventHandler[client.Object, reconcile.Request] = &rivalsHandler{}
+
+func (h *rivalsHandler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(ctx, q, e.Object)
+}
+
+func (h *rivalsHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	oldLink, newLink := e.ObjectOld.(*linkv1.ShortLink), e.ObjectNew.(*linkv1.ShortLink)
+	if oldLink.Spec.Code == newLink.Spec.Code && oldLink.Status.Code == newLink.Status.Code &&
+		oldLink.Generation == newLink.Generation && inConflict(oldLink) == inConflict(newLink) &&
+		oldLink.HoldsConfirmedCode() == newLink.HoldsConfirmedCode() {
+		return
+	}
+	h.enqueue(ctx, q, e.ObjectOld, e.ObjectNew)
+}
+
+func (h *rivalsHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.enqueue(ctx, q, e.Object)
+}
+
+func (h *rivalsHandler) Generic(context.Context, event.GenericEvent, workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+}
+
+func (h *rivalsHandler) enqueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+	seen := make(map[string]struct{})
+	for _, obj := range objs {
+		link := obj.(*linkv1.ShortLink)
+		for _, code := range []string{link.Spec.Code, link.Status.Code} {
+			if code == "" {
+				continue
+			}
+			if _, dup := seen[code]; dup {
+				continue
+			}
+			seen[code] = struct{}{}
+			var list linkv1.ShortLinkList
+			if err := h.r.List(ctx, &list, client.InNamespace(link.Namespace), client.MatchingFields{CodeIndex: code}, client.UnsafeDisableDeepCopy); err != nil {
+				logf.FromContext(ctx).Error(err, "listing rivals", "code", code)
+				continue
+			}
+			for i := range list.Items {
+				if list.Items[i].Name != link.Name {
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: link.Namespace, Name: list.Items[i].Name}})
+				}
+			}
+		}
+	}
+}

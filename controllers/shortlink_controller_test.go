@@ -1,0 +1,368 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/shortcode"
+)
+
+// runLinkManagers starts n managers running the ShortLink controller, each
+// watching only ns, with leader election off: n > 1 proves the ownership rule
+// holds without a single writer.
+func runLinkManagers(ns string, n int) {
+	for i := 0; i < n; i++ {
+		startManagerWith(ctrl.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}},
+			func(ctx context.Context, mgr ctrl.Manager) error {
+				r := &ShortLinkReconciler{
+					Client:                  mgr.GetClient(),
+					Recorder:                mgr.GetEventRecorder("linkforge-manager"),
+					Clock:                   clock.RealClock{},
+					RedirectBaseURL:         "http://go.example.com/",
+					MaxConcurrentReconciles: 4,
+				}
+				return r.SetupWithManager(ctx, mgr)
+			})
+	}
+}
+
+func newLink(ns, name, url string) *linkv1.ShortLink {
+	return &linkv1.ShortLink{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       linkv1.ShortLinkSpec{URL: url},
+	}
+}
+
+func getLink(g Gomega, ns, name string) *linkv1.ShortLink {
+	l := &linkv1.ShortLink{}
+	g.Expect(k8sClient.Get(suiteCtx, types.NamespacedName{Namespace: ns, Name: name}, l)).To(Succeed())
+	return l
+}
+
+// readyReason returns the Ready condition's status and reason once the
+// controller has handled the link's current generation.
+func readyReason(g Gomega, ns, name string) (metav1.ConditionStatus, string, *linkv1.ShortLink) {
+	l := getLink(g, ns, name)
+	g.Expect(l.Status.ObservedGeneration).To(Equal(l.Generation), "status describes the current spec")
+	c := meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady)
+	g.Expect(c).NotTo(BeNil(), "Ready is always present")
+	return c.Status, c.Reason, l
+}
+
+// eventuallyReady waits until the link is Ready and returns it.
+func eventuallyReady(ns, name string) *linkv1.ShortLink {
+	var out *linkv1.ShortLink
+	EventuallyWithOffset(1, func(g Gomega) {
+		status, reason, l := readyReason(g, ns, name)
+		g.Expect(reason).To(Equal(linkv1.ReasonCodeAssigned))
+		g.Expect(status).To(Equal(metav1.ConditionTrue))
+		out = l
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	return out
+}
+
+func eventuallyReason(ns, name, reason string) *linkv1.ShortLink {
+	var out *linkv1.ShortLink
+	EventuallyWithOffset(1, func(g Gomega) {
+		status, got, l := readyReason(g, ns, name)
+		g.Expect(got).To(Equal(reason))
+		g.Expect(status).To(Equal(metav1.ConditionFalse))
+		out = l
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	return out
+}
+
+// eventsFor lists the events.k8s.io events about one link as "Type Reason: note".
+func eventsFor(g Gomega, ns, name string) []string {
+	var list eventsv1.EventList
+	g.Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(ns))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Note))
+		}
+	}
+	return out
+}
+
+type vectorFile struct {
+	Valid []struct {
+		URL       string `json:"url"`
+		Canonical string `json:"canonical"`
+		Codes     []struct {
+			Workspace string `json:"workspace"`
+			Salt      int    `json:"salt"`
+			Code      string `json:"code"`
+		} `json:"codes"`
+	} `json:"valid"`
+}
+
+func loadVectors() vectorFile {
+	raw, err := os.ReadFile(filepath.Join("..", "internal", "shortcode", "testdata", "vectors.json"))
+	Expect(err).NotTo(HaveOccurred())
+	var v vectorFile
+	Expect(json.Unmarshal(raw, &v)).To(Succeed())
+	Expect(v.Valid).NotTo(BeEmpty())
+	return v
+}
+
+var _ = Describe("The ShortLink controller", func() {
+	var ns string
+	BeforeEach(func() {
+		ns = newNamespace("links")
+		runLinkManagers(ns, 1)
+	})
+
+	It("writes code, canonical URL, short URL, observedGeneration and events", func() {
+		Expect(k8sClient.Create(suiteCtx, newLink(ns, "docs", "HTTP://Example.COM/path"))).To(Succeed())
+		l := eventuallyReady(ns, "docs")
+		want := shortcode.Code("http://example.com/path", ns, 0)
+		Expect(l.Status.Code).To(Equal(want))
+		Expect(l.Status.Salt).To(BeZero())
+		Expect(l.Status.CanonicalURL).To(Equal("http://example.com/path"))
+		Expect(l.Status.ShortURL).To(Equal("http://go.example.com/" + ns + "/" + want))
+		Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReconciling)).To(BeNil())
+		Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionStalled)).To(BeNil())
+		Eventually(func(g Gomega) []string { return eventsFor(g, ns, "docs") }).
+			Should(ContainElement("Normal CodeAssigned: assigned code " + want))
+	})
+
+	It("reproduces every conformance vector's salt-0 code end to end", func() {
+		v := loadVectors()
+		// The vectors' workspaces that are valid namespace names; this control
+		// plane is new for every test run, so the names are free.
+		Expect(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}})).To(Succeed())
+		for _, ws := range []string{"default", "team-a"} {
+			runLinkManagers(ws, 1)
+		}
+		checked := 0
+		for i, vec := range v.Valid {
+			for _, c := range vec.Codes {
+				if c.Salt != 0 || (c.Workspace != "default" && c.Workspace != "team-a") {
+					continue
+				}
+				name := fmt.Sprintf("vector-%02d", i)
+				Expect(k8sClient.Create(suiteCtx, newLink(c.Workspace, name, vec.URL))).To(Succeed())
+				l := eventuallyReady(c.Workspace, name)
+				Expect(l.Status.CanonicalURL).To(Equal(vec.Canonical), "vector %q", vec.URL)
+				Expect(l.Status.Code).To(Equal(c.Code), "vector %q in %s", vec.URL, c.Workspace)
+				checked++
+			}
+		}
+		Expect(checked).To(Equal(2 * len(v.Valid)))
+	})
+
+	It("gives one code to the same URL in any spelling and different codes across namespaces", func() {
+		other := newNamespace("links-other")
+		runLinkManagers(other, 1)
+		Expect(k8sClient.Create(suiteCtx, newLink(ns, "a", "https://example.com/docs?b=2&a=1"))).To(Succeed())
+		Expect(k8sClient.Create(suiteCtx, newLink(ns, "b", "  HTTPS://EXAMPLE.com:443/docs/?a=1&b=2#top "))).To(Succeed())
+		Expect(k8sClient.Create(suiteCtx, newLink(other, "a", "https://example.com/docs?b=2&a=1"))).To(Succeed())
+		a, b, c := eventuallyReady(ns, "a"), eventuallyReady(ns, "b"), eventuallyReady(other, "a")
+		Expect(b.Status.Code).To(Equal(a.Status.Code))
+		Expect(c.Status.Code).NotTo(Equal(a.Status.Code))
+		Expect(a.Status.Code).To(Equal(shortcode.Code("https://example.com/docs?a=1&b=2", ns, 0)))
+		Expect(c.Status.Code).To(Equal(shortcode.Code("https://example.com/docs?a=1&b=2", other, 0)))
+	})
+
+	It("takes salt 2 when salt 0 and 1 are held by custom codes", func() {
+		const url = "https://example.com/collide"
+		codes := shortcode.Codes(url, ns)
+		for i := 0; i < 2; i++ {
+			l := newLink(ns, fmt.Sprintf("squat%d", i), fmt.Sprintf("https://squatter.example/%d", i))
+			l.Spec.Code = codes[i]
+			Expect(k8sClient.Create(suiteCtx, l)).To(Succeed())
+			eventuallyReady(ns, l.Name)
+		}
+		Expect(k8sClient.Create(suiteCtx, newLink(ns, "victim", url))).To(Succeed())
+		l := eventuallyReady(ns, "victim")
+		Expect(l.Status.Code).To(Equal(codes[2]))
+		Expect(l.Status.Salt).To(Equal(int32(2)))
+		Eventually(func(g Gomega) []string { return eventsFor(g, ns, "victim") }).
+			Should(ContainElement(ContainSubstring("CodeCollision: codes at salts 0-1 are held by other links; took salt 2")))
+	})
+
+	It("shares a code between duplicates and gives a different expiry the next salt", func() {
+		const url = "https://example.com/sale"
+		exp := metav1.NewTime(time.Now().Add(48 * time.Hour).Truncate(time.Second))
+		first, dup, later := newLink(ns, "first", url), newLink(ns, "dup", url), newLink(ns, "later", url)
+		first.Spec.ExpiresAt, dup.Spec.ExpiresAt = &exp, &exp
+		other := metav1.NewTime(exp.Add(time.Hour))
+		later.Spec.ExpiresAt = &other
+		Expect(k8sClient.Create(suiteCtx, first)).To(Succeed())
+		Expect(eventuallyReady(ns, "first").Status.Salt).To(BeZero())
+		Expect(k8sClient.Create(suiteCtx, dup)).To(Succeed())
+		Expect(k8sClient.Create(suiteCtx, later)).To(Succeed())
+		codes := shortcode.Codes(url, ns)
+		Expect(eventuallyReady(ns, "dup").Status.Code).To(Equal(codes[0]))
+		l := eventuallyReady(ns, "later")
+		Expect(l.Status.Code).To(Equal(codes[1]))
+		Expect(l.Status.ExpiresAt.Time.Equal(other.Time)).To(BeTrue())
+	})
+
+	It("reports a custom code conflict and takes the code over once the holder is deleted", func() {
+		holder := newLink(ns, "holder", "https://example.com/a")
+		holder.Spec.Code = "docs"
+		Expect(k8sClient.Create(suiteCtx, holder)).To(Succeed())
+		eventuallyReady(ns, "holder")
+		wanter := newLink(ns, "wanter", "https://example.com/b")
+		wanter.Spec.Code = "docs"
+		Expect(k8sClient.Create(suiteCtx, wanter)).To(Succeed())
+		l := eventuallyReason(ns, "wanter", linkv1.ReasonCodeConflict)
+		Expect(l.Status.Code).To(BeEmpty())
+		Expect(meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionStalled)).To(BeTrue())
+		Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(ContainSubstring(`held by ShortLink "holder"`))
+		Eventually(func(g Gomega) []string { return eventsFor(g, ns, "wanter") }).
+			Should(ContainElement(ContainSubstring("Warning CodeConflict")))
+
+		Expect(k8sClient.Delete(suiteCtx, holder)).To(Succeed())
+		l = eventuallyReady(ns, "wanter")
+		Expect(l.Status.Code).To(Equal("docs"))
+		Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionStalled)).To(BeNil())
+	})
+
+	It("moves a hashed code when the URL changes and keeps a custom code", func() {
+		Expect(k8sClient.Create(suiteCtx, newLink(ns, "hashed", "https://example.com/v1"))).To(Succeed())
+		custom := newLink(ns, "custom", "https://example.com/v1")
+		custom.Spec.Code = "mine"
+		Expect(k8sClient.Create(suiteCtx, custom)).To(Succeed())
+		Expect(eventuallyReady(ns, "hashed").Status.Code).To(Equal(shortcode.Code("https://example.com/v1", ns, 0)))
+		eventuallyReady(ns, "custom")
+
+		for _, name := range []string{"hashed", "custom"} {
+			l := getLink(Default, ns, name)
+			l.Spec.URL = "https://example.com/v2"
+			Expect(k8sClient.Update(suiteCtx, l)).To(Succeed())
+		}
+		Eventually(func(g Gomega) string {
+			_, _, l := readyReason(g, ns, "hashed")
+			return l.Status.Code
+		}).Should(Equal(shortcode.Code("https://example.com/v2", ns, 0)))
+		Eventually(func(g Gomega) string {
+			_, _, l := readyReason(g, ns, "custom")
+			return l.Status.CanonicalURL
+		}).Should(Equal("https://example.com/v2"))
+		Expect(getLink(Default, ns, "custom").Status.Code).To(Equal("mine"))
+	})
+
+	It("marks a link Expired at its expiry instant, with an event", func() {
+		l := newLink(ns, "brief", "https://example.com/brief")
+		l.Spec.TTL = &metav1.Duration{Duration: 3 * time.Second}
+		Expect(k8sClient.Create(suiteCtx, l)).To(Succeed())
+		ready := eventuallyReady(ns, "brief")
+		Expect(ready.Status.ExpiresAt).NotTo(BeNil())
+		Expect(ready.Status.ExpiresAt.Time).To(BeTemporally("==", ready.CreationTimestamp.Add(3*time.Second)))
+		Expect(meta.IsStatusConditionFalse(ready.Status.Conditions, linkv1.ConditionExpired)).To(BeTrue())
+
+		expired := eventuallyReason(ns, "brief", linkv1.ReasonExpired)
+		Expect(time.Now()).To(BeTemporally(">=", ready.Status.ExpiresAt.Time))
+		Expect(expired.Status.Code).To(Equal(ready.Status.Code), "an expired link keeps its code: it answers 410")
+		Expect(meta.IsStatusConditionTrue(expired.Status.Conditions, linkv1.ConditionExpired)).To(BeTrue())
+		Eventually(func(g Gomega) []string { return eventsFor(g, ns, "brief") }).
+			Should(ContainElement(ContainSubstring("Normal Expired")))
+	})
+
+	It("marks a link Exhausted once its uses reach maxUses", func() {
+		l := newLink(ns, "counted", "https://example.com/counted")
+		l.Spec.MaxUses = ptrInt64(2)
+		Expect(k8sClient.Create(suiteCtx, l)).To(Succeed())
+		l = eventuallyReady(ns, "counted")
+		l.Status.Uses = 2
+		Expect(k8sClient.Status().Update(suiteCtx, l)).To(Succeed())
+		l = eventuallyReason(ns, "counted", linkv1.ReasonExhausted)
+		Expect(meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionExhausted)).To(BeTrue())
+	})
+
+	It("stalls on a URL the CRD admits but the canonicalizer refuses, until the spec changes", func() {
+		Expect(k8sClient.Create(suiteCtx, newLink(ns, "phish", "https://bank.example@evil.example/"))).To(Succeed())
+		l := eventuallyReason(ns, "phish", linkv1.ReasonInvalidURL)
+		Expect(l.Status.Code).To(BeEmpty())
+		Expect(meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionStalled)).To(BeTrue())
+		Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(ContainSubstring("userinfo"))
+		Eventually(func(g Gomega) []string { return eventsFor(g, ns, "phish") }).
+			Should(ContainElement(ContainSubstring("Warning InvalidURL")))
+		rv := l.ResourceVersion
+		Consistently(func(g Gomega) string { return getLink(g, ns, "phish").ResourceVersion }).
+			WithTimeout(2*time.Second).Should(Equal(rv), "not retried: no status writes")
+
+		l.Spec.URL = "https://evil.example/"
+		Expect(k8sClient.Update(suiteCtx, l)).To(Succeed())
+		eventuallyReady(ns, "phish")
+	})
+})
+
+var _ = Describe("Code uniqueness under concurrency", func() {
+	It("leaves exactly one of 30 links claiming one custom code Ready, the oldest, with two managers", func() {
+		ns := newNamespace("race")
+		runLinkManagers(ns, 2)
+		const n = 30
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				l := newLink(ns, fmt.Sprintf("claim-%02d", (i*7)%n), fmt.Sprintf("https://example.com/%d", i))
+				l.Spec.Code = "launch"
+				errs <- k8sClient.Create(suiteCtx, l)
+			}(i)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			Expect(err).NotTo(HaveOccurred())
+		}
+
+		var list linkv1.ShortLinkList
+		Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(ns))).To(Succeed())
+		sort.Slice(list.Items, func(i, j int) bool {
+			a, b := list.Items[i], list.Items[j]
+			if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+				return a.CreationTimestamp.Before(&b.CreationTimestamp)
+			}
+			return a.Name < b.Name
+		})
+		oldest := list.Items[0].Name
+
+		settled := func(g Gomega) {
+			var list linkv1.ShortLinkList
+			g.Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(ns))).To(Succeed())
+			g.Expect(list.Items).To(HaveLen(n))
+			for _, l := range list.Items {
+				g.Expect(l.Status.ObservedGeneration).To(Equal(l.Generation))
+				ready := meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady)
+				g.Expect(ready).NotTo(BeNil())
+				if l.Name == oldest {
+					g.Expect(ready.Reason).To(Equal(linkv1.ReasonCodeAssigned), l.Name)
+					g.Expect(l.Status.Code).To(Equal("launch"))
+				} else {
+					g.Expect(ready.Reason).To(Equal(linkv1.ReasonCodeConflict), l.Name)
+					g.Expect(l.Status.Code).To(BeEmpty(), l.Name)
+				}
+			}
+		}
+		Eventually(settled).WithTimeout(60 * time.Second).Should(Succeed())
+		Consistently(settled).WithTimeout(3 * time.Second).Should(Succeed())
+	})
+})
+
+func ptrInt64(v int64) *int64 { return &v }

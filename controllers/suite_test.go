@@ -1,0 +1,123 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+)
+
+var (
+	cfg       *rest.Config
+	k8sClient client.Client
+	testEnv   *envtest.Environment
+	scheme    = runtime.NewScheme()
+	suiteCtx  context.Context
+	stopSuite context.CancelFunc
+)
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(linkv1.AddToScheme(scheme))
+}
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Controllers Suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	suiteCtx, stopSuite = context.WithCancel(context.TODO())
+
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: envtestAssets(),
+	}
+	var err error
+	cfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	cfg.QPS, cfg.Burst = 500, 1000
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	stopSuite()
+	Expect(testEnv.Stop()).To(Succeed())
+})
+
+// envtestAssets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS (set by
+// make test), else hack/envtest-assets.sh, so `go test ./controllers` works too.
+func envtestAssets() string {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir
+	}
+	out, err := exec.Command(filepath.Join("..", "hack", "envtest-assets.sh")).Output()
+	Expect(err).NotTo(HaveOccurred(), "hack/envtest-assets.sh finds or builds the envtest binaries")
+	return strings.TrimSpace(string(out))
+}
+
+var nsCounter atomic.Int64
+
+// newNamespace creates a namespace of its own for one test.
+func newNamespace(prefix string) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: fmt.Sprintf("%s-%d-%d", prefix, GinkgoParallelProcess(), nsCounter.Add(1)),
+	}}
+	Expect(k8sClient.Create(suiteCtx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// startManager runs a manager with what setup registers until the test ends.
+func startManager(setup func(ctx context.Context, mgr ctrl.Manager) error) {
+	startManagerWith(ctrl.Options{}, setup)
+}
+
+// startManagerWith is startManager with options (a namespace-scoped cache, say).
+func startManagerWith(opts ctrl.Options, setup func(ctx context.Context, mgr ctrl.Manager) error) {
+	opts.Scheme = scheme
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.HealthProbeBindAddress = "0"
+	// Several managers run in one process in these tests.
+	opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(suiteCtx)
+	Expect(setup(ctx, mgr)).To(Succeed())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	DeferCleanup(func() {
+		cancel()
+		Eventually(done).WithTimeout(30 * time.Second).Should(BeClosed())
+	})
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Finds or makes the control-plane binaries envtest needs (kube-apiserver, etcd)
+# and prints the directory that holds them, for KUBEBUILDER_ASSETS.
+#
+# Order: the local store -> setup-envtest (downloads where the internet is
+# reachable) -> a build from the Go modules through the module proxy.
+# The store is setup-envtest's own (~/.local/share/kubebuilder-envtest), so a
+# fresh clone on the same machine reuses what an earlier run built.
+#
+# Progress goes to stderr; stdout is only the directory.
+set -euo pipefail
+
+K8S_VERSION=${ENVTEST_K8S_VERSION:-1.36.3}
+ETCD_VERSION=${ENVTEST_ETCD_VERSION:-3.6.16}
+STORE=${ENVTEST_STORE:-${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest}
+SETUP_ENVTEST=${SETUP_ENVTEST:-}
+GOOS=$(go env GOOS)
+GOARCH=$(go env GOARCH)
+DIR="$STORE/k8s/$K8S_VERSION-$GOOS-$GOARCH"
+
+log() { echo "envtest: $*" >&2; }
+have_all() { [ -x "$1/kube-apiserver" ] && [ -x "$1/etcd" ]; }
+
+if have_all "$DIR"; then
+	echo "$DIR"
+	exit 0
+fi
+
+if [ -n "$SETUP_ENVTEST" ] && [ -x "$SETUP_ENVTEST" ]; then
+	log "asking setup-envtest for Kubernetes $K8S_VERSION"
+	if out=$(timeout 120 "$SETUP_ENVTEST" use "$K8S_VERSION" --bin-dir "$STORE" -p path 2>/dev/null) &&
+		[ -n "$out" ] && have_all "$out"; then
+		echo "$out"
+		exit 0
+	fi
+	log "setup-envtest could not download; building from Go modules instead"
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+staged="$work/out"
+mkdir -p "$staged"
+
+# k8s.io/kubernetes requires its staging modules at v0.0.0 with local replaces,
+# which do not apply to a module that depends on it: pin each to v0.<minor>.<patch>.
+build_kubernetes() {
+	local mod="$work/kubernetes" gomod staging_version="v0.${K8S_VERSION#*.}"
+	mkdir -p "$mod"
+	cd "$mod"
+	log "fetching k8s.io/kubernetes v$K8S_VERSION module list"
+	gomod=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+	{
+		echo "module linkforge.local/envtest-kubernetes"
+		echo
+		echo "go 1.26"
+		echo
+		echo "require k8s.io/kubernetes v$K8S_VERSION"
+		echo
+		awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" { print $1 }' "$gomod" | sort -u |
+			while read -r m; do echo "replace $m => $m $staging_version"; done
+	} >go.mod
+	local pkg="k8s.io/component-base/version" cpkg="k8s.io/client-go/pkg/version"
+	local major=${K8S_VERSION%%.*} minor=${K8S_VERSION#*.}
+	minor=${minor%%.*}
+	local ldflags="-s -w"
+	for p in "$pkg" "$cpkg"; do
+		ldflags+=" -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+	done
+	local targets=(kube-apiserver)
+	if [ "${ENVTEST_BUILD_KUBECTL:-}" = 1 ] || ! command -v kubectl >/dev/null 2>&1; then
+		targets+=(kubectl)
+	fi
+	for t in "${targets[@]}"; do
+		log "building $t v$K8S_VERSION from source (first run only; about 4 minutes on 2 cores)"
+		GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$staged/$t" "k8s.io/kubernetes/cmd/$t"
+	done
+}
+
+build_etcd() {
+	local mod="$work/etcd"
+	mkdir -p "$mod"
+	cd "$mod"
+	printf 'module linkforge.local/envtest-etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" >go.mod
+	log "building etcd v$ETCD_VERSION from source (first run only; about 1 minute)"
+	GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$staged/etcd" go.etcd.io/etcd/server/v3
+}
+
+start=$(date +%s)
+build_etcd
+build_kubernetes
+mkdir -p "$DIR"
+# Move into place only once both built, so an interrupted run leaves no half store.
+for f in "$staged"/*; do mv -f "$f" "$DIR/"; done
+log "built in $(($(date +%s) - start))s into $DIR"
+echo "$DIR"
