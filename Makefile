@@ -69,6 +69,10 @@ build: manifests generate fmt vet ## Build bin/manager, bin/redirector and bin/l
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/redirector ./cmd/redirector
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/linkforge ./cmd/linkforge
 
+.PHONY: dev
+dev: build envtest-assets ## Run linkforge locally: control plane, manager, redirector on 127.0.0.1:8080, samples. Ctrl-C stops it.
+	go run ./hack/dev
+
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager against the cluster in ~/.kube/config (or KUBECONFIG).
 	go run ./cmd/manager

@@ -152,10 +152,16 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 
 	expired := link.Expired(now)
 	exhausted := link.Exhausted()
-	r.setFlag(link, linkv1.ConditionExpired, expires, expired, linkv1.ReasonExpired,
-		func() string { return fmt.Sprintf("expired at %s", expiry.UTC().Format(time.RFC3339)) })
-	r.setFlag(link, linkv1.ConditionExhausted, link.Spec.MaxUses != nil, exhausted, linkv1.ReasonExhausted,
-		func() string { return fmt.Sprintf("served all %d uses", *link.Spec.MaxUses) })
+	if expires {
+		r.setFlag(link, linkv1.ConditionExpired, expired, linkv1.ReasonExpired, "expires at %s", expiry.UTC().Format(time.RFC3339))
+	} else {
+		r.removeCondition(link, linkv1.ConditionExpired)
+	}
+	if link.Spec.MaxUses != nil {
+		r.setFlag(link, linkv1.ConditionExhausted, exhausted, linkv1.ReasonExhausted, "%d of %d uses served", link.Status.Uses, *link.Spec.MaxUses)
+	} else {
+		r.removeCondition(link, linkv1.ConditionExhausted)
+	}
 	switch {
 	case expired:
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonExpired, fmt.Sprintf("code %s expired at %s; it answers 410 Gone", decision.Code, expiry.UTC().Format(time.RFC3339)))
@@ -254,17 +260,15 @@ func (r *ShortLinkReconciler) removeCondition(link *linkv1.ShortLink, typ string
 	meta.RemoveStatusCondition(&link.Status.Conditions, typ)
 }
 
-// setFlag keeps an Expired/Exhausted condition: absent when it cannot happen,
-// False while it has not, True once it has.
-func (r *ShortLinkReconciler) setFlag(link *linkv1.ShortLink, typ string, applies, on bool, reason string, msg func() string) {
-	switch {
-	case !applies:
-		r.removeCondition(link, typ)
-	case on:
-		r.setCondition(link, typ, metav1.ConditionTrue, reason, msg())
-	default:
-		r.setCondition(link, typ, metav1.ConditionFalse, "Active", "not yet")
+// setFlag keeps an Expired/Exhausted condition of a link that can finish:
+// False while it has not, True once it has. The message keeps its reading
+// (expiry instant, uses) so users see how far along it is.
+func (r *ShortLinkReconciler) setFlag(link *linkv1.ShortLink, typ string, on bool, reason, format string, args ...any) {
+	if on {
+		r.setCondition(link, typ, metav1.ConditionTrue, reason, fmt.Sprintf(format, args...))
+		return
 	}
+	r.setCondition(link, typ, metav1.ConditionFalse, linkv1.ReasonActive, fmt.Sprintf(format, args...))
 }
 
 func (r *ShortLinkReconciler) clearFinished(link *linkv1.ShortLink) {
