@@ -58,8 +58,10 @@ test: manifests generate fmt vet envtest-assets build ## Run unit, envtest and e
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
 
 .PHONY: bench
-bench: envtest-assets ## Run the benchmarks and print their tables.
-	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/... -run '^$$' -bench . -benchmem
+bench: envtest-assets build ## Run the benchmarks: code algorithm, controller and reaper against envtest, redirector vs nginx.
+	go test ./internal/shortcode -run '^$$' -bench . -benchmem
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./controllers -run '^$$' -bench . -benchtime 1x -timeout 60m
+	hack/bench-redirect.sh
 
 ##@ Build
 

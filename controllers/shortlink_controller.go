@@ -42,6 +42,10 @@ const CodeIndex = "linkforge.io/code"
 // of its code; the holder's status change normally re-queues it sooner.
 const pendingRetry = 5 * time.Second
 
+// conflictRetry is how soon a link whose status patch lost a race (another
+// manager or a redirector wrote first) is decided again, on fresh data.
+const conflictRetry = 200 * time.Millisecond
+
 // ShortLinkReconciler writes each ShortLink's code, canonical URL, expiry and
 // conditions into its status.
 type ShortLinkReconciler struct {
@@ -82,7 +86,7 @@ func (r *ShortLinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
 		if err := r.Status().Patch(ctx, link, patch); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				result, retErr = ctrl.Result{Requeue: true}, nil
+				result, retErr = ctrl.Result{RequeueAfter: conflictRetry}, nil
 				return
 			}
 			retErr = fmt.Errorf("patching status: %w", err)

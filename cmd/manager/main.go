@@ -1,0 +1,155 @@
+// Command manager runs the linkforge controllers: the ShortLink reconciler
+// (codes, expiry, conditions) and the reaper (deletes finished links).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/controllers"
+)
+
+var version = "dev"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	metricsAddr             string
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionNamespace string
+	redirectBaseURL         string
+	maxConcurrentReconciles int
+	qps                     float64
+	burst                   int
+	reaper                  controllers.ReaperOptions
+}
+
+func run() error {
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint, e.g. :8080; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /readyz and /reaper.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one manager replica is active.")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	flag.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "ShortLinks reconciled in parallel.")
+	flag.Float64Var(&o.qps, "kube-api-qps", 100, "Client-side rate limit of API requests per second.")
+	flag.IntVar(&o.burst, "kube-api-burst", 200, "Client-side burst of API requests.")
+	flag.DurationVar(&o.reaper.DefaultTTLAfterFinished, "default-ttl-after-finished", time.Hour, "How long a finished link is kept when it sets no ttlSecondsAfterFinished.")
+	flag.DurationVar(&o.reaper.SweepInterval, "reap-interval", 15*time.Minute, "Interval of the reaper's sweep for finished links that are due.")
+	flag.IntVar(&o.reaper.BatchSize, "reap-batch-size", 1000, "Most links one sweep deletes.")
+	flag.Float64Var(&o.reaper.DeletesPerSecond, "reap-rate", 50, "Most deletes per second the reaper sends.")
+	readBeforeDelete := flag.Bool("reap-read-before-delete", false, "Read each link from the API server before deleting it, as Kubernetes' TTL-after-finished controller does. "+
+		"Off by default: the delete carries the UID and resourceVersion of the copy judged due, so the API server refuses it for any other version, and a refused delete is re-read and re-checked.")
+	showVersion := flag.Bool("version", false, "Print the version and exit.")
+	zapOpts := zap.Options{Development: false}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return nil
+	}
+	o.reaper.OptimisticDelete = !*readBeforeDelete
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(linkv1.AddToScheme(scheme))
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		// Nothing here reads managedFields; dropping them halves the cache.
+		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  "0", // served below, with /reaper beside the probes
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "manager.linkforge.io",
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		// The manager exits soon after losing the lease, so a new leader never
+		// overlaps with it for long.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	ctx := ctrl.SetupSignalHandler()
+	links := &controllers.ShortLinkReconciler{
+		Client:                  mgr.GetClient(),
+		Recorder:                mgr.GetEventRecorder("linkforge-manager"),
+		Clock:                   clock.RealClock{},
+		RedirectBaseURL:         o.redirectBaseURL,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+	}
+	if err := links.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	reaper := controllers.NewReaper(mgr, o.reaper)
+	if err := reaper.SetupWithManager(mgr); err != nil {
+		return err
+	}
+
+	if o.probeAddr != "0" {
+		if err := addProbeServer(mgr, o.probeAddr, reaper.StatsHandler()); err != nil {
+			return err
+		}
+	}
+
+	log.Info("starting manager", "version", version, "leaderElect", o.leaderElect)
+	return mgr.Start(ctx)
+}
+
+// addProbeServer serves /healthz, /readyz and the reaper's JSON summary on one
+// port. readyz waits for the informer caches.
+func addProbeServer(mgr manager.Manager, addr string, reaperStats http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s for probes: %w", addr, err)
+	}
+	synced := func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("informer caches not synced")
+		}
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}})
+	mux.Handle("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping, "informers": synced}})
+	mux.Handle("/reaper", reaperStats)
+	return mgr.Add(&manager.Server{
+		Name:     "probes",
+		Server:   &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		Listener: ln,
+	})
+}

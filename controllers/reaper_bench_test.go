@@ -1,0 +1,343 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+)
+
+// BenchmarkReaper measures how long the reaper takes to delete N finished
+// links (spec.expiresAt in the past, ttlSecondsAfterFinished 0, reapPolicy
+// Delete), from the start of its manager until the last delete, against a
+// floor measured in the same run: a plain client deleting N links by name
+// with as many workers as the reaper has (MaxConcurrentReconciles). The
+// reaper's token bucket is raised (REAPER_BENCH_RATE, default 100000/s) so
+// that it is not what is measured; the rest is at its defaults (4 workers;
+// the 15m sweep does not fire: the deadline path does the work). It is
+// measured twice: as configured by default (a read from the API server, then
+// the delete), and with OptimisticDelete (the delete alone, with the cached
+// copy's preconditions).
+//
+// Then the deletion lag in steady state: with the reaper running (as
+// configured by default, rate raised), REAPER_BENCH_STEADY_N links are created
+// at REAPER_BENCH_STEADY_RATE a second (default 200), each expiring two
+// seconds after its creation (expiresAt has whole seconds, so the links of a
+// second fall due together); the lag is the time from each link's deadline to
+// its deletion, measured at the delete call.
+//
+//	go test ./controllers -run '^$' -bench Reaper -benchtime 1x
+//
+// Environment: REAPER_BENCH_N (default 10000), REAPER_BENCH_STEADY_N
+// (default N), REAPER_BENCH_WORKERS (default 4), REAPER_BENCH_RATE (default
+// 100000), REAPER_BENCH_CREATORS (parallel creates, default 16),
+// REAPER_BENCH_ROUNDS (default 1: each round measures the floor and both
+// modes, in a rotating order; medians are reported), REAPER_BENCH_STEADY_RATE.
+func BenchmarkReaper(b *testing.B) {
+	n := reaperBenchEnvInt(b, "REAPER_BENCH_N", 10000)
+	steadyN := reaperBenchEnvInt(b, "REAPER_BENCH_STEADY_N", n)
+	workers := reaperBenchEnvInt(b, "REAPER_BENCH_WORKERS", DefaultReapWorkers)
+	creators := reaperBenchEnvInt(b, "REAPER_BENCH_CREATORS", 16)
+	deleteRate := float64(reaperBenchEnvInt(b, "REAPER_BENCH_RATE", 100000))
+	rounds := reaperBenchEnvInt(b, "REAPER_BENCH_ROUNDS", 1)
+	steadyRate := reaperBenchEnvInt(b, "REAPER_BENCH_STEADY_RATE", 200)
+	cfg, c := benchEnv(b)
+	ctx := b.Context()
+	// The reaper logs each delete, as in production (JSON, info level), to nowhere.
+	logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+	opts := ReaperOptions{DeletesPerSecond: deleteRate, MaxConcurrentReconciles: workers}
+
+	for i := 0; i < b.N; i++ {
+		run := fmt.Sprintf("%d-%d", time.Now().UnixNano()%1e9, i)
+		past := time.Now().Add(-time.Hour)
+		finished := func(l *linkv1.ShortLink) { l.Spec.ExpiresAt = &metav1.Time{Time: past} }
+		var floors, reaps, optimistic, syncs []time.Duration
+		var burst []time.Duration
+		var createRates []float64
+
+		phases := []string{"floor", "reaper", "optimistic"}
+		for round := range rounds {
+			for _, phase := range phases {
+				ns := reaperBenchNamespace(b, c, fmt.Sprintf("bench-%s-%s-%d", phase, run, round))
+				created := time.Now()
+				names := reaperBenchCreate(b, c, ns, n, creators, finished)
+				createRates = append(createRates, float64(n)/time.Since(created).Seconds())
+				if phase == "floor" {
+					start := time.Now()
+					reaperBenchParallel(b, len(names), workers, func(j int) error {
+						return c.Delete(ctx, &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[j]}})
+					})
+					floors = append(floors, time.Since(start))
+					continue
+				}
+				o := opts
+				o.OptimisticDelete = phase == "optimistic"
+				lags := &reaperBenchLags{}
+				start := time.Now()
+				reaper, synced, stop := reaperBenchStart(b, cfg, o, lags, start)
+				reaperBenchWait(b, func() bool { return reaper.Stats().TotalReaped >= int64(n) }, 10*time.Minute)
+				took := time.Since(start)
+				stop()
+				if left := reaperBenchCount(b, c, ns); left != 0 {
+					b.Fatalf("%d links left after the reaper counted %d deletes", left, reaper.Stats().TotalReaped)
+				}
+				if phase == "reaper" {
+					reaps, syncs = append(reaps, took), append(syncs, synced)
+					burst = append(burst, lags.take()...)
+				} else {
+					optimistic = append(optimistic, took)
+				}
+			}
+			phases = append(phases[1:], phases[0])
+		}
+		slices.Sort(burst)
+
+		// Steady state: links become due while the reaper runs, at a paced rate.
+		steadyNS := reaperBenchNamespace(b, c, "bench-steady-"+run)
+		lags := &reaperBenchLags{}
+		reaper, _, stop := reaperBenchStart(b, cfg, opts, lags, time.Now())
+		steadyStart := time.Now()
+		pace := rate.NewLimiter(rate.Limit(steadyRate), 1)
+		reaperBenchCreate(b, c, steadyNS, steadyN, creators, func(l *linkv1.ShortLink) {
+			if err := pace.Wait(ctx); err != nil {
+				b.Error(err)
+			}
+			l.Spec.ExpiresAt = &metav1.Time{Time: time.Now().Add(2 * time.Second)}
+		})
+		reaperBenchWait(b, func() bool { return reaper.Stats().TotalReaped >= int64(steadyN) }, 10*time.Minute)
+		steadyTook := time.Since(steadyStart)
+		stop()
+		steady := lags.take()
+
+		floor, reap, opt := reaperBenchMedian(floors), reaperBenchMedian(reaps), reaperBenchMedian(optimistic)
+		b.ReportMetric(floor.Seconds(), "floor-s")
+		b.ReportMetric(reap.Seconds(), "reaper-s")
+		b.ReportMetric(reap.Seconds()/floor.Seconds(), "ratio")
+		b.ReportMetric(opt.Seconds(), "optimistic-s")
+		b.ReportMetric(opt.Seconds()/floor.Seconds(), "optimistic-ratio")
+		b.ReportMetric(reaperBenchQuantile(steady, 0.99).Seconds(), "lag-p99-s")
+		b.ReportMetric(reaperBenchQuantile(burst, 0.99).Seconds(), "burst-lag-p99-s")
+		b.Logf("n=%d workers=%d rate=%.0f/s rounds=%d (medians): floor %s; reaper %s (cache synced after %s), ratio %.2f; optimistic %s, ratio %.2f",
+			n, workers, deleteRate, rounds, floor.Round(time.Millisecond), reap.Round(time.Millisecond), reaperBenchMedian(syncs).Round(time.Millisecond),
+			reap.Seconds()/floor.Seconds(), opt.Round(time.Millisecond), opt.Seconds()/floor.Seconds())
+		b.Logf("each round: floor %v reaper %v optimistic %v; creates/s %.0f", reaperBenchRound(floors), reaperBenchRound(reaps), reaperBenchRound(optimistic), createRates)
+		b.Logf("burst (all due at the reaper's start): time to each delete p50 %s p99 %s max %s",
+			reaperBenchQuantile(burst, 0.5), reaperBenchQuantile(burst, 0.99), reaperBenchQuantile(burst, 1))
+		b.Logf("steady: %d links created at %d/s (each due 1-2s later) and reaped in %s; lag after the deadline p50 %s p99 %s max %s",
+			steadyN, steadyRate, steadyTook.Round(time.Millisecond), reaperBenchQuantile(steady, 0.5), reaperBenchQuantile(steady, 0.99), reaperBenchQuantile(steady, 1))
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+func reaperBenchMedian(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	switch {
+	case len(s) == 0:
+		return 0
+	case len(s)%2 == 0:
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func reaperBenchRound(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond)
+	}
+	return out
+}
+
+func reaperBenchEnvInt(b *testing.B, key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", key, v)
+	}
+	return n
+}
+
+func reaperBenchNamespace(b *testing.B, c client.Client, name string) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Create(b.Context(), ns); err != nil {
+		b.Fatalf("creating namespace: %v", err)
+	}
+	return name
+}
+
+// reaperBenchCreate creates n finished links with parallel workers and returns their names.
+func reaperBenchCreate(b *testing.B, c client.Client, ns string, n, workers int, mutate func(*linkv1.ShortLink)) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("l-%06d", i)
+	}
+	reaperBenchParallel(b, n, workers, func(i int) error {
+		l := &linkv1.ShortLink{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[i]},
+			Spec: linkv1.ShortLinkSpec{
+				URL:                     fmt.Sprintf("https://example.com/%d", i),
+				ReapPolicy:              linkv1.ReapPolicyDelete,
+				TTLSecondsAfterFinished: ptr.To[int32](0),
+			},
+		}
+		mutate(l)
+		return c.Create(b.Context(), l)
+	})
+	return names
+}
+
+// reaperBenchParallel runs do(0..n-1) on workers goroutines and fails on the first error.
+func reaperBenchParallel(b *testing.B, n, workers int, do func(i int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := do(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// reaperBenchStart runs a manager with only the reaper, whose deletes are
+// timed by lags. It returns once the reaper's cache has synced, with the time
+// that took since start.
+func reaperBenchStart(b *testing.B, cfg *rest.Config, o ReaperOptions, lags *reaperBenchLags, start time.Time) (*Reaper, time.Duration, func()) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reaper := NewReaper(mgr, o)
+	reaper.Client = &reaperBenchClient{Client: reaper.Client, reaper: reaper, lags: lags, start: start}
+	if err := reaper.SetupWithManager(mgr); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(b.Context())
+	if _, err := mgr.GetCache().GetInformer(ctx, &linkv1.ShortLink{}); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		b.Fatal("the reaper's cache did not sync")
+	}
+	synced := time.Since(start)
+	return reaper, synced, func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("manager: %v", err)
+		}
+	}
+}
+
+// reaperBenchClient times each successful delete against the link's
+// deadline, or against the reaper's start when that is later.
+type reaperBenchClient struct {
+	client.Client
+	reaper *Reaper
+	lags   *reaperBenchLags
+	start  time.Time
+}
+
+func (c *reaperBenchClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	err := c.Client.Delete(ctx, obj, opts...)
+	if err == nil {
+		now := time.Now()
+		from := c.reaper.plan(obj.(*linkv1.ShortLink), now).deadline
+		if from.Before(c.start) {
+			from = c.start
+		}
+		c.lags.add(now.Sub(from))
+	}
+	return err
+}
+
+type reaperBenchLags struct {
+	mu   sync.Mutex
+	lags []time.Duration
+}
+
+func (l *reaperBenchLags) add(d time.Duration) {
+	l.mu.Lock()
+	l.lags = append(l.lags, d)
+	l.mu.Unlock()
+}
+
+func (l *reaperBenchLags) take() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.lags
+	l.lags = nil
+	slices.Sort(out)
+	return out
+}
+
+func reaperBenchQuantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)].Round(time.Millisecond)
+}
+
+func reaperBenchWait(b *testing.B, done func() bool, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out after %s", timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func reaperBenchCount(b *testing.B, c client.Client, ns string) int {
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(linkv1.GroupVersion.WithKind("ShortLinkList"))
+	if err := c.List(b.Context(), &list, client.InNamespace(ns)); err != nil && !apierrors.IsNotFound(err) {
+		b.Fatal(err)
+	}
+	return len(list.Items)
+}
