@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -324,12 +325,10 @@ func reaperBenchQuantile(sorted []time.Duration, q float64) time.Duration {
 }
 
 func reaperBenchWait(b *testing.B, done func() bool, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for !done() {
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out after %s", timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(b.Context(), 5*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) { return done(), nil })
+	if err != nil {
+		b.Fatalf("timed out after %s", timeout)
 	}
 }
 
