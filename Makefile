@@ -73,7 +73,8 @@ build: manifests generate fmt vet ## Build bin/manager, bin/redirector and bin/l
 
 .PHONY: dev
 dev: build envtest-assets ## Run linkforge locally: control plane, manager, redirector on 127.0.0.1:8080, samples. Ctrl-C stops it.
-	go run ./hack/dev
+	go build -o bin/dev ./hack/dev
+	bin/dev
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager against the cluster in ~/.kube/config (or KUBECONFIG).
@@ -118,7 +119,7 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 SETUP_ENVTEST_VERSION ?= v0.25.1
-KUSTOMIZE_VERSION ?= v5.8.3
+KUSTOMIZE_VERSION ?= v5.7.1
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION) ## controller-gen, versioned in bin/.

@@ -136,7 +136,7 @@ type ShortLinkStatus struct {
 
 	// uses is how many redirects the redirectors have served (or reserved) for this link.
 	// +optional
-	Uses int64 `json:"uses,omitempty"`
+	Uses int64 `json:"uses"`
 
 	// conditions: Ready (always), Expired, Exhausted, and Reconciling and
 	// Stalled while true.
@@ -153,7 +153,7 @@ type ShortLinkStatus struct {
 // +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.status.code`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the link expires (RFC 3339); empty if never"
 // +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ShortLink struct {

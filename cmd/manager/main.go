@@ -144,8 +144,15 @@ func addProbeServer(mgr manager.Manager, addr string, reaperStats http.Handler) 
 		return nil
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}})
-	mux.Handle("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping, "informers": synced}})
+	// healthz.Handler serves the aggregate at its root and one check per
+	// subpath (/readyz/informers), so it is mounted with the prefix stripped.
+	probe := func(path string, checks map[string]healthz.Checker) {
+		h := http.StripPrefix(path, &healthz.Handler{Checks: checks})
+		mux.Handle(path, h)
+		mux.Handle(path+"/", h)
+	}
+	probe("/healthz", map[string]healthz.Checker{"ping": healthz.Ping})
+	probe("/readyz", map[string]healthz.Checker{"ping": healthz.Ping, "informers": synced})
 	mux.Handle("/reaper", reaperStats)
 	return mgr.Add(&manager.Server{
 		Name:     "probes",

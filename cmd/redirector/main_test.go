@@ -1,0 +1,149 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run the built binary: it starts, serves probes and redirects,
+// and exits 0 on SIGTERM after draining.
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "redirector")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	done   chan error
+	output *strings.Builder
+}
+
+func start(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: exec.Command(bin, args...), done: make(chan error, 1), output: &strings.Builder{}}
+	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// get polls url until it answers want or 20s pass.
+func get(t *testing.T, url string, want int) *http.Response {
+	t.Helper()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == want {
+				return resp
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: %v %v, want %d", url, resp, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *proc) terminate() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			p.t.Fatalf("exit: %v\n%s", err, p.output)
+		}
+	case <-time.After(20 * time.Second):
+		p.t.Fatalf("no exit after SIGTERM\n%s", p.output)
+	}
+}
+
+func TestBinary(t *testing.T) {
+	bin := buildBinary(t)
+
+	t.Run("serves, then exits 0 on SIGTERM", func(t *testing.T) {
+		table := filepath.Join(t.TempDir(), "links.txt")
+		if out, err := exec.Command(bin, "--synthetic-links=10", "--synthetic-table="+table).CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		b, err := os.ReadFile(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+		addr, probes := freeAddr(t), freeAddr(t)
+		p := start(t, bin, "--synthetic-links=10", "--bind-address="+addr, "--health-probe-bind-address="+probes)
+		get(t, "http://"+probes+"/healthz", 200)
+		get(t, "http://"+probes+"/readyz", 200)
+		resp := get(t, "http://"+addr+"/"+f[0]+"/"+f[1], 302)
+		if loc := resp.Header.Get("Location"); loc != f[2] {
+			t.Errorf("Location %q, want %q", loc, f[2])
+		}
+		get(t, "http://"+addr+"/healthz", 404)
+		get(t, "http://"+probes+"/metrics", 200)
+		p.terminate()
+	})
+
+	t.Run("starts without an API server and is not ready", func(t *testing.T) {
+		kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:1"}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+users:
+- name: u
+  user: {token: t}
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		addr, probes := freeAddr(t), freeAddr(t)
+		p := start(t, bin, "--kubeconfig="+kubeconfig, "--bind-address="+addr, "--health-probe-bind-address="+probes)
+		get(t, "http://"+probes+"/healthz", 200)
+		get(t, "http://"+probes+"/readyz", 503)
+		get(t, "http://"+addr+"/ns/code", 503)
+		p.terminate()
+	})
+}

@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# bench-redirect.sh: the redirector against nginx on the same 100,000 links.
+#
+# What it runs (loopback only, 127.0.0.1):
+#   - bin/redirector --synthetic-links=N: the real binary (real handler, real
+#     index, real net/http server, real manager and shutdown), except that its
+#     ShortLinks come from a generator instead of an API server. The generated
+#     objects look like what an API server returns (uid, labels, a kubectl
+#     last-applied annotation, managedFields, full status) and are streamed
+#     through a client-go SharedIndexInformer with the redirector's transform,
+#     the namespace index controller-runtime adds, and the same event handlers
+#     as in production. See internal/redirect/synthetic.go.
+#   - nginx answering `return 302 <url>` from a `map` of the same N paths
+#     (one worker, access log off, unlimited keep-alive requests).
+#   - the net/http floor (internal/redirect/benchfloor): the redirector's
+#     http.Server settings with a handler that answers every request with a
+#     fixed 302 and the same headers, i.e. what any net/http server costs.
+#   - wrk with a Lua script cycling through all N paths, keep-alive.
+# Both servers are pinned to SERVER_CPU (one core), wrk to LOAD_CPU; same
+# duration and connections for both, in ROUNDS alternating rounds of the same
+# run (the median round of each is reported, so that load from other work on
+# the machine hits both alike).
+#
+# RSS per link: VmRSS of the redirector with N links minus VmRSS with none
+# (same binary, same flags, --synthetic-links=0), divided by N; measured once
+# idle after the initial sync has settled and once after the same wrk load.
+# It includes everything the process holds per link: the informer's stripped
+# ShortLink and its store entries (key map, namespace index), the index entry
+# and its map slot, and the Go heap's headroom and fragmentation around them.
+#
+# Usage: hack/bench-redirect.sh            (defaults below; about 3 minutes)
+#        N=100000 DURATION=15s ROUNDS=3 CONNS=64 hack/bench-redirect.sh
+# Needs nginx and wrk (installed with apt-get if missing) and taskset.
+# Not part of `make test`.
+set -euo pipefail
+
+N=${N:-100000}
+NSS=${NSS:-100}
+DURATION=${DURATION:-15s}
+ROUNDS=${ROUNDS:-3}
+WARMUP=${WARMUP:-5s}
+CONNS=${CONNS:-64}
+SERVER_CPU=${SERVER_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+SETTLE=${SETTLE:-15}
+REDIR_PORT=${REDIR_PORT:-18080}
+PROBE_PORT=${PROBE_PORT:-18081}
+NGINX_PORT=${NGINX_PORT:-18090}
+FLOOR_PORT=${FLOOR_PORT:-18070}
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+log() { echo "bench: $*" >&2; }
+
+if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
+	log "installing nginx and wrk"
+	apt-get update -qq >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx wrk >/dev/null
+fi
+command -v taskset >/dev/null || { log "taskset is missing (util-linux)"; exit 1; }
+
+log "building bin/redirector"
+go build -trimpath -o bin/redirector ./cmd/redirector
+go build -trimpath -o "$work/benchfloor" ./internal/redirect/benchfloor
+
+log "generating $N links over $NSS namespaces"
+bin/redirector --synthetic-links="$N" --synthetic-namespaces="$NSS" --synthetic-table="$work/links.txt"
+
+# wrk: pre-formatted requests, cycled from a random start.
+awk '{ print "/" $1 "/" $2 }' "$work/links.txt" >"$work/paths.txt"
+cat >"$work/cycle.lua" <<'EOF'
+local reqs, n, idx = {}, 0, 0
+function init(args)
+  for line in io.lines(args[1]) do
+    n = n + 1
+    reqs[n] = wrk.format("GET", line)
+  end
+  idx = math.random(n)
+end
+function request()
+  idx = idx + 1
+  if idx > n then idx = 1 end
+  return reqs[idx]
+end
+function done(summary, latency, requests)
+  local secs = summary.duration / 1e6
+  local e = summary.errors
+  io.write(string.format("RESULT rps=%.0f p50_us=%d p99_us=%d requests=%d errors=%d bad_status=%d\n",
+    summary.requests / secs, latency:percentile(50), latency:percentile(99), summary.requests,
+    e.connect + e.read + e.write + e.timeout, e.status))
+end
+EOF
+
+# nginx: one worker on SERVER_CPU, a map of the same paths.
+{
+	echo "map \$uri \$target {"
+	echo "    default \"\";"
+	awk '{ printf "    /%s/%s \"%s\";\n", $1, $2, $3 }' "$work/links.txt"
+	echo "}"
+} >"$work/map.conf"
+mkdir -p "$work/nginx"
+cat >"$work/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    server_tokens off;
+    keepalive_requests 100000000;
+    keepalive_timeout 120s;
+    map_hash_max_size 262144;
+    map_hash_bucket_size 256;
+    client_body_temp_path $work/nginx;
+    proxy_temp_path $work/nginx;
+    fastcgi_temp_path $work/nginx;
+    uwsgi_temp_path $work/nginx;
+    scgi_temp_path $work/nginx;
+    include $work/map.conf;
+    server {
+        listen 127.0.0.1:$NGINX_PORT reuseport backlog=4096;
+        location / {
+            if (\$target = "") { return 404; }
+            return 302 \$target;
+        }
+    }
+}
+EOF
+
+wait_http() { # url
+	for _ in $(seq 1 600); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "$1" || true)" = 200 ] && return 0
+		sleep 0.2
+	done
+	log "timed out waiting for $1"
+	return 1
+}
+
+rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+
+# settled_rss PID: VmRSS once it has stopped falling (the Go scavenger returns
+# the initial sync's garbage to the OS over a few seconds), at most SETTLE s.
+settled_rss() {
+	local prev cur
+	prev=$(rss_kib "$1")
+	for _ in $(seq 1 "$SETTLE"); do
+		sleep 1
+		cur=$(rss_kib "$1")
+		[ $((prev - cur)) -lt 256 ] && break
+		prev=$cur
+	done
+	rss_kib "$1"
+}
+
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime + stime
+CLK_TCK=$(getconf CLK_TCK)
+
+# run_wrk URL PID: a warm-up, then the measured run; prints its RESULT line
+# plus the server's CPU time per request (user + system, from /proc/PID/stat),
+# which other work on the machine disturbs much less than requests/s.
+run_wrk() {
+	local t0 t1 out
+	taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"$WARMUP" -s "$work/cycle.lua" "$1" -- "$work/paths.txt" >/dev/null
+	t0=$(cpu_ticks "$2")
+	out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" -s "$work/cycle.lua" "$1" -- "$work/paths.txt" | grep '^RESULT')
+	t1=$(cpu_ticks "$2")
+	awk -v o="$out" -v d=$((t1 - t0)) -v hz="$CLK_TCK" 'BEGIN {
+		split(o, f, "requests="); split(f[2], g, " ")
+		printf "%s cpu_ns=%.0f\n", o, d * 1e9 / hz / g[1] }'
+}
+
+start_redirector() { # links
+	taskset -c "$SERVER_CPU" bin/redirector --synthetic-links="$1" --synthetic-namespaces="$NSS" \
+		--bind-address=127.0.0.1:$REDIR_PORT --health-probe-bind-address=127.0.0.1:$PROBE_PORT \
+		>"$work/redirector-$1.log" 2>&1 &
+	echo $!
+}
+
+stop() { # pid: SIGTERM, then wait until it has exited
+	kill -TERM "$1" 2>/dev/null || true
+	for _ in $(seq 1 300); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+	log "pid $1 did not exit"
+}
+
+field() { sed -n "s/.*$2=\([0-9]*\).*/\1/p" <<<"$1"; }
+
+log "redirector with 0 links (baseline RSS)"
+rp=$(start_redirector 0)
+pids+=("$rp")
+wait_http "http://127.0.0.1:$PROBE_PORT/readyz"
+rss0_idle=$(settled_rss "$rp")
+run_wrk "http://127.0.0.1:$REDIR_PORT" "$rp" >/dev/null
+rss0_load=$(rss_kib "$rp")
+stop "$rp"
+
+log "redirector with $N links"
+rp=$(start_redirector "$N")
+pids+=("$rp")
+wait_http "http://127.0.0.1:$PROBE_PORT/readyz"
+got=$(curl -s "http://127.0.0.1:$PROBE_PORT/metrics" | awk '/^linkforge_redirector_index_links / { print $2 }')
+[ "$got" = "$N" ] || { log "index holds $got links, want $N"; exit 1; }
+first=$(head -1 "$work/paths.txt")
+curl -s -o /dev/null -w 'bench: redirector sample: %{http_code} -> %{redirect_url}\n' "http://127.0.0.1:$REDIR_PORT$first" >&2
+rssN_idle=$(settled_rss "$rp")
+
+log "nginx with the same $N links"
+taskset -c "$SERVER_CPU" nginx -c "$work/nginx.conf" -p "$work/nginx" &
+np=$!
+pids+=("$np")
+for _ in $(seq 1 100); do
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$NGINX_PORT$first" || true)" = 302 ] && break
+	sleep 0.2
+done
+curl -s -o /dev/null -w 'bench: nginx sample: %{http_code} -> %{redirect_url}\n' "http://127.0.0.1:$NGINX_PORT$first" >&2
+
+log "net/http floor"
+taskset -c "$SERVER_CPU" "$work/benchfloor" --bind-address=127.0.0.1:$FLOOR_PORT &
+fp=$!
+pids+=("$fp")
+for _ in $(seq 1 100); do
+	[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$FLOOR_PORT$first" || true)" = 302 ] && break
+	sleep 0.2
+done
+
+# Alternate the servers, ROUNDS times each, so that noise from other work
+# on the machine hits both alike; report each server's median round.
+: >"$work/rounds.txt"
+for round in $(seq 1 "$ROUNDS"); do
+	log "round $round/$ROUNDS: redirector"
+	echo "redirector $(run_wrk "http://127.0.0.1:$REDIR_PORT" "$rp")" >>"$work/rounds.txt"
+	log "round $round/$ROUNDS: nginx"
+	echo "nginx $(run_wrk "http://127.0.0.1:$NGINX_PORT" "$np")" >>"$work/rounds.txt"
+	log "round $round/$ROUNDS: net/http floor"
+	echo "floor $(run_wrk "http://127.0.0.1:$FLOOR_PORT" "$fp")" >>"$work/rounds.txt"
+done
+rssN_load=$(rss_kib "$rp")
+stop "$rp"
+stop "$np"
+stop "$fp"
+
+# median SERVER FIELD: the RESULT line of the server's median round by FIELD.
+median() {
+	grep "^$1 " "$work/rounds.txt" | sed "s/.* $2=\([0-9]*\).*/\1 &/" | sort -n | awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }'
+}
+redir=$(median redirector rps)
+ngx=$(median nginx rps)
+flr=$(median floor rps)
+rc=$(field "$(median redirector cpu_ns)" cpu_ns)
+nc=$(field "$(median nginx cpu_ns)" cpu_ns)
+fc=$(field "$(median floor cpu_ns)" cpu_ns)
+
+rr=$(field "$redir" rps) rp50=$(field "$redir" p50_us) rp99=$(field "$redir" p99_us) rbad=$(field "$redir" bad_status)
+nr=$(field "$ngx" rps) np50=$(field "$ngx" p50_us) np99=$(field "$ngx" p99_us) nbad=$(field "$ngx" bad_status)
+fr=$(field "$flr" rps) fp50=$(field "$flr" p50_us) fp99=$(field "$flr" p99_us) fbad=$(field "$flr" bad_status)
+
+echo
+echo "rounds:"
+awk '{ split($3, r, "="); split($NF, c, "="); printf "  %-10s %8s requests/s %8s CPU ns/request\n", $1, r[2], c[2] }' "$work/rounds.txt"
+echo
+echo "links: $N over $NSS namespaces; wrk -t1 -c$CONNS -d$DURATION (after a $WARMUP warm-up), $ROUNDS alternating rounds, median shown;"
+echo "servers on CPU $SERVER_CPU, wrk on CPU $LOAD_CPU; $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-15s %12s %10s %10s %9s %14s\n' server "requests/s" "p50 (us)" "p99 (us)" "non-3xx" "CPU ns/request"
+printf '%-15s %12s %10s %10s %9s %14s\n' redirector "$rr" "$rp50" "$rp99" "$rbad" "$rc"
+printf '%-15s %12s %10s %10s %9s %14s\n' nginx "$nr" "$np50" "$np99" "$nbad" "$nc"
+printf '%-15s %12s %10s %10s %9s %14s\n' "net/http floor" "$fr" "$fp50" "$fp99" "$fbad" "$fc"
+awk -v r="$rr" -v n="$nr" -v f="$fr" -v rc="$rc" -v nc="$nc" -v fc="$fc" 'BEGIN {
+	printf "ratio redirector/nginx requests/s: %.2fx (goal >= 0.90x); by CPU per request: %.2fx\n", r / n, nc / rc
+	printf "ratio redirector/net-http floor:   %.2fx; by CPU per request: %.2fx\n", r / f, fc / rc
+	printf "ratio net-http floor/nginx:        %.2fx; by CPU per request: %.2fx\n", f / n, nc / fc }'
+echo
+printf '%-28s %12s %12s\n' "redirector VmRSS (KiB)" "idle" "after load"
+printf '%-28s %12s %12s\n' "0 links" "$rss0_idle" "$rss0_load"
+printf '%-28s %12s %12s\n' "$N links" "$rssN_idle" "$rssN_load"
+awk -v a="$rssN_idle" -v b="$rss0_idle" -v c="$rssN_load" -v d="$rss0_load" -v n="$N" 'BEGIN {
+	printf "RSS per link: %.0f bytes idle, %.0f bytes after load (goal < 1024)\n", (a - b) * 1024 / n, (c - d) * 1024 / n }'

@@ -1,0 +1,199 @@
+// Command dev runs linkforge on this machine for `make dev`: a local control
+// plane, the manager and the redirector, and the samples applied. It prints
+// how to use it and stops everything on Ctrl-C.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/linkforge/linkforge/internal/devenv"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "dev:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("==> "+format+"\n", args...)
+}
+
+func run() error {
+	root := flag.String("root", ".", "Repository root.")
+	redirectAddr := flag.String("redirect-address", "127.0.0.1:8080", "Address the redirector listens on.")
+	flag.Parse()
+
+	abs, err := filepath.Abs(*root)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(abs, ".dev")
+	bin := filepath.Join(abs, "bin")
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	step("starting the control plane (etcd + kube-apiserver; the first run builds them, which takes minutes)")
+	cp, err := devenv.StartControlPlane(abs, dir)
+	if err != nil {
+		return err
+	}
+	var procs []*devenv.Process
+	defer func() {
+		step("stopping")
+		for i := len(procs) - 1; i >= 0; i-- {
+			if err := procs[i].Stop(10 * time.Second); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: %v (log: %s)\n", procs[i].Name, err, procs[i].Log)
+			}
+		}
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+		step("stopped; nothing left running")
+	}()
+
+	managerProbes, err := devenv.FreeAddr()
+	if err != nil {
+		return err
+	}
+	redirectorProbes, err := devenv.FreeAddr()
+	if err != nil {
+		return err
+	}
+	step("starting bin/manager (log: .dev/manager.log)")
+	mgr, err := devenv.Start("manager", filepath.Join(dir, "manager.log"), filepath.Join(bin, "manager"),
+		"--kubeconfig", cp.Kubeconfig,
+		"--health-probe-bind-address", managerProbes,
+		"--redirect-base-url", "http://"+*redirectAddr)
+	if err != nil {
+		return err
+	}
+	procs = append(procs, mgr)
+	step("starting bin/redirector on %s (log: .dev/redirector.log)", *redirectAddr)
+	red, err := devenv.Start("redirector", filepath.Join(dir, "redirector.log"), filepath.Join(bin, "redirector"),
+		"--kubeconfig", cp.Kubeconfig,
+		"--bind-address", *redirectAddr,
+		"--health-probe-bind-address", redirectorProbes)
+	if err != nil {
+		return err
+	}
+	procs = append(procs, red)
+
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, probe := range []string{"http://" + managerProbes + "/readyz", "http://" + redirectorProbes + "/readyz"} {
+		if err := devenv.WaitHTTP(waitCtx, probe); err != nil {
+			return fmt.Errorf("%w (see the logs in .dev/)", err)
+		}
+	}
+
+	kubectl := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "kubectl", args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	step("applying config/samples")
+	out, err := kubectl("apply", "-k", filepath.Join(abs, "config", "samples"))
+	if err != nil {
+		return err
+	}
+	fmt.Println(out)
+	if _, err := kubectl("wait", "--for=condition=Ready", "shortlink/docs", "--timeout=60s"); err != nil {
+		return err
+	}
+	code, err := kubectl("get", "shortlink", "docs", "-o", "jsonpath={.status.code}")
+	if err != nil {
+		return err
+	}
+	shortURL := fmt.Sprintf("http://%s/default/%s", *redirectAddr, code)
+	if err := checkRedirect(shortURL); err != nil {
+		return err
+	}
+	table, _ := kubectl("get", "shortlinks")
+
+	fmt.Printf(`
+linkforge is running.
+
+  kubeconfig:  %[1]s
+  logs:        %[2]s/manager.log, %[2]s/redirector.log
+
+Try:
+  export KUBECONFIG=%[1]s
+  kubectl get shortlinks
+  kubectl describe shortlink docs
+  bin/linkforge code -n default https://example.com/hello
+
+%[3]s
+
+A redirect:
+curl -i %[4]s
+
+Press Ctrl-C to stop everything.
+`, cp.Kubeconfig, dir, table, shortURL)
+
+	select {
+	case <-ctx.Done():
+	case <-exited(mgr, red):
+		return errors.New("a component exited; see the logs in .dev/")
+	}
+	return nil
+}
+
+// checkRedirect makes sure the printed curl line works before it is printed.
+func checkRedirect(url string) error {
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusFound {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s does not redirect (last: %v)", url, describe(resp, err))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func describe(resp *http.Response, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return resp.Status
+}
+
+func exited(procs ...*devenv.Process) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for {
+			for _, p := range procs {
+				if p.Exited() {
+					close(ch)
+					return
+				}
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	return ch
+}

@@ -1,0 +1,185 @@
+// Package devenv runs linkforge locally for `make dev` and the end-to-end
+// tests: an envtest control plane (etcd + kube-apiserver) with the CRD
+// installed and a kubeconfig on disk, and the real binaries as child
+// processes that die with their parent.
+package devenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ControlPlane is a local etcd + kube-apiserver with the ShortLink CRD.
+type ControlPlane struct {
+	Config     *rest.Config
+	Kubeconfig string // path of an admin kubeconfig for kubectl and the binaries
+	env        *envtest.Environment
+}
+
+// Assets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS, else
+// hack/envtest-assets.sh under root, which reuses, downloads or builds them.
+func Assets(root string) (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	cmd := exec.Command(filepath.Join(root, "hack", "envtest-assets.sh"))
+	cmd.Stderr = os.Stderr // progress: the first run builds for minutes
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/envtest-assets.sh: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// StartControlPlane starts etcd and kube-apiserver, installs the CRDs of
+// root/config/crd/bases and writes an admin kubeconfig into dir.
+func StartControlPlane(root, dir string) (*ControlPlane, error) {
+	assets, err := Assets(root)
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	cp := &ControlPlane{Config: cfg, env: env}
+	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("adding an admin user: %w", err), cp.Stop())
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("writing a kubeconfig: %w", err), cp.Stop())
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, errors.Join(err, cp.Stop())
+	}
+	cp.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(cp.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return nil, errors.Join(err, cp.Stop())
+	}
+	return cp, nil
+}
+
+// Stop stops kube-apiserver and etcd and removes their data.
+func (c *ControlPlane) Stop() error {
+	return c.env.Stop()
+}
+
+// StopAPIServer stops kube-apiserver alone (etcd keeps the data), to test
+// what keeps working while the API server is down.
+func (c *ControlPlane) StopAPIServer() error {
+	return c.env.ControlPlane.APIServer.Stop()
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the same address.
+func (c *ControlPlane) StartAPIServer() error {
+	return c.env.ControlPlane.APIServer.Start()
+}
+
+// Process is a child process whose output goes to a log file.
+type Process struct {
+	Name string
+	Log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Start runs bin with args, its output in logPath. The child gets SIGKILL if
+// this process dies first, so nothing outlives a crashed test or dev session.
+func Start(name, logPath, bin string, args ...string) (*Process, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGTERM, waits up to grace for a clean exit, then kills the
+// process group. It returns the exit error of a process that did not exit 0
+// after SIGTERM.
+func (p *Process) Stop(grace time.Duration) error {
+	if p.Exited() {
+		return p.err
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		return fmt.Errorf("%s did not exit within %s of SIGTERM", p.Name, grace)
+	}
+}
+
+// FreeAddr returns a free loopback address host:port.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// WaitHTTP polls url until it answers 200 or ctx ends.
+func WaitHTTP(ctx context.Context, url string) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not answer 200: %w", url, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,254 @@
+// Package e2e runs the real binaries (bin/manager, bin/redirector, built from
+// this tree) against a local control plane, driven by the real kubectl and
+// real HTTP requests, the way a user would.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/linkforge/linkforge/internal/devenv"
+)
+
+const root = "../.."
+
+type env struct {
+	t          *testing.T
+	kubeconfig string
+	redirect   string // base URL of the redirector
+	mgrProbes  string
+}
+
+// buildBinaries builds the three binaries of this tree into dir.
+func buildBinaries(t *testing.T, dir string) {
+	t.Helper()
+	for _, name := range []string{"manager", "redirector", "linkforge"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", name, err, out)
+		}
+	}
+}
+
+func (e *env) kubectl(args ...string) (string, error) {
+	cmd := exec.Command("kubectl", args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func (e *env) mustKubectl(args ...string) string {
+	e.t.Helper()
+	out, err := e.kubectl(args...)
+	if err != nil {
+		e.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (e *env) applyYAML(yaml string) {
+	e.t.Helper()
+	cmd := exec.Command("kubectl", "apply", "-f", "-")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	cmd.Stdin = strings.NewReader(yaml)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		e.t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+}
+
+var noFollow = &http.Client{
+	Timeout:       5 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+// get returns the status and Location of GET path on the redirector.
+func (e *env) get(path string) (int, string, error) {
+	resp, err := noFollow.Get(e.redirect + path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("Location"), nil
+}
+
+// newG is Gomega for t with timeouts that suit a control plane on 2 cores.
+func newG(t *testing.T) *WithT {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(60 * time.Second)
+	g.SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	return g
+}
+
+// in returns the env for a subtest, so failures stop that subtest.
+func (e *env) in(t *testing.T) *env {
+	c := *e
+	c.t = t
+	return &c
+}
+
+func TestEndToEnd(t *testing.T) {
+	g := newG(t)
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Fatal("kubectl is needed on PATH for the end-to-end tests")
+	}
+
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "bin")
+	buildBinaries(t, bin)
+
+	cp, err := devenv.StartControlPlane(root, tmp)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = cp.Stop() })
+
+	mgrProbes, err := devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	redirectAddr, err := devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	redirectProbes, err := devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+
+	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
+		"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", mgrProbes,
+		"--redirect-base-url", "http://"+redirectAddr,
+		// Reap quickly so the test sees it: 1s after finishing, sweeping every second.
+		"--default-ttl-after-finished", "1s", "--reap-interval", "1s")
+	g.Expect(err).NotTo(HaveOccurred())
+	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
+		"--kubeconfig", cp.Kubeconfig, "--bind-address", redirectAddr, "--health-probe-bind-address", redirectProbes)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		// Both exit cleanly on SIGTERM; dump the logs of a failed run.
+		for _, p := range []*devenv.Process{red, mgr} {
+			if err := p.Stop(15 * time.Second); err != nil {
+				t.Errorf("%s: %v", p.Name, err)
+			}
+			if t.Failed() {
+				if b, err := os.ReadFile(p.Log); err == nil {
+					t.Logf("--- %s log ---\n%s", p.Name, tail(string(b), 4000))
+				}
+			}
+		}
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	g.Expect(devenv.WaitHTTP(ctx, "http://"+mgrProbes+"/readyz")).To(Succeed())
+	g.Expect(devenv.WaitHTTP(ctx, "http://"+redirectProbes+"/readyz")).To(Succeed())
+
+	e := &env{t: t, kubeconfig: cp.Kubeconfig, redirect: "http://" + redirectAddr, mgrProbes: mgrProbes}
+
+	t.Run("samples become Ready and redirect", func(t *testing.T) {
+		g, e := newG(t), e.in(t)
+		e.mustKubectl("apply", "-k", filepath.Join(root, "config", "samples"))
+		e.mustKubectl("wait", "--for=condition=Ready", "shortlink", "--all", "--timeout=60s")
+
+		table := e.mustKubectl("get", "sl")
+		code := e.mustKubectl("get", "shortlink", "docs", "-o", "jsonpath={.status.code}")
+		g.Expect(code).To(HaveLen(10))
+		g.Expect(table).To(ContainSubstring(code), "kubectl get sl shows the code")
+		g.Expect(table).To(ContainSubstring("handbook"))
+		g.Expect(strings.Fields(strings.Split(table, "\n")[0])).To(Equal([]string{"NAME", "CODE", "URL", "READY", "EXPIRES", "USES", "AGE"}))
+
+		// The CLI predicts the code the controller assigned.
+		predicted, err := exec.Command(filepath.Join(bin, "linkforge"), "code", "-n", "default",
+			e.mustKubectl("get", "shortlink", "docs", "-o", "jsonpath={.spec.url}")).Output()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(strings.Split(string(predicted), "\t")[0]).To(Equal(code))
+
+		url := e.mustKubectl("get", "shortlink", "docs", "-o", "jsonpath={.spec.url}")
+		g.Eventually(func() (string, error) {
+			status, loc, err := e.get("/default/" + code)
+			return fmt.Sprintf("%d %s", status, loc), err
+		}).Should(Equal("302 " + url))
+		g.Eventually(func() (string, error) {
+			status, loc, err := e.get("/default/handbook")
+			return fmt.Sprintf("%d %s", status, loc), err
+		}).Should(Equal("301 https://example.com/handbook"))
+		g.Expect(e.mustKubectl("get", "shortlink", "docs", "-o", "jsonpath={.status.shortURL}")).
+			To(Equal(e.redirect + "/default/" + code))
+	})
+
+	t.Run("unknown codes are 404", func(t *testing.T) {
+		g, e := newG(t), e.in(t)
+		status, _, err := e.get("/default/nope")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).To(Equal(http.StatusNotFound))
+		status, _, err = e.get("/no-such-namespace/abc")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).To(Equal(http.StatusNotFound))
+	})
+
+	t.Run("a bad URL is refused with its message, and a conflict is reported", func(t *testing.T) {
+		g, e := newG(t), e.in(t)
+		cmd := exec.Command("kubectl", "apply", "-f", "-")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+		cmd.Stdin = strings.NewReader("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: bad}\nspec: {url: 'ftp://example.com'}\n")
+		out, err := cmd.CombinedOutput()
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(string(out)).To(ContainSubstring("url must be an absolute URL starting with http:// or https://"))
+
+		e.applyYAML("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: handbook-copy}\nspec: {url: 'https://example.com/other', code: handbook}\n")
+		g.Eventually(func() string {
+			out, _ := e.kubectl("get", "shortlink", "handbook-copy", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].reason}`)
+			return out
+		}).Should(Equal("CodeConflict"))
+		e.mustKubectl("delete", "shortlink", "handbook-copy")
+	})
+
+	t.Run("an expired link answers 410, is reaped, and keeps answering 410", func(t *testing.T) {
+		g, e := newG(t), e.in(t)
+		e.applyYAML("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: flash}\nspec: {url: 'https://example.com/flash', ttl: 4s}\n")
+		e.mustKubectl("wait", "--for=condition=Ready", "shortlink/flash", "--timeout=30s")
+		code := e.mustKubectl("get", "shortlink", "flash", "-o", "jsonpath={.status.code}")
+		g.Eventually(func() (int, error) {
+			status, _, err := e.get("/default/" + code)
+			return status, err
+		}).Should(Equal(http.StatusFound))
+		g.Eventually(func() (int, error) {
+			status, _, err := e.get("/default/" + code)
+			return status, err
+		}).Should(Equal(http.StatusGone))
+		g.Eventually(func() string {
+			out, _ := e.kubectl("get", "shortlink", "flash", "-o", "name")
+			return out
+		}).Should(ContainSubstring("NotFound"), "the reaper deletes it 1s after it expired")
+		status, _, err := e.get("/default/" + code)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).To(Equal(http.StatusGone), "the redirector's tombstone")
+
+		reaper, err := http.Get("http://" + e.mgrProbes + "/reaper")
+		g.Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(reaper.Body)
+		reaper.Body.Close()
+		g.Expect(string(body)).To(ContainSubstring(`"totalReaped"`))
+	})
+
+	t.Run("the deploy manifests are accepted by the API server", func(t *testing.T) {
+		g, e := newG(t), e.in(t)
+		out := e.mustKubectl("apply", "-k", filepath.Join(root, "config", "default"))
+		g.Expect(out).To(ContainSubstring("deployment.apps/linkforge-manager"))
+		g.Expect(out).To(ContainSubstring("deployment.apps/linkforge-redirector"))
+		e.mustKubectl("get", "-n", "linkforge-system", "deployment/linkforge-manager", "deployment/linkforge-redirector",
+			"serviceaccount/linkforge-manager")
+		g.Expect(e.mustKubectl("get", "-n", "linkforge-system", "poddisruptionbudgets", "-o", "name")).NotTo(BeEmpty())
+	})
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}

@@ -1,0 +1,122 @@
+package redirect
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// normalizeHost turns a Host header or a domain annotation into the form the
+// domain table is keyed by: no port, lower case, no trailing dot. It does not
+// allocate for a host that is already lower case.
+func normalizeHost(h string) string {
+	h = strings.TrimSpace(h)
+	if strings.HasPrefix(h, "[") {
+		if i := strings.IndexByte(h, ']'); i > 0 {
+			h = h[:i+1]
+		}
+	} else if i := strings.LastIndexByte(h, ':'); i >= 0 {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	return strings.ToLower(h)
+}
+
+type nsClaim struct {
+	host    string
+	created time.Time
+}
+
+// precedes is the rule between two namespaces that claim one domain: the
+// older namespace wins, then the smaller name.
+func (a nsClaim) precedes(aName string, b nsClaim, bName string) bool {
+	if !a.created.Equal(b.created) {
+		return a.created.Before(b.created)
+	}
+	return aName < bName
+}
+
+type conflict struct{ host, loser string }
+
+// Domains maps hosts to the namespaces that serve /<code> under them. Reads
+// load an immutable snapshot (one atomic load, no lock); writes (namespace
+// events, rare) rebuild it under a mutex.
+type Domains struct {
+	snap atomic.Pointer[map[string]string] // host -> namespace
+
+	mu     sync.Mutex
+	claims map[string]nsClaim // namespace -> its claim
+	warned map[conflict]bool
+	// onConflict is called, under mu, once when loser starts losing host to
+	// winner (not again while that conflict lasts).
+	onConflict func(host, loser, winner string)
+}
+
+// NewDomains returns an empty domain table. onConflict (optional) is told
+// about each new conflict once.
+func NewDomains(onConflict func(host, loser, winner string)) *Domains {
+	d := &Domains{claims: map[string]nsClaim{}, warned: map[conflict]bool{}, onConflict: onConflict}
+	empty := map[string]string{}
+	d.snap.Store(&empty)
+	return d
+}
+
+// Lookup returns the namespace served under a Host header value.
+func (d *Domains) Lookup(host string) (string, bool) {
+	m := *d.snap.Load()
+	if len(m) == 0 {
+		return "", false
+	}
+	ns, ok := m[normalizeHost(host)]
+	return ns, ok
+}
+
+// Len is the number of hosts served.
+func (d *Domains) Len() int { return len(*d.snap.Load()) }
+
+// Set records that namespace ns (created at created) claims host; an empty
+// host withdraws its claim.
+func (d *Domains) Set(ns string, created time.Time, host string) {
+	host = normalizeHost(host)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old, had := d.claims[ns]
+	if host == "" {
+		if !had {
+			return
+		}
+		delete(d.claims, ns)
+	} else {
+		if had && old.host == host && old.created.Equal(created) {
+			return
+		}
+		d.claims[ns] = nsClaim{host: host, created: created}
+	}
+	d.rebuildLocked()
+}
+
+// Delete withdraws the claim of a deleted namespace.
+func (d *Domains) Delete(ns string) { d.Set(ns, time.Time{}, "") }
+
+func (d *Domains) rebuildLocked() {
+	winners := make(map[string]string, len(d.claims))
+	for ns, c := range d.claims {
+		w, ok := winners[c.host]
+		if !ok || c.precedes(ns, d.claims[w], w) {
+			winners[c.host] = ns
+		}
+	}
+	losing := map[conflict]bool{}
+	for ns, c := range d.claims {
+		if w := winners[c.host]; w != ns {
+			k := conflict{c.host, ns}
+			losing[k] = true
+			if !d.warned[k] && d.onConflict != nil {
+				d.onConflict(c.host, ns, w)
+			}
+		}
+	}
+	d.warned = losing
+	d.snap.Store(&winners)
+}

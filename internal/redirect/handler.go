@@ -1,0 +1,190 @@
+package redirect
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Cache-Control policy.
+//
+//   - 301 and 308 may be cached by clients and shared caches for an hour
+//     ("public, max-age=3600"): long enough to spare repeat visits, short enough
+//     that an edit of the link reaches everyone within the hour. The max-age
+//     is capped by the time left until the link expires, so no cache replays
+//     a redirect after the link answers 410. A link with maxUses is never
+//     cacheable, since every use must reach a redirector to be counted.
+//   - 302 and 307 (and any 301/308 that may not be cached): "private, no-cache".
+//   - 404, 405, 410 and 503: "no-store".
+const permanentMaxAge = 3600
+
+var (
+	hdrText        = []string{"text/plain; charset=utf-8"}
+	hdrAllow       = []string{"GET, HEAD"}
+	hdrRetry       = []string{"1"}
+	ccNoStore      = []string{"no-store"}
+	ccNoCache      = []string{"private, no-cache"}
+	ccPermanent    = []string{"public, max-age=" + strconv.Itoa(permanentMaxAge)}
+	ccPermanentPfx = "public, max-age="
+)
+
+// canned is a response whose status, body and Content-Length are fixed.
+type canned struct {
+	status int
+	body   []byte
+	length []string
+}
+
+func newCanned(status int, body string) *canned {
+	return &canned{status: status, body: []byte(body), length: []string{strconv.Itoa(len(body))}}
+}
+
+var (
+	respNotFound    = newCanned(http.StatusNotFound, "404 Not Found: no such short link\n")
+	respGone        = newCanned(http.StatusGone, "410 Gone: this short link has expired or reached its maximum number of uses\n")
+	respBadMethod   = newCanned(http.StatusMethodNotAllowed, "405 Method Not Allowed: use GET or HEAD\n")
+	respUnavailable = newCanned(http.StatusServiceUnavailable, "503 Service Unavailable: the link cache is not synced yet\n")
+	resp301         = newCanned(301, "301 Moved Permanently\n")
+	resp302         = newCanned(302, "302 Found\n")
+	resp307         = newCanned(307, "307 Temporary Redirect\n")
+	resp308         = newCanned(308, "308 Permanent Redirect\n")
+)
+
+func redirectResponse(status int) *canned {
+	switch status {
+	case 301:
+		return resp301
+	case 307:
+		return resp307
+	case 308:
+		return resp308
+	}
+	return resp302
+}
+
+// ServeHTTP answers GET and HEAD for /<namespace>/<code>, and for /<code> on
+// a host that a namespace claims with the linkforge.io/domain annotation.
+// It reads the in-memory index only: no API call, no write lock.
+func (r *Redirector) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	start := time.Now()
+	status, loc := r.serve(w, req, start)
+	r.metrics.observe(status, time.Since(start).Seconds())
+	if r.accessLog != nil {
+		r.logAccess(req, status, loc, start)
+	}
+}
+
+func (r *Redirector) serve(w http.ResponseWriter, req *http.Request, start time.Time) (int, string) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header()["Allow"] = hdrAllow
+		return r.write(w, req, respBadMethod, ccNoStore), ""
+	}
+	if !r.Ready() {
+		w.Header()["Retry-After"] = hdrRetry
+		return r.write(w, req, respUnavailable, ccNoStore), ""
+	}
+	ns, code, ok := r.route(req)
+	if !ok {
+		return r.write(w, req, respNotFound, ccNoStore), ""
+	}
+	e := r.index.Lookup(ns, code)
+	if e == nil {
+		return r.write(w, req, respNotFound, ccNoStore), ""
+	}
+	now := start.UnixNano()
+	if r.clock != nil {
+		now = r.clock.Now().UnixNano()
+	}
+	if e.is(flagTombstone) {
+		if now < e.until {
+			return r.write(w, req, respGone, ccNoStore), ""
+		}
+		return r.write(w, req, respNotFound, ccNoStore), ""
+	}
+	if e.gone(now) {
+		return r.write(w, req, respGone, ccNoStore), ""
+	}
+	loc := e.target(req.URL.RawQuery)
+	h := w.Header()
+	h["Location"] = []string{loc}
+	return r.write(w, req, redirectResponse(e.Status()), cacheControl(e, now)), loc
+}
+
+// cacheControl is the Cache-Control of a redirect (see permanentMaxAge).
+func cacheControl(e *Link, now int64) []string {
+	if st := e.Status(); (st != 301 && st != 308) || e.is(flagMaxUses) {
+		return ccNoCache
+	}
+	if e.is(flagExpires) {
+		if left := (e.until - now) / int64(time.Second); left < permanentMaxAge {
+			return []string{ccPermanentPfx + strconv.FormatInt(left, 10)}
+		}
+	}
+	return ccPermanent
+}
+
+func (r *Redirector) write(w http.ResponseWriter, req *http.Request, c *canned, cc []string) int {
+	h := w.Header()
+	h["Content-Type"] = hdrText
+	h["Content-Length"] = c.length
+	h["Cache-Control"] = cc
+	w.WriteHeader(c.status)
+	if req.Method != http.MethodHead {
+		_, _ = w.Write(c.body)
+	}
+	return c.status
+}
+
+// route splits a request path into namespace and code: /<namespace>/<code>
+// on any host, or /<code> on a host a namespace claims.
+func (r *Redirector) route(req *http.Request) (ns, code string, ok bool) {
+	p := req.URL.Path
+	if len(p) < 2 || p[0] != '/' {
+		return "", "", false
+	}
+	rest := p[1:]
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		ns, code = rest[:i], rest[i+1:]
+		if ns == "" || code == "" || strings.IndexByte(code, '/') >= 0 {
+			return "", "", false
+		}
+		return ns, code, true
+	}
+	ns, ok = r.domains.Lookup(req.Host)
+	return ns, rest, ok
+}
+
+type accessRecord struct {
+	Time       string  `json:"time"`
+	Remote     string  `json:"remote"`
+	Method     string  `json:"method"`
+	Host       string  `json:"host"`
+	URI        string  `json:"uri"`
+	Status     int     `json:"status"`
+	Location   string  `json:"location,omitempty"`
+	DurationMS float64 `json:"duration_ms"`
+	UserAgent  string  `json:"user_agent,omitempty"`
+}
+
+func (r *Redirector) logAccess(req *http.Request, status int, loc string, start time.Time) {
+	b, err := json.Marshal(accessRecord{
+		Time:       start.UTC().Format(time.RFC3339Nano),
+		Remote:     req.RemoteAddr,
+		Method:     req.Method,
+		Host:       req.Host,
+		URI:        req.RequestURI,
+		Status:     status,
+		Location:   loc,
+		DurationMS: float64(time.Since(start).Microseconds()) / 1000,
+		UserAgent:  req.UserAgent(),
+	})
+	if err != nil {
+		return
+	}
+	b = append(b, '\n')
+	r.accessMu.Lock()
+	_, _ = r.accessLog.Write(b)
+	r.accessMu.Unlock()
+}

@@ -1,0 +1,67 @@
+package redirect
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics of the redirect path. Counters are resolved once, so a request
+// costs two atomic adds and a histogram observation.
+type metrics struct {
+	byClass [6]prometheus.Counter // index: status / 100
+	latency prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains) *metrics {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "linkforge",
+		Subsystem: "redirector",
+		Name:      "requests_total",
+		Help:      "Requests answered by the redirector, by status class (2xx, 3xx, 4xx, 5xx).",
+	}, []string{"code"})
+	m := &metrics{
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "linkforge",
+			Subsystem: "redirector",
+			Name:      "request_duration_seconds",
+			Help:      "Time the redirector spent answering a request, from handler entry to the last byte handed to the connection.",
+			Buckets:   []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1},
+		}),
+	}
+	for i, class := range []string{"1xx", "2xx", "3xx", "4xx", "5xx"} {
+		m.byClass[i+1] = requests.WithLabelValues(class)
+	}
+	m.byClass[0] = m.byClass[5]
+	if reg == nil {
+		return m
+	}
+	reg.MustRegister(requests, m.latency,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "linkforge",
+			Subsystem: "redirector",
+			Name:      "index_links",
+			Help:      "Namespace/code pairs the redirector serves from its index.",
+		}, func() float64 { return float64(idx.Links()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "linkforge",
+			Subsystem: "redirector",
+			Name:      "index_tombstones",
+			Help:      "Codes of deleted finished links that still answer 410 Gone.",
+		}, func() float64 { return float64(idx.Tombstones()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "linkforge",
+			Subsystem: "redirector",
+			Name:      "domains",
+			Help:      "Hosts served from a namespace's linkforge.io/domain annotation.",
+		}, func() float64 { return float64(domains.Len()) }),
+	)
+	return m
+}
+
+func (m *metrics) observe(status int, seconds float64) {
+	c := status / 100
+	if c < 1 || c > 5 {
+		c = 0
+	}
+	m.byClass[c].Inc()
+	m.latency.Observe(seconds)
+}

@@ -1,0 +1,333 @@
+// Package redirect is linkforge's redirector: it keeps an in-memory index
+// (namespace, code) -> target fed by informers on ShortLinks and Namespaces,
+// and answers GET /<namespace>/<code> (and /<code> on a namespace's domain)
+// from it, without touching the API server on the request path.
+package redirect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+)
+
+// RBAC of the redirector alone (config/rbac/redirector, role redirector-role):
+// it reads ShortLinks and Namespaces and records events; nothing more.
+// +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Options configure a Redirector.
+type Options struct {
+	// TombstoneTTL is how long the code of a deleted finished link keeps
+	// answering 410 before it answers 404. 0 disables tombstones.
+	TombstoneTTL time.Duration
+	// Namespaces, if not empty, are the only namespaces whose domain
+	// annotations are honoured (the ShortLink cache is restricted to them by
+	// the caller).
+	Namespaces []string
+	// Clock decides expiry and tombstones. Nil means the wall clock.
+	Clock clock.PassiveClock
+	// Registry receives the redirector's metrics. Nil registers none.
+	Registry prometheus.Registerer
+	// Gatherer serves /metrics on the probe handler. Nil serves the
+	// default Prometheus gatherer.
+	Gatherer prometheus.Gatherer
+	// AccessLog, if set, receives one JSON line per request.
+	AccessLog io.Writer
+	// Recorder records the Warning event of a domain conflict. Nil records none.
+	Recorder events.EventRecorder
+	// Log is the logger; the zero value discards.
+	Log logr.Logger
+}
+
+// Redirector is the redirect HTTP handler and the index behind it.
+type Redirector struct {
+	index   *Index
+	domains *Domains
+	metrics *metrics
+	clock   clock.PassiveClock
+	log     logr.Logger
+	opts    Options
+
+	allowedNS  map[string]bool
+	namespaces sync.Map // name -> *corev1.Namespace (stripped), for events
+
+	ready    atomic.Bool
+	draining atomic.Bool
+	syncMu   sync.Mutex
+	synced   []func() bool
+	expected int
+
+	accessLog io.Writer
+	accessMu  sync.Mutex
+}
+
+// New returns a Redirector with an empty index. It is not ready until the
+// informers given to WatchShortLinks and WatchNamespaces have synced.
+func New(opts Options) *Redirector {
+	r := &Redirector{
+		clock:     opts.Clock,
+		log:       opts.Log,
+		opts:      opts,
+		index:     NewIndex(opts.TombstoneTTL),
+		accessLog: opts.AccessLog,
+		expected:  2,
+	}
+	r.domains = NewDomains(r.domainConflict)
+	r.metrics = newMetrics(opts.Registry, r.index, r.domains)
+	if len(opts.Namespaces) > 0 {
+		r.allowedNS = map[string]bool{}
+		for _, ns := range opts.Namespaces {
+			r.allowedNS[ns] = true
+		}
+	}
+	return r
+}
+
+// Index is the redirector's index.
+func (r *Redirector) Index() *Index { return r.index }
+
+// Domains is the redirector's domain table.
+func (r *Redirector) Domains() *Domains { return r.domains }
+
+func (r *Redirector) now() time.Time {
+	if r.clock != nil {
+		return r.clock.Now()
+	}
+	return time.Now()
+}
+
+// Ready reports whether both informers have synced and their initial
+// objects are in the index. Once true it stays true: an API server that
+// becomes unreachable later does not make the redirector unready, since it
+// keeps serving from its cache.
+func (r *Redirector) Ready() bool {
+	if r.ready.Load() {
+		return true
+	}
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	if len(r.synced) < r.expected {
+		return false
+	}
+	for _, f := range r.synced {
+		if !f() {
+			return false
+		}
+	}
+	r.ready.Store(true)
+	return true
+}
+
+// Drain makes /readyz fail from now on, so that load balancers stop sending
+// traffic; the redirect port keeps answering until the servers shut down.
+func (r *Redirector) Drain() { r.draining.Store(true) }
+
+// Informer is the part of an informer the redirector uses; controller-runtime's
+// cache.Informer and client-go's SharedIndexInformer both have it.
+type Informer interface {
+	AddEventHandler(handler toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
+}
+
+func (r *Redirector) addSynced(reg toolscache.ResourceEventHandlerRegistration) {
+	r.syncMu.Lock()
+	r.synced = append(r.synced, reg.HasSynced)
+	r.syncMu.Unlock()
+}
+
+func asLink(obj any) *Link {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	l, _ := obj.(*Link)
+	return l
+}
+
+func asNamespace(obj any) *corev1.Namespace {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	ns, _ := obj.(*corev1.Namespace)
+	return ns
+}
+
+// WatchShortLinks feeds the index from a ShortLink informer whose transform
+// is Transform or TransformShortLink (so that it holds Links).
+func (r *Redirector) WatchShortLinks(inf Informer) error {
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if l := asLink(obj); l != nil {
+				r.index.Add(l)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, cur := asLink(oldObj), asLink(newObj)
+			if cur == nil || old == cur || old != nil && old.ResourceVersion == cur.ResourceVersion && old.ResourceVersion != "" {
+				return
+			}
+			r.index.Update(old, cur)
+		},
+		DeleteFunc: func(obj any) {
+			if l := asLink(obj); l != nil {
+				r.index.Delete(l, r.now())
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	r.addSynced(reg)
+	return nil
+}
+
+// WatchNamespaces feeds the domain table from a Namespace informer (whose
+// transform should be TransformNamespace).
+func (r *Redirector) WatchNamespaces(inf Informer) error {
+	set := func(obj any) {
+		ns := asNamespace(obj)
+		if ns == nil {
+			return
+		}
+		r.namespaces.Store(ns.Name, ns)
+		if r.allowedNS != nil && !r.allowedNS[ns.Name] {
+			return
+		}
+		r.domains.Set(ns.Name, ns.CreationTimestamp.Time, ns.Annotations[DomainAnnotation])
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if ns := asNamespace(obj); ns != nil {
+				r.namespaces.Delete(ns.Name)
+				r.domains.Delete(ns.Name)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	r.addSynced(reg)
+	return nil
+}
+
+// ReasonDomainConflict is the reason of the Warning event a namespace gets
+// when an older namespace claims the same domain.
+const ReasonDomainConflict = "DomainConflict"
+
+func (r *Redirector) domainConflict(host, loser, winner string) {
+	r.log.Info("domain claimed by two namespaces; the older one serves it", "domain", host, "served", winner, "ignored", loser)
+	if r.opts.Recorder == nil {
+		return
+	}
+	obj, ok := r.namespaces.Load(loser)
+	if !ok {
+		return
+	}
+	r.opts.Recorder.Eventf(obj.(*corev1.Namespace), nil, corev1.EventTypeWarning, ReasonDomainConflict, "ServeDomain",
+		"domain %q (annotation %s) is also claimed by namespace %q, which is older: /<code> on %q is served from %q, not from this namespace",
+		host, DomainAnnotation, winner, host, winner)
+}
+
+// RunTombstoneSweeper forgets ended tombstones every interval until ctx ends.
+func (r *Redirector) RunTombstoneSweeper(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.index.SweepTombstones(r.now())
+		}
+	}
+}
+
+// sweepInterval is how often tombstones are swept: a tenth of their TTL,
+// between one second and one minute.
+func (r *Redirector) sweepInterval() time.Duration {
+	return min(max(r.opts.TombstoneTTL/10, time.Second), time.Minute)
+}
+
+// ProbeHandler serves /healthz, /readyz and /metrics. It belongs on its own
+// port, so that no admin path can shadow a namespace on the redirect port.
+func (r *Redirector) ProbeHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		plain(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if r.draining.Load() {
+			plain(w, http.StatusServiceUnavailable, "shutting down\n")
+			return
+		}
+		if !r.Ready() {
+			plain(w, http.StatusServiceUnavailable, "link cache not synced\n")
+			return
+		}
+		plain(w, http.StatusOK, "ok\n")
+	})
+	g := r.opts.Gatherer
+	if g == nil {
+		g = prometheus.DefaultGatherer
+	}
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func plain(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+// NewHTTPServer returns the http.Server of the redirect port. Requests are
+// small GETs: the whole request (headers; bodies are refused with 405) must
+// arrive within 10s, and ReadTimeout equals ReadHeaderTimeout so net/http
+// sets one read deadline per request, not two. WriteTimeout bounds a client
+// that stops reading; idle keep-alive connections close after 2 minutes.
+func NewHTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+}
+
+var errStopped = errors.New("stopped")
+
+// retry calls f until it succeeds or ctx ends, with capped exponential backoff.
+func retry(ctx context.Context, log logr.Logger, what string, f func() error) error {
+	backoff := 500 * time.Millisecond
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		log.Info("cannot reach the API server yet; retrying", "step", what, "error", err.Error(), "after", backoff.String())
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, errStopped)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}

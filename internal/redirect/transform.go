@@ -1,0 +1,202 @@
+package redirect
+
+import (
+	"strings"
+	"time"
+	"unique"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/claim"
+)
+
+// DomainAnnotation on a Namespace names a host whose requests /<code> are
+// served from that namespace, beside /<namespace>/<code> on any host.
+const DomainAnnotation = "linkforge.io/domain"
+
+// Link is what the redirector's informer cache holds for a ShortLink: the
+// informer transform (TransformShortLink) turns each ShortLink into one, and
+// the index points at the same object, so a link costs one small struct plus
+// its strings, not a ShortLink (whose ObjectMeta alone is 256 bytes of mostly
+// empty fields) plus a separate index entry.
+//
+// It keeps exactly what the redirector reads, computed once per object
+// version with the API helpers (HoldsConfirmedCode, Expiry, Exhausted,
+// RedirectStatusCode): the key fields, the Location header, and the flags
+// of the answer. Everything else of the ShortLink (managedFields, labels,
+// annotations, uid, conditions and their messages, canonicalURL, shortURL,
+// ...) is dropped.
+//
+// A Link is immutable once built. Because the cache holds Links, not
+// ShortLinks, the manager's cached client cannot read ShortLinks in the
+// redirector; it has no need to.
+type Link struct {
+	Namespace       string // interned
+	Name            string
+	ResourceVersion string // the informer tells resyncs from updates by it
+	Code            string // status.code; served only if Confirmed()
+	Location        string // spec.url trimmed, made a valid URI (see Location)
+
+	until   int64  // expiry (Unix ns) if flagExpires; end of a tombstone
+	created uint32 // creationTimestamp in Unix seconds (the API's precision): precedence
+	status  uint8  // redirect status - 300: 1, 2, 7 or 8
+	flags   uint8
+	// 96 bytes in all: one allocation size class below 112, on purpose.
+}
+
+const (
+	flagConfirmed    uint8 = 1 << iota // HoldsConfirmedCode: the link answers under Code
+	flagExpires                        // until is the link's expiry
+	flagFinished                       // exhausted, or the controller reports it expired or exhausted
+	flagForwardQuery                   // append the request's query string
+	flagHasQuery                       // Location has a query before its fragment
+	flagMaxUses                        // the link counts uses: never cacheable
+	flagTombstone                      // a deleted finished link: 410 until `until`
+)
+
+func (l *Link) is(f uint8) bool { return l.flags&f != 0 }
+
+// Confirmed reports whether the controller confirmed the link's hold on Code.
+func (l *Link) Confirmed() bool { return l.is(flagConfirmed) }
+
+// Created is the link's creation timestamp.
+func (l *Link) Created() time.Time { return time.Unix(int64(l.created), 0) }
+
+// Status is the HTTP status of the link's redirects.
+func (l *Link) Status() int { return 300 + int(l.status) }
+
+// Gone reports whether the link answers 410 at now.
+func (l *Link) Gone(now time.Time) bool { return l.gone(now.UnixNano()) }
+
+func (l *Link) gone(now int64) bool {
+	return l.flags&flagFinished != 0 || l.flags&flagExpires != 0 && now >= l.until
+}
+
+// target is the Location of a redirect for a request with the given raw query.
+func (l *Link) target(rawQuery string) string {
+	if l.flags&flagForwardQuery == 0 || rawQuery == "" {
+		return l.Location
+	}
+	return withQuery(l.Location, strings.IndexByte(l.Location, '#'), l.flags&flagHasQuery != 0, rawQuery)
+}
+
+func (l *Link) claim() claim.Link {
+	return claim.Link{Name: l.Name, Created: l.Created(), Confirmed: l.Confirmed()}
+}
+
+// GetObjectKind, DeepCopyObject and GetObjectMeta let the informer store and
+// its namespace index key a Link like any object.
+func (l *Link) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject returns a copy (a Link holds no mutable references).
+func (l *Link) DeepCopyObject() runtime.Object { c := *l; return &c }
+
+// GetObjectMeta returns the metadata the informer reads: namespace, name,
+// resourceVersion and creationTimestamp.
+func (l *Link) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{
+		Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
+		CreationTimestamp: metav1.NewTime(l.Created()),
+	}
+}
+
+var _ metav1.ObjectMetaAccessor = (*Link)(nil)
+
+// NewLink builds the Link of a ShortLink.
+func NewLink(in *linkv1.ShortLink) *Link {
+	l := &Link{
+		Namespace:       unique.Make(in.Namespace).Value(),
+		Name:            in.Name,
+		ResourceVersion: in.ResourceVersion,
+		Code:            in.Status.Code,
+		created:         uint32(max(in.CreationTimestamp.Unix(), 0)),
+	}
+	switch st := in.RedirectStatusCode(); st {
+	case 301, 302, 307, 308:
+		l.status = uint8(st - 300)
+	default: // not admitted by the CRD; redirect anyway
+		l.status = 2
+	}
+	if in.HoldsConfirmedCode() {
+		l.flags |= flagConfirmed
+		// Only a served link needs its Location.
+		l.Location = Location(in.Spec.URL)
+	}
+	if at, ok := in.Expiry(); ok {
+		l.flags |= flagExpires
+		l.until = at.UnixNano()
+	}
+	if in.Exhausted() || finishedByController(in) {
+		l.flags |= flagFinished
+	}
+	if in.Spec.MaxUses != nil {
+		l.flags |= flagMaxUses
+	}
+	if in.Spec.ForwardQuery {
+		l.flags |= flagForwardQuery
+		beforeFrag, _, _ := strings.Cut(l.Location, "#")
+		if strings.IndexByte(beforeFrag, '?') >= 0 {
+			l.flags |= flagHasQuery
+		}
+	}
+	return l
+}
+
+// finishedByController reports whether the controller has declared the link
+// finished (Ready=False with reason Expired or Exhausted). The redirector
+// answers 410 then even if its own clock has not reached the expiry yet: the
+// link is no longer served anywhere, and the reaper may delete it.
+func finishedByController(l *linkv1.ShortLink) bool {
+	c := meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady)
+	return c != nil && c.Status != metav1.ConditionTrue && (c.Reason == linkv1.ReasonExpired || c.Reason == linkv1.ReasonExhausted)
+}
+
+// Transform is the informer transform of the redirector's cache: ShortLinks
+// become Links (TransformShortLink), Namespaces are stripped
+// (TransformNamespace), anything else (including a Link, so it is idempotent)
+// is left as it is.
+func Transform(obj any) (any, error) {
+	switch obj.(type) {
+	case *linkv1.ShortLink:
+		return TransformShortLink(obj)
+	case *corev1.Namespace:
+		return TransformNamespace(obj)
+	}
+	return obj, nil
+}
+
+// TransformShortLink turns a ShortLink into the Link the cache keeps; other
+// objects pass unchanged. It does not modify its input.
+func TransformShortLink(obj any) (any, error) {
+	if in, ok := obj.(*linkv1.ShortLink); ok {
+		return NewLink(in), nil
+	}
+	return obj, nil
+}
+
+// TransformNamespace is the informer transform of the redirector's Namespace
+// cache: name, uid (for events), resourceVersion, creationTimestamp and the
+// domain annotation; nothing else.
+func TransformNamespace(obj any) (any, error) {
+	in, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              unique.Make(in.Name).Value(),
+			UID:               in.UID,
+			ResourceVersion:   in.ResourceVersion,
+			CreationTimestamp: in.CreationTimestamp,
+		},
+	}
+	if d, ok := in.Annotations[DomainAnnotation]; ok {
+		out.Annotations = map[string]string{DomainAnnotation: d}
+	}
+	return out, nil
+}
