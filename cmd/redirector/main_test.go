@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // These tests run the built binary: it starts, serves probes and redirects,
@@ -64,21 +67,21 @@ func start(t *testing.T, bin string, args ...string) *proc {
 func get(t *testing.T, url string, want int) *http.Response {
 	t.Helper()
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode == want {
-				return resp
-			}
+	var last *http.Response
+	var lastErr error
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		last, lastErr = client.Get(url)
+		if lastErr != nil {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v %v, want %d", url, resp, err, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		_, _ = io.Copy(io.Discard, last.Body)
+		_ = last.Body.Close()
+		return last.StatusCode == want, nil
+	})
+	if err != nil {
+		t.Fatalf("GET %s: %v %v, want %d", url, last, lastErr, want)
 	}
+	return last
 }
 
 func (p *proc) terminate() {

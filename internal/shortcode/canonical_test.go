@@ -278,9 +278,6 @@ func TestInvalidURLError(t *testing.T) {
 }
 
 func TestCanonicalizeAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts")
-	}
 	canonical := "https://example.com/docs/guides/getting-started?a=1&b=2&utm_source=news"
 	if n := testing.AllocsPerRun(100, func() { _, _ = Canonicalize(canonical) }); n != 0 {
 		t.Errorf("Canonicalize(canonical) allocates %v times, want 0", n)
