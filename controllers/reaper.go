@@ -86,8 +86,9 @@ type ReaperOptions struct {
 	// that was judged due, and read from the API server (then re-checked and
 	// deleted with fresh preconditions) only when the API server rejects that
 	// delete. As safe, since the API server deletes only that exact version,
-	// and one request per link instead of two. Off by default: the default is
-	// the read-then-delete of Kubernetes' TTL-after-finished controller.
+	// and one request per link instead of two. The zero value keeps the
+	// read-then-delete of Kubernetes' TTL-after-finished controller; the
+	// manager turns this on unless --reap-read-before-delete is given.
 	OptimisticDelete bool
 	// SweepOnly turns the per-link deadline controller off: only the periodic
 	// sweep deletes. For tests, and for clusters where a slower, batched
@@ -115,8 +116,9 @@ func (o ReaperOptions) withDefaults() ReaperOptions {
 // Reaper deletes finished ShortLinks (expired, or exhausted) once their
 // ttlSecondsAfterFinished has passed, modelled on Kubernetes'
 // TTL-after-finished controller: each link is requeued for its deletion
-// deadline; at the deadline it is re-read from the API server, re-checked,
-// and deleted with UID and resourceVersion preconditions, so a link that was
+// deadline; at the deadline it is re-checked (on a fresh read from the API
+// server, or with OptimisticDelete on the cached copy) and deleted with UID
+// and resourceVersion preconditions, so a link that was
 // extended or re-created in the meantime survives. A periodic sweep catches
 // whatever the deadlines missed, at most BatchSize deletes a sweep, oldest
 // deadline first. Both paths share one token bucket.

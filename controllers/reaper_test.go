@@ -23,10 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 )
@@ -349,38 +346,23 @@ func reaperStart(ns string, o ReaperOptions, configure func(r *Reaper)) *Reaper 
 	})
 }
 
-// reaperStartWith is startManager with a cache limited to the spec's
-// namespace: links that other specs leave behind (envtest never removes a
-// namespace) are not this reaper's business. It returns once the cache has
-// synced.
+// reaperStartWith runs a manager with only a reaper, its cache limited to
+// the spec's namespace: links that other specs leave behind (envtest never
+// removes a namespace) are not this reaper's business. It returns once the
+// cache has synced.
 func reaperStartWith(ns string, o ReaperOptions, configure func(r *Reaper, mgr ctrl.Manager)) *Reaper {
 	GinkgoHelper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	var reaper *Reaper
+	startManagerWith(inNamespace(ns), func(ctx context.Context, mgr ctrl.Manager) error {
+		reaper = NewReaper(mgr, o)
+		configure(reaper, mgr)
+		if err := reaper.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		// Registered now, so that the sync waits for it.
+		_, err := mgr.GetCache().GetInformer(ctx, &linkv1.ShortLink{})
+		return err
 	})
-	Expect(err).NotTo(HaveOccurred())
-	reaper := NewReaper(mgr, o)
-	configure(reaper, mgr)
-	Expect(reaper.SetupWithManager(mgr)).To(Succeed())
-	ctx, cancel := context.WithCancel(suiteCtx)
-	// Registered now, so that the sync below waits for it.
-	_, err = mgr.GetCache().GetInformer(ctx, &linkv1.ShortLink{})
-	Expect(err).NotTo(HaveOccurred())
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-	DeferCleanup(func() {
-		cancel()
-		Eventually(done).WithTimeout(30 * time.Second).Should(BeClosed())
-	})
-	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
 	return reaper
 }
 

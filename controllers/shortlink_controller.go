@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -77,7 +76,9 @@ func (r *ShortLinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	before := link.DeepCopy()
 	defer func() {
-		if equality.Semantic.DeepEqual(before.Status, link.Status) {
+		// A reconcile that failed half-way has not handled this generation:
+		// keep the last complete status and the first error.
+		if retErr != nil || equality.Semantic.DeepEqual(before.Status, link.Status) {
 			return
 		}
 		// The optimistic lock makes a decision taken on a stale copy fail
@@ -136,8 +137,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	case claim.Conflict:
 		st.Code, st.Salt, st.ShortURL = "", 0, ""
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, conflictMessage(link, decision))
-		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict,
-			"waiting for the code to be released; choose another spec.code to resolve it now")
+		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict, stalledConflictMessage(link))
 		r.removeCondition(link, linkv1.ConditionReconciling)
 		r.clearFinished(link)
 		return ctrl.Result{}, nil
@@ -187,6 +187,13 @@ func conflictMessage(link *linkv1.ShortLink, d claim.Decision) string {
 	return fmt.Sprintf("all %d salted codes are held by other links (salt 0 by ShortLink %q)", shortcode.MaxSalt+1, d.Rival)
 }
 
+func stalledConflictMessage(link *linkv1.ShortLink) string {
+	if link.Spec.Code != "" {
+		return "waiting for the code to be released; choose another spec.code to resolve it now"
+	}
+	return "waiting for one of the ten codes to be released; change spec.url (or set spec.code) to resolve it now"
+}
+
 func (r *ShortLinkReconciler) candidates(link *linkv1.ShortLink, canonical string) []string {
 	if link.Spec.Code != "" {
 		return []string{link.Spec.Code}
@@ -225,20 +232,32 @@ func (r *ShortLinkReconciler) rivals(ctx context.Context, namespace string, code
 	var out []claim.Link
 	seen := make(map[string]struct{})
 	for _, code := range codes {
-		var list linkv1.ShortLinkList
-		// Read-only use of cached objects: skip the deep copy.
-		if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{CodeIndex: code}, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("looking up holders of code %s: %w", code, err)
+		holders, err := r.linksWithCode(ctx, namespace, code)
+		if err != nil {
+			return nil, err
 		}
-		for i := range list.Items {
-			l := &list.Items[i]
+		for _, l := range holders {
 			if _, dup := seen[l.Name]; dup {
 				continue
 			}
 			seen[l.Name] = struct{}{}
-			// A rival whose URL is invalid holds nothing; its target is its status view.
+			// A rival's target is its status view: what the redirectors serve.
 			out = append(out, r.claimLink(l, l.Status.CanonicalURL))
 		}
+	}
+	return out, nil
+}
+
+// linksWithCode looks up, in the cache's code index, the links of namespace
+// that hold, declare or wait for code. The objects are the cache's own: read only.
+func (r *ShortLinkReconciler) linksWithCode(ctx context.Context, namespace, code string) ([]*linkv1.ShortLink, error) {
+	var list linkv1.ShortLinkList
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{CodeIndex: code}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("looking up the links with code %s: %w", code, err)
+	}
+	out := make([]*linkv1.ShortLink, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
 	}
 	return out, nil
 }
@@ -323,7 +342,7 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&linkv1.ShortLink{}).
 		// A change to one link's codes wakes the links that compete for them.
-		Watches(&linkv1.ShortLink{}, &rivalsHandler{r: r}, builder.WithPredicates()).
+		Watches(&linkv1.ShortLink{}, &rivalsHandler{r: r}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Named("shortlink").
 		Complete(r)
@@ -399,14 +418,14 @@ func (h *rivalsHandler) enqueue(ctx context.Context, q workqueue.TypedRateLimiti
 				continue
 			}
 			seen[code] = struct{}{}
-			var list linkv1.ShortLinkList
-			if err := h.r.List(ctx, &list, client.InNamespace(link.Namespace), client.MatchingFields{CodeIndex: code}, client.UnsafeDisableDeepCopy); err != nil {
-				logf.FromContext(ctx).Error(err, "listing rivals", "code", code)
+			rivals, err := h.r.linksWithCode(ctx, link.Namespace, code)
+			if err != nil {
+				logf.FromContext(ctx).Error(err, "re-queueing rivals")
 				continue
 			}
-			for i := range list.Items {
-				if list.Items[i].Name != link.Name {
-					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: link.Namespace, Name: list.Items[i].Name}})
+			for _, rival := range rivals {
+				if rival.Name != link.Name {
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: link.Namespace, Name: rival.Name}})
 				}
 			}
 		}

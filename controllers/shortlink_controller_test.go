@@ -2,10 +2,7 @@ package controllers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -19,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/shortcode"
+	"github.com/linkforge/linkforge/internal/shortcode/conformance"
 )
 
 // runLinkManagers starts n managers running the ShortLink controller, each
@@ -31,7 +28,7 @@ import (
 // holds without a single writer.
 func runLinkManagers(ns string, n int) {
 	for i := 0; i < n; i++ {
-		startManagerWith(ctrl.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}},
+		startManagerWith(inNamespace(ns),
 			func(ctx context.Context, mgr ctrl.Manager) error {
 				r := &ShortLinkReconciler{
 					Client:                  mgr.GetClient(),
@@ -104,27 +101,6 @@ func eventsFor(g Gomega, ns, name string) []string {
 	return out
 }
 
-type vectorFile struct {
-	Valid []struct {
-		URL       string `json:"url"`
-		Canonical string `json:"canonical"`
-		Codes     []struct {
-			Workspace string `json:"workspace"`
-			Salt      int    `json:"salt"`
-			Code      string `json:"code"`
-		} `json:"codes"`
-	} `json:"valid"`
-}
-
-func loadVectors() vectorFile {
-	raw, err := os.ReadFile(filepath.Join("..", "internal", "shortcode", "testdata", "vectors.json"))
-	Expect(err).NotTo(HaveOccurred())
-	var v vectorFile
-	Expect(json.Unmarshal(raw, &v)).To(Succeed())
-	Expect(v.Valid).NotTo(BeEmpty())
-	return v
-}
-
 var _ = Describe("The ShortLink controller", func() {
 	var ns string
 	BeforeEach(func() {
@@ -147,7 +123,8 @@ var _ = Describe("The ShortLink controller", func() {
 	})
 
 	It("reproduces every conformance vector's salt-0 code end to end", func() {
-		v := loadVectors()
+		v, err := conformance.Load()
+		Expect(err).NotTo(HaveOccurred())
 		// The vectors' workspaces that are valid namespace names; this control
 		// plane is new for every test run, so the names are free.
 		Expect(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}})).To(Succeed())

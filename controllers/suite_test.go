@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -99,8 +100,16 @@ func startManager(setup func(ctx context.Context, mgr ctrl.Manager) error) {
 	startManagerWith(ctrl.Options{}, setup)
 }
 
-// startManagerWith is startManager with options (a namespace-scoped cache, say).
+// inNamespace limits a manager's cache to one namespace, so specs that run
+// one after another do not act on each other's links.
+func inNamespace(ns string) ctrl.Options {
+	return ctrl.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}}
+}
+
+// startManagerWith is startManager with options (a namespace-scoped cache,
+// say). It returns once the manager's caches have synced.
 func startManagerWith(opts ctrl.Options, setup func(ctx context.Context, mgr ctrl.Manager) error) {
+	GinkgoHelper()
 	opts.Scheme = scheme
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	opts.HealthProbeBindAddress = "0"
@@ -120,4 +129,5 @@ func startManagerWith(opts ctrl.Options, setup func(ctx context.Context, mgr ctr
 		cancel()
 		Eventually(done).WithTimeout(30 * time.Second).Should(BeClosed())
 	})
+	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
 }

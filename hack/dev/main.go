@@ -95,7 +95,7 @@ func run() error {
 	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for _, probe := range []string{"http://" + managerProbes + "/readyz", "http://" + redirectorProbes + "/readyz"} {
-		if err := devenv.WaitHTTP(waitCtx, probe); err != nil {
+		if err := devenv.WaitHTTP(waitCtx, probe, http.StatusOK); err != nil {
 			return fmt.Errorf("%w (see the logs in .dev/)", err)
 		}
 	}
@@ -123,7 +123,8 @@ func run() error {
 		return err
 	}
 	shortURL := fmt.Sprintf("http://%s/default/%s", *redirectAddr, code)
-	if err := checkRedirect(shortURL); err != nil {
+	// The printed curl line must work before it is printed.
+	if err := devenv.WaitHTTP(waitCtx, shortURL, http.StatusFound); err != nil {
 		return err
 	}
 	table, _ := kubectl("get", "shortlinks")
@@ -150,50 +151,9 @@ Press Ctrl-C to stop everything.
 
 	select {
 	case <-ctx.Done():
-	case <-exited(mgr, red):
-		return errors.New("a component exited; see the logs in .dev/")
+		return nil
+	case <-mgr.Done():
+	case <-red.Done():
 	}
-	return nil
-}
-
-// checkRedirect makes sure the printed curl line works before it is printed.
-func checkRedirect(url string) error {
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusFound {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s does not redirect (last: %v)", url, describe(resp, err))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func describe(resp *http.Response, err error) string {
-	if err != nil {
-		return err.Error()
-	}
-	return resp.Status
-}
-
-func exited(procs ...*devenv.Process) <-chan struct{} {
-	ch := make(chan struct{})
-	go func() {
-		for {
-			for _, p := range procs {
-				if p.Exited() {
-					close(ch)
-					return
-				}
-			}
-			time.Sleep(time.Second)
-		}
-	}()
-	return ch
+	return errors.New("a component exited; see the logs in .dev/")
 }

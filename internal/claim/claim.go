@@ -111,6 +111,9 @@ func Decide(self Link, candidates []string, rivals []Link) Decision {
 		}
 		return "", false
 	}
+	// The code to keep: the one self holds, else the one a link with the
+	// same target holds (duplicates share one code even when a lower salt
+	// has freed up since that link took it).
 	pick := -1
 	for i, c := range candidates {
 		if c == self.Held {
@@ -118,6 +121,16 @@ func Decide(self Link, candidates []string, rivals []Link) Decision {
 				pick = i
 			}
 			break
+		}
+	}
+	if pick < 0 {
+		for i, c := range candidates {
+			if twinHolds(self, c, rivals) {
+				if _, blocked := blockedBy(c); !blocked {
+					pick = i
+					break
+				}
+			}
 		}
 	}
 	firstBlocker := ""
@@ -144,6 +157,16 @@ func Decide(self Link, candidates []string, rivals []Link) Decision {
 		}
 	}
 	return Decision{Outcome: Assigned, Code: code, Salt: pick}
+}
+
+func twinHolds(self Link, code string, rivals []Link) bool {
+	for i := range rivals {
+		o := &rivals[i]
+		if o.Name != self.Name && o.Target == self.Target && o.Held == code && o.Confirmed {
+			return true
+		}
+	}
+	return false
 }
 
 // Winner returns the index of the link to serve among links whose confirmed

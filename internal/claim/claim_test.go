@@ -59,6 +59,11 @@ func TestDecide(t *testing.T) {
 			want:   Decision{Outcome: Assigned, Code: "c0", Salt: 0},
 		},
 		{
+			name: "duplicate joins its twin's salt 1 although salt 0 is free now", self: self, candidates: hashed,
+			rivals: []Link{{Name: "twin", Created: at(1), Target: "T", Held: "c1", Confirmed: true}},
+			want:   Decision{Outcome: Assigned, Code: "c1", Salt: 1},
+		},
+		{
 			name: "same URL, other expiry: next salt", self: self, candidates: hashed,
 			rivals: []Link{{Name: "old", Created: at(1), Target: "T-other-expiry", Held: "c0", Confirmed: true}},
 			want:   Decision{Outcome: Assigned, Code: "c1", Salt: 1},

@@ -126,6 +126,9 @@ func Start(name, logPath, bin string, args ...string) (*Process, error) {
 	return p, nil
 }
 
+// Done is closed when the process has ended.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
 // Exited reports whether the process has ended.
 func (p *Process) Exited() bool {
 	select {
@@ -164,21 +167,30 @@ func FreeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// WaitHTTP polls url until it answers 200 or ctx ends.
-func WaitHTTP(ctx context.Context, url string) error {
+// WaitHTTP polls url until it answers want (redirects are not followed) or
+// ctx ends.
+func WaitHTTP(ctx context.Context, url string, want int) error {
+	client := &http.Client{
+		Timeout:       5 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	last := "no answer"
 	for {
-		resp, err := http.Get(url)
-		if err == nil {
+		resp, err := client.Get(url)
+		if err != nil {
+			last = err.Error()
+		} else {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == want {
 				return nil
 			}
+			last = resp.Status
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer 200: %w", url, ctx.Err())
+			return fmt.Errorf("%s did not answer %d (last: %s): %w", url, want, last, ctx.Err())
 		case <-tick.C:
 		}
 	}

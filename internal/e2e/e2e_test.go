@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +28,19 @@ type env struct {
 	kubeconfig string
 	redirect   string // base URL of the redirector
 	mgrProbes  string
+	// redirectProbes is host:port of the redirector's probes and metrics.
+	redirectProbes string
+}
+
+// fetch returns the body of GET http://addrPath.
+func (e *env) fetch(addrPath string) (string, error) {
+	resp, err := http.Get("http://" + addrPath)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
 
 // buildBinaries builds the three binaries of this tree into dir.
@@ -119,18 +133,9 @@ func TestEndToEnd(t *testing.T) {
 	redirectProbes, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
 
-	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
-		"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", mgrProbes,
-		"--redirect-base-url", "http://"+redirectAddr,
-		// Reap quickly so the test sees it: 1s after finishing, sweeping every second.
-		"--default-ttl-after-finished", "1s", "--reap-interval", "1s")
-	g.Expect(err).NotTo(HaveOccurred())
-	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
-		"--kubeconfig", cp.Kubeconfig, "--bind-address", redirectAddr, "--health-probe-bind-address", redirectProbes)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		// Both exit cleanly on SIGTERM; dump the logs of a failed run.
-		for _, p := range []*devenv.Process{red, mgr} {
+	// Each exits cleanly on SIGTERM; the log of a failed run is shown.
+	stopAtEnd := func(p *devenv.Process) {
+		t.Cleanup(func() {
 			if err := p.Stop(15 * time.Second); err != nil {
 				t.Errorf("%s: %v", p.Name, err)
 			}
@@ -139,15 +144,26 @@ func TestEndToEnd(t *testing.T) {
 					t.Logf("--- %s log ---\n%s", p.Name, tail(string(b), 4000))
 				}
 			}
-		}
-	})
+		})
+	}
+	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
+		"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", mgrProbes,
+		"--redirect-base-url", "http://"+redirectAddr,
+		// Reap quickly so the test sees it: 1s after finishing, sweeping every second.
+		"--default-ttl-after-finished", "1s", "--reap-interval", "1s")
+	g.Expect(err).NotTo(HaveOccurred())
+	stopAtEnd(mgr)
+	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
+		"--kubeconfig", cp.Kubeconfig, "--bind-address", redirectAddr, "--health-probe-bind-address", redirectProbes)
+	g.Expect(err).NotTo(HaveOccurred())
+	stopAtEnd(red)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	g.Expect(devenv.WaitHTTP(ctx, "http://"+mgrProbes+"/readyz")).To(Succeed())
-	g.Expect(devenv.WaitHTTP(ctx, "http://"+redirectProbes+"/readyz")).To(Succeed())
+	g.Expect(devenv.WaitHTTP(ctx, "http://"+mgrProbes+"/readyz", http.StatusOK)).To(Succeed())
+	g.Expect(devenv.WaitHTTP(ctx, "http://"+redirectProbes+"/readyz", http.StatusOK)).To(Succeed())
 
-	e := &env{t: t, kubeconfig: cp.Kubeconfig, redirect: "http://" + redirectAddr, mgrProbes: mgrProbes}
+	e := &env{t: t, kubeconfig: cp.Kubeconfig, redirect: "http://" + redirectAddr, mgrProbes: mgrProbes, redirectProbes: redirectProbes}
 
 	t.Run("samples become Ready and redirect", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
@@ -224,15 +240,20 @@ func TestEndToEnd(t *testing.T) {
 			out, _ := e.kubectl("get", "shortlink", "flash", "-o", "name")
 			return out
 		}).Should(ContainSubstring("NotFound"), "the reaper deletes it 1s after it expired")
+		// Once the redirector has seen the delete, a tombstone answers for the code.
+		g.Eventually(func() (string, error) { return e.fetch(e.redirectProbes + "/metrics") }).
+			Should(MatchRegexp(`(?m)^linkforge_redirector_index_tombstones 1$`))
 		status, _, err := e.get("/default/" + code)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Equal(http.StatusGone), "the redirector's tombstone")
 
-		reaper, err := http.Get("http://" + e.mgrProbes + "/reaper")
+		var stats struct {
+			TotalReaped int `json:"totalReaped"`
+		}
+		body, err := e.fetch(e.mgrProbes + "/reaper")
 		g.Expect(err).NotTo(HaveOccurred())
-		body, _ := io.ReadAll(reaper.Body)
-		reaper.Body.Close()
-		g.Expect(string(body)).To(ContainSubstring(`"totalReaped"`))
+		g.Expect(json.Unmarshal([]byte(body), &stats)).To(Succeed())
+		g.Expect(stats.TotalReaped).To(BeNumerically(">=", 1))
 	})
 
 	t.Run("the deploy manifests are accepted by the API server", func(t *testing.T) {

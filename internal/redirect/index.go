@@ -141,9 +141,16 @@ func (x *Index) Add(l *Link) {
 
 // Update applies an informer update: the new version is indexed first and the
 // old one removed after, so a code never answers 404 in between.
+//
+// A version whose spec the controller has not checked yet changes nothing:
+// the version it last confirmed keeps answering, so an unchecked URL never
+// reaches a Location header and an edit never answers 404.
 func (x *Index) Update(old, cur *Link) {
+	if cur != nil && cur.is(flagSpecAhead) {
+		return
+	}
 	x.Add(cur)
-	if old == nil || !old.Confirmed() || old.Code == "" {
+	if old == nil || !old.indexed() || old.Code == "" {
 		return
 	}
 	if cur == nil || !cur.Confirmed() || cur.Code != old.Code || cur.Namespace != old.Namespace || cur.Name != old.Name {
@@ -156,7 +163,7 @@ func (x *Index) Update(old, cur *Link) {
 // without another holder, a tombstone answers 410 for the code for the
 // index's tombstone TTL.
 func (x *Index) Delete(l *Link, now time.Time) {
-	if l == nil || !l.Confirmed() || l.Code == "" {
+	if l == nil || !l.indexed() || l.Code == "" {
 		return
 	}
 	var tomb *Link

@@ -156,8 +156,12 @@ var _ = Describe("The redirector's index", Ordered, func() {
 		l := createLink(ns, "docs", " https://example.com/docs v1 ", "docs1", linkv1.ReasonCodeAssigned)
 		expectAnswer("", "/"+ns+"/docs1", redirectTo("https://example.com/docs%20v1"))
 
-		By("changing the URL")
+		By("changing the URL: the unchecked spec is not served until the controller confirms it")
+		updateLink(l, func(l *linkv1.ShortLink) { l.Spec.URL = "https://bank.example@evil.example/" })
+		Consistently(func() answer { return ask("", "/"+ns+"/docs1") }).WithTimeout(time.Second).
+			Should(Equal(redirectTo("https://example.com/docs%20v1")))
 		updateLink(l, func(l *linkv1.ShortLink) { l.Spec.URL = "https://example.com/docs/v2" })
+		setStatus(l, "docs1", linkv1.ReasonCodeAssigned)
 		expectAnswer("", "/"+ns+"/docs1", redirectTo("https://example.com/docs/v2"))
 
 		By("changing the code")
@@ -167,6 +171,7 @@ var _ = Describe("The redirector's index", Ordered, func() {
 
 		By("changing the redirect status")
 		updateLink(l, func(l *linkv1.ShortLink) { l.Spec.RedirectStatus = 308 })
+		setStatus(l, "docs2", linkv1.ReasonCodeAssigned)
 		expectAnswer("", "/"+ns+"/docs2", answer{http.StatusPermanentRedirect, "https://example.com/docs/v2"})
 
 		By("deleting the link")
@@ -220,10 +225,12 @@ var _ = Describe("The redirector's index", Ordered, func() {
 		By("moving expiresAt later")
 		later := metav1.NewTime(fakeClock.Now().Add(time.Hour).Truncate(time.Second))
 		updateLink(l, func(l *linkv1.ShortLink) { l.Spec.ExpiresAt = &later })
+		setStatus(l, "soon", linkv1.ReasonCodeAssigned)
 		expectAnswer("", "/"+ns+"/soon", redirectTo("https://example.com/soon"))
 
 		By("exhausting it")
 		updateLink(l, func(l *linkv1.ShortLink) { l.Spec.MaxUses = ptr.To[int64](2) })
+		setStatus(l, "soon", linkv1.ReasonCodeAssigned)
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
 				return err

@@ -57,12 +57,18 @@ const (
 	flagHasQuery                       // Location has a query before its fragment
 	flagMaxUses                        // the link counts uses: never cacheable
 	flagTombstone                      // a deleted finished link: 410 until `until`
+	flagSpecAhead                      // held a confirmed code, but its spec changed since: not yet checked by the controller
 )
 
 func (l *Link) is(f uint8) bool { return l.flags&f != 0 }
 
-// Confirmed reports whether the controller confirmed the link's hold on Code.
+// Confirmed reports whether the controller confirmed the link's hold on Code
+// for its current spec.
 func (l *Link) Confirmed() bool { return l.is(flagConfirmed) }
+
+// indexed reports whether an earlier version of the link may be in the index
+// under Code: it is confirmed, or it was and its spec has changed since.
+func (l *Link) indexed() bool { return l.is(flagConfirmed | flagSpecAhead) }
 
 // Created is the link's creation timestamp.
 func (l *Link) Created() time.Time { return time.Unix(int64(l.created), 0) }
@@ -122,10 +128,16 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	default: // not admitted by the CRD; redirect anyway
 		l.status = 2
 	}
-	if in.HoldsConfirmedCode() {
+	switch {
+	case in.HoldsConfirmedCode() && in.Status.ObservedGeneration == in.Generation:
 		l.flags |= flagConfirmed
 		// Only a served link needs its Location.
 		l.Location = Location(in.Spec.URL)
+	case in.HoldsConfirmedCode():
+		// The spec changed and the controller has not checked it yet (its URL
+		// may not even canonicalize): the index keeps serving the version it
+		// last confirmed.
+		l.flags |= flagSpecAhead
 	}
 	if at, ok := in.Expiry(); ok {
 		l.flags |= flagExpires

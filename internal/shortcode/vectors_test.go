@@ -1,42 +1,17 @@
 package shortcode
 
 import (
-	"encoding/json"
 	"errors"
-	"os"
 	"testing"
+
+	"github.com/linkforge/linkforge/internal/shortcode/conformance"
 )
 
-// vectors mirrors testdata/vectors.json, a copy of the conformance vectors
-// (the repo must stand alone, so tests never read ../shared).
-type vectors struct {
-	Valid []struct {
-		URL       string `json:"url"`
-		Canonical string `json:"canonical"`
-		Codes     []struct {
-			Workspace string `json:"workspace"`
-			Salt      int    `json:"salt"`
-			Code      string `json:"code"`
-		} `json:"codes"`
-	} `json:"valid"`
-	Invalid []struct {
-		URL    string `json:"url"`
-		Reason string `json:"reason"`
-	} `json:"invalid"`
-}
-
-func loadVectors(tb testing.TB) vectors {
+func loadVectors(tb testing.TB) *conformance.Vectors {
 	tb.Helper()
-	data, err := os.ReadFile("testdata/vectors.json")
+	v, err := conformance.Load()
 	if err != nil {
 		tb.Fatal(err)
-	}
-	var v vectors
-	if err := json.Unmarshal(data, &v); err != nil {
-		tb.Fatal(err)
-	}
-	if len(v.Valid) == 0 || len(v.Invalid) == 0 {
-		tb.Fatal("testdata/vectors.json has no valid or no invalid vectors")
 	}
 	return v
 }

@@ -1,0 +1,59 @@
+// Package conformance loads the conformance vectors of the code algorithm
+// (internal/shortcode/testdata/vectors.json, a copy of the project's shared
+// vectors: the repository stands alone) for the tests of every package that
+// computes codes.
+package conformance
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// Vectors mirrors vectors.json.
+type Vectors struct {
+	Valid   []Valid   `json:"valid"`
+	Invalid []Invalid `json:"invalid"`
+}
+
+// Valid is a URL, its canonical form and its codes in some workspaces and salts.
+type Valid struct {
+	URL       string `json:"url"`
+	Canonical string `json:"canonical"`
+	Codes     []Code `json:"codes"`
+}
+
+// Code is the code of a canonical URL in a workspace at a salt.
+type Code struct {
+	Workspace string `json:"workspace"`
+	Salt      int    `json:"salt"`
+	Code      string `json:"code"`
+}
+
+// Invalid is a URL and the reason it is refused.
+type Invalid struct {
+	URL    string `json:"url"`
+	Reason string `json:"reason"`
+}
+
+// Load reads the vectors from the source tree (tests run in it).
+func Load() (*Vectors, error) {
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return nil, errors.New("conformance: cannot locate the source tree")
+	}
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(self), "..", "testdata", "vectors.json"))
+	if err != nil {
+		return nil, err
+	}
+	var v Vectors
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	if len(v.Valid) == 0 || len(v.Invalid) == 0 {
+		return nil, errors.New("conformance: vectors.json has no valid or no invalid vectors")
+	}
+	return &v, nil
+}
