@@ -58,6 +58,8 @@ type ShortLinkReconciler struct {
 	// Codes gives a hashed link's candidate codes in salt order. Nil means
 	// shortcode.Codes; tests inject short codes to force collisions.
 	Codes func(canonical, namespace string) []string
+
+	recent recentHolds
 }
 
 // +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks,verbs=get;list;watch
@@ -124,12 +126,10 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		st.ExpiresAt = &t
 	}
 
-	candidates := r.candidates(link, canonical)
-	rivals, err := r.rivals(ctx, link.Namespace, candidates)
+	decision, err := r.decide(ctx, link, canonical, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	decision := claim.Decide(r.claimLink(link, canonical), candidates, rivals)
 
 	st.ObservedGeneration = gen
 	var result ctrl.Result
@@ -178,6 +178,27 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		}
 	}
 	return result, nil
+}
+
+// decide applies the ownership rule to the link, one decision at a time,
+// seeing the cache and the decisions the cache may not show yet.
+func (r *ShortLinkReconciler) decide(ctx context.Context, link *linkv1.ShortLink, canonical string, now time.Time) (claim.Decision, error) {
+	candidates := r.candidates(link, canonical)
+	self := r.claimLink(link, canonical)
+	r.recent.mu.Lock()
+	defer r.recent.mu.Unlock()
+	rivals, err := r.rivals(ctx, link.Namespace, candidates)
+	if err != nil {
+		return claim.Decision{}, err
+	}
+	rivals = r.recent.lockedRivals(link.Namespace, candidates, rivals, now)
+	d := claim.Decide(self, candidates, rivals)
+	self.Held, self.Confirmed = "", false
+	if d.Outcome != claim.Conflict {
+		self.Held, self.Confirmed = d.Code, d.Outcome == claim.Assigned
+	}
+	r.recent.lockedRecord(client.ObjectKeyFromObject(link), self, now)
+	return d, nil
 }
 
 func conflictMessage(link *linkv1.ShortLink, d claim.Decision) string {
@@ -400,6 +421,7 @@ func (h *rivalsHandler) Update(ctx context.Context, e event.UpdateEvent, q workq
 }
 
 func (h *rivalsHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.r.recent.forget(client.ObjectKeyFromObject(e.Object))
 	h.enqueue(ctx, q, e.Object)
 }
 

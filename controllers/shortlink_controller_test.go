@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -341,5 +342,63 @@ var _ = Describe("Code uniqueness under concurrency", func() {
 		Consistently(settled).WithTimeout(3 * time.Second).Should(Succeed())
 	})
 })
+
+var _ = Describe("Hashed codes under concurrency", func() {
+	It("never shows two targets Ready under one code while links with one URL and different expiries arrive at once", func() {
+		ns := newNamespace("hashrace")
+		wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		w, err := wc.Watch(suiteCtx, &linkv1.ShortLinkList{}, client.InNamespace(ns))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(w.Stop)
+		runLinkManagers(ns, 1)
+
+		const n = 6
+		base := time.Now().Add(24 * time.Hour).Truncate(time.Second)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer GinkgoRecover()
+				defer wg.Done()
+				l := newLink(ns, fmt.Sprintf("sale-%d", i), "https://example.com/sale")
+				exp := metav1.NewTime(base.Add(time.Duration(i) * time.Hour))
+				l.Spec.ExpiresAt = &exp
+				Expect(k8sClient.Create(suiteCtx, l)).To(Succeed())
+			}(i)
+		}
+		wg.Wait()
+
+		// Replay every state the API server went through.
+		readyCode := map[string]string{}
+		for len(readyCode) < n || !distinct(readyCode) {
+			var ev watch.Event
+			Eventually(w.ResultChan()).WithTimeout(30 * time.Second).Should(Receive(&ev))
+			l := ev.Object.(*linkv1.ShortLink)
+			delete(readyCode, l.Name)
+			if meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionReady) {
+				readyCode[l.Name] = l.Status.Code
+			}
+			Expect(distinct(readyCode)).To(BeTrue(), "two targets Ready under one code: %v", readyCode)
+		}
+		codes := shortcode.Codes("https://example.com/sale", ns)
+		Expect(readyCode).To(HaveLen(n))
+		for _, c := range readyCode {
+			Expect(codes[:n]).To(ContainElement(c))
+		}
+	})
+})
+
+// distinct reports whether no two links hold one code.
+func distinct(codes map[string]string) bool {
+	seen := map[string]bool{}
+	for _, c := range codes {
+		if seen[c] {
+			return false
+		}
+		seen[c] = true
+	}
+	return true
+}
 
 func ptrInt64(v int64) *int64 { return &v }
