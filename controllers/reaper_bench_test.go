@@ -41,6 +41,10 @@ import (
 // the delete), and with OptimisticDelete (the delete alone, with the cached
 // copy's preconditions).
 //
+// Then with the reaper running and synced (OptimisticDelete, as the manager
+// runs it), N links that all fall due at one instant: the time from that
+// instant until the last delete, against the same floor.
+//
 // Then the deletion lag in steady state: with the reaper running (as
 // configured by default, rate raised), REAPER_BENCH_STEADY_N links are created
 // at REAPER_BENCH_STEADY_RATE a second (default 200), each expiring two
@@ -114,6 +118,23 @@ func BenchmarkReaper(b *testing.B) {
 		}
 		slices.Sort(burst)
 
+		// Due together: the reaper is running and synced (as the manager
+		// runs it: OptimisticDelete) when all n links fall due at one
+		// instant; timed from that instant to the last delete, so the
+		// initial list of a starting manager is not in it.
+		dueNS := reaperBenchNamespace(b, c, "bench-due-"+run)
+		dueOpts := opts
+		dueOpts.OptimisticDelete = true
+		dueReaper, _, dueStop := reaperBenchStart(b, cfg, dueOpts, &reaperBenchLags{}, time.Now())
+		dueAt := time.Now().Add(time.Duration(n/1000+5) * time.Second).Truncate(time.Second)
+		reaperBenchCreate(b, c, dueNS, n, creators, func(l *linkv1.ShortLink) { l.Spec.ExpiresAt = &metav1.Time{Time: dueAt} })
+		if time.Now().After(dueAt) {
+			b.Fatalf("creating %d links took past the instant they fall due; raise the margin", n)
+		}
+		reaperBenchWait(b, func() bool { return dueReaper.Stats().TotalReaped >= int64(n) }, 10*time.Minute)
+		dueTook := time.Since(dueAt)
+		dueStop()
+
 		// Steady state: links become due while the reaper runs, at a paced rate.
 		steadyNS := reaperBenchNamespace(b, c, "bench-steady-"+run)
 		lags := &reaperBenchLags{}
@@ -137,12 +158,16 @@ func BenchmarkReaper(b *testing.B) {
 		b.ReportMetric(reap.Seconds()/floor.Seconds(), "ratio")
 		b.ReportMetric(opt.Seconds(), "optimistic-s")
 		b.ReportMetric(opt.Seconds()/floor.Seconds(), "optimistic-ratio")
+		b.ReportMetric(dueTook.Seconds(), "due-s")
+		b.ReportMetric(dueTook.Seconds()/floor.Seconds(), "due-ratio")
 		b.ReportMetric(reaperBenchQuantile(steady, 0.99).Seconds(), "lag-p99-s")
 		b.ReportMetric(reaperBenchQuantile(burst, 0.99).Seconds(), "burst-lag-p99-s")
 		b.Logf("n=%d workers=%d rate=%.0f/s rounds=%d (medians): floor %s; reaper %s (cache synced after %s), ratio %.2f; optimistic %s, ratio %.2f",
 			n, workers, deleteRate, rounds, floor.Round(time.Millisecond), reap.Round(time.Millisecond), reaperBenchMedian(syncs).Round(time.Millisecond),
 			reap.Seconds()/floor.Seconds(), opt.Round(time.Millisecond), opt.Seconds()/floor.Seconds())
 		b.Logf("each round: floor %v reaper %v optimistic %v; creates/s %.0f", reaperBenchRound(floors), reaperBenchRound(reaps), reaperBenchRound(optimistic), createRates)
+		b.Logf("due together (reaper running, OptimisticDelete): all %d deleted %s after their deadline, ratio to the floor %.2f",
+			n, dueTook.Round(time.Millisecond), dueTook.Seconds()/floor.Seconds())
 		b.Logf("burst (all due at the reaper's start): time to each delete p50 %s p99 %s max %s",
 			reaperBenchQuantile(burst, 0.5), reaperBenchQuantile(burst, 0.99), reaperBenchQuantile(burst, 1))
 		b.Logf("steady: %d links created at %d/s (each due 1-2s later) and reaped in %s; lag after the deadline p50 %s p99 %s max %s",

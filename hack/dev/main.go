@@ -101,7 +101,7 @@ func run() error {
 	}
 
 	kubectl := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "kubectl", args...)
+		cmd := exec.CommandContext(ctx, cp.Kubectl, args...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -25,7 +25,10 @@ import (
 type ControlPlane struct {
 	Config     *rest.Config
 	Kubeconfig string // path of an admin kubeconfig for kubectl and the binaries
-	env        *envtest.Environment
+	// Kubectl is the kubectl to drive it with: the one on PATH, else the one
+	// hack/envtest-assets.sh built beside kube-apiserver.
+	Kubectl string
+	env     *envtest.Environment
 }
 
 // Assets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS, else
@@ -59,7 +62,10 @@ func StartControlPlane(root, dir string) (*ControlPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
-	cp := &ControlPlane{Config: cfg, env: env}
+	cp := &ControlPlane{Config: cfg, env: env, Kubectl: "kubectl"}
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		cp.Kubectl = filepath.Join(assets, "kubectl")
+	}
 	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("adding an admin user: %w", err), cp.Stop())

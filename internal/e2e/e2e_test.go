@@ -25,6 +25,7 @@ const root = "../.."
 
 type env struct {
 	t          *testing.T
+	kubectlBin string
 	kubeconfig string
 	redirect   string // base URL of the redirector
 	mgrProbes  string
@@ -56,7 +57,7 @@ func buildBinaries(t *testing.T, dir string) {
 }
 
 func (e *env) kubectl(args ...string) (string, error) {
-	cmd := exec.Command("kubectl", args...)
+	cmd := exec.Command(e.kubectlBin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
@@ -73,7 +74,7 @@ func (e *env) mustKubectl(args ...string) string {
 
 func (e *env) applyYAML(yaml string) {
 	e.t.Helper()
-	cmd := exec.Command("kubectl", "apply", "-f", "-")
+	cmd := exec.Command(e.kubectlBin, "apply", "-f", "-")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
 	cmd.Stdin = strings.NewReader(yaml)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -114,9 +115,6 @@ func (e *env) in(t *testing.T) *env {
 
 func TestEndToEnd(t *testing.T) {
 	g := newG(t)
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Fatal("kubectl is needed on PATH for the end-to-end tests")
-	}
 
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "bin")
@@ -163,7 +161,7 @@ func TestEndToEnd(t *testing.T) {
 	g.Expect(devenv.WaitHTTP(ctx, "http://"+mgrProbes+"/readyz", http.StatusOK)).To(Succeed())
 	g.Expect(devenv.WaitHTTP(ctx, "http://"+redirectProbes+"/readyz", http.StatusOK)).To(Succeed())
 
-	e := &env{t: t, kubeconfig: cp.Kubeconfig, redirect: "http://" + redirectAddr, mgrProbes: mgrProbes, redirectProbes: redirectProbes}
+	e := &env{t: t, kubectlBin: cp.Kubectl, kubeconfig: cp.Kubeconfig, redirect: "http://" + redirectAddr, mgrProbes: mgrProbes, redirectProbes: redirectProbes}
 
 	t.Run("samples become Ready and redirect", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
@@ -208,7 +206,7 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("a bad URL is refused with its message, and a conflict is reported", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
-		cmd := exec.Command("kubectl", "apply", "-f", "-")
+		cmd := exec.Command(e.kubectlBin, "apply", "-f", "-")
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
 		cmd.Stdin = strings.NewReader("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: bad}\nspec: {url: 'ftp://example.com'}\n")
 		out, err := cmd.CombinedOutput()
