@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -126,6 +127,8 @@ func TestEndToEnd(t *testing.T) {
 
 	mgrProbes, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
+	mgrMetrics, err := devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
 	redirectAddr, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
 	redirectProbes, err := devenv.FreeAddr()
@@ -145,7 +148,7 @@ func TestEndToEnd(t *testing.T) {
 		})
 	}
 	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
-		"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", mgrProbes,
+		"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", mgrProbes, "--metrics-bind-address", mgrMetrics,
 		"--redirect-base-url", "http://"+redirectAddr,
 		// Reap quickly so the test sees it: 1s after finishing, sweeping every second.
 		"--default-ttl-after-finished", "1s", "--reap-interval", "1s")
@@ -192,6 +195,17 @@ func TestEndToEnd(t *testing.T) {
 		}).Should(Equal("301 https://example.com/handbook"))
 		g.Expect(e.mustKubectl("get", "shortlink", "docs", "-o", "jsonpath={.status.shortURL}")).
 			To(Equal(e.redirect + "/default/" + code))
+	})
+
+	t.Run("the manager's metrics need an authorized caller", func(t *testing.T) {
+		g := newG(t)
+		insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the manager's self-signed certificate
+		}}
+		resp, err := insecure.Get("https://" + mgrMetrics + "/metrics")
+		g.Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
 	})
 
 	t.Run("unknown codes are 404", func(t *testing.T) {
