@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -51,12 +50,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	var procs []*devenv.Process
+	var lf *devenv.Linkforge
 	defer func() {
 		step("stopping")
-		for i := len(procs) - 1; i >= 0; i-- {
-			if err := procs[i].Stop(10 * time.Second); err != nil {
-				fmt.Fprintf(os.Stderr, "%s: %v (log: %s)\n", procs[i].Name, err, procs[i].Log)
+		if lf != nil {
+			if err := lf.Stop(10 * time.Second); err != nil {
+				fmt.Fprintln(os.Stderr, err)
 			}
 		}
 		if err := cp.Stop(); err != nil {
@@ -65,45 +64,15 @@ func run() error {
 		step("stopped; nothing left running")
 	}()
 
-	managerProbes, err := devenv.FreeAddr()
-	if err != nil {
-		return err
-	}
-	redirectorProbes, err := devenv.FreeAddr()
-	if err != nil {
-		return err
-	}
-	step("starting bin/manager (log: .dev/manager.log)")
-	mgr, err := devenv.Start("manager", filepath.Join(dir, "manager.log"), filepath.Join(bin, "manager"),
-		"--kubeconfig", cp.Kubeconfig,
-		"--health-probe-bind-address", managerProbes,
-		"--redirect-base-url", "http://"+*redirectAddr)
-	if err != nil {
-		return err
-	}
-	procs = append(procs, mgr)
-	step("starting bin/redirector on %s (log: .dev/redirector.log)", *redirectAddr)
-	red, err := devenv.Start("redirector", filepath.Join(dir, "redirector.log"), filepath.Join(bin, "redirector"),
-		"--kubeconfig", cp.Kubeconfig,
-		"--bind-address", *redirectAddr,
-		"--health-probe-bind-address", redirectorProbes)
-	if err != nil {
-		return err
-	}
-	procs = append(procs, red)
-
+	step("starting bin/manager and bin/redirector (on %s; logs in .dev/)", *redirectAddr)
 	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for _, probe := range []string{"http://" + managerProbes + "/readyz", "http://" + redirectorProbes + "/readyz"} {
-		if err := devenv.WaitHTTP(waitCtx, probe, http.StatusOK); err != nil {
-			return fmt.Errorf("%w (see the logs in .dev/)", err)
-		}
+	if lf, err = devenv.StartLinkforge(waitCtx, cp, bin, dir, *redirectAddr); err != nil {
+		return err
 	}
 
 	kubectl := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, cp.Kubectl, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
-		out, err := cmd.CombinedOutput()
+		out, err := cp.KubectlCmd(ctx, args...).CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
@@ -152,8 +121,7 @@ Press Ctrl-C to stop everything.
 	select {
 	case <-ctx.Done():
 		return nil
-	case <-mgr.Done():
-	case <-red.Done():
+	case <-lf.Done():
 	}
 	return errors.New("a component exited; see the logs in .dev/")
 }

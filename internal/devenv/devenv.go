@@ -201,3 +201,75 @@ func WaitHTTP(ctx context.Context, url string, want int) error {
 		}
 	}
 }
+
+// KubectlCmd is a kubectl command against the control plane.
+func (c *ControlPlane) KubectlCmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.Kubectl, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	return cmd
+}
+
+// Linkforge is bin/manager and bin/redirector running against a control plane.
+type Linkforge struct {
+	Manager, Redirector *Process
+	// Addresses (host:port): the manager's probes (/readyz, /reaper), the
+	// redirector's redirects and its probes (/readyz, /metrics).
+	ManagerProbes, RedirectAddr, RedirectorProbes string
+}
+
+// StartLinkforge runs the manager and the redirector of binDir against cp,
+// their logs in logDir, the redirector on redirectAddr (empty: a free port),
+// and returns once both are ready. managerArgs are added to the manager's flags.
+func StartLinkforge(ctx context.Context, cp *ControlPlane, binDir, logDir, redirectAddr string, managerArgs ...string) (*Linkforge, error) {
+	l := &Linkforge{RedirectAddr: redirectAddr}
+	var err error
+	for _, addr := range []*string{&l.ManagerProbes, &l.RedirectorProbes, &l.RedirectAddr} {
+		if *addr == "" {
+			if *addr, err = FreeAddr(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	args := append([]string{"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", l.ManagerProbes,
+		"--redirect-base-url", "http://" + l.RedirectAddr}, managerArgs...)
+	if l.Manager, err = Start("manager", filepath.Join(logDir, "manager.log"), filepath.Join(binDir, "manager"), args...); err != nil {
+		return nil, err
+	}
+	if l.Redirector, err = Start("redirector", filepath.Join(logDir, "redirector.log"), filepath.Join(binDir, "redirector"),
+		"--kubeconfig", cp.Kubeconfig, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes); err != nil {
+		return nil, errors.Join(err, l.Stop(10*time.Second))
+	}
+	for _, probe := range []string{l.ManagerProbes, l.RedirectorProbes} {
+		if err := WaitHTTP(ctx, "http://"+probe+"/readyz", http.StatusOK); err != nil {
+			return nil, errors.Join(fmt.Errorf("%w (see the logs in %s)", err, logDir), l.Stop(10*time.Second))
+		}
+	}
+	return l, nil
+}
+
+// Stop stops the redirector, then the manager; each must exit cleanly on SIGTERM.
+func (l *Linkforge) Stop(grace time.Duration) error {
+	var errs []error
+	for _, p := range []*Process{l.Redirector, l.Manager} {
+		if p == nil {
+			continue
+		}
+		if err := p.Stop(grace); err != nil {
+			errs = append(errs, fmt.Errorf("%s (log %s): %w", p.Name, p.Log, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Done is closed when either process has ended.
+func (l *Linkforge) Done() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		select {
+		case <-l.Manager.Done():
+		case <-l.Redirector.Done():
+		}
+		close(ch)
+	}()
+	return ch
+}

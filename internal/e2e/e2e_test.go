@@ -25,11 +25,10 @@ import (
 const root = "../.."
 
 type env struct {
-	t          *testing.T
-	kubectlBin string
-	kubeconfig string
-	redirect   string // base URL of the redirector
-	mgrProbes  string
+	t         *testing.T
+	cp        *devenv.ControlPlane
+	redirect  string // base URL of the redirector
+	mgrProbes string
 	// redirectProbes is host:port of the redirector's probes and metrics.
 	redirectProbes string
 }
@@ -58,9 +57,7 @@ func buildBinaries(t *testing.T, dir string) {
 }
 
 func (e *env) kubectl(args ...string) (string, error) {
-	cmd := exec.Command(e.kubectlBin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
-	out, err := cmd.CombinedOutput()
+	out, err := e.cp.KubectlCmd(context.Background(), args...).CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
 
@@ -75,8 +72,7 @@ func (e *env) mustKubectl(args ...string) string {
 
 func (e *env) applyYAML(yaml string) {
 	e.t.Helper()
-	cmd := exec.Command(e.kubectlBin, "apply", "-f", "-")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	cmd := e.cp.KubectlCmd(context.Background(), "apply", "-f", "-")
 	cmd.Stdin = strings.NewReader(yaml)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		e.t.Fatalf("kubectl apply: %v\n%s", err, out)
@@ -125,46 +121,30 @@ func TestEndToEnd(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = cp.Stop() })
 
-	mgrProbes, err := devenv.FreeAddr()
-	g.Expect(err).NotTo(HaveOccurred())
 	mgrMetrics, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
-	redirectAddr, err := devenv.FreeAddr()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	lf, err := devenv.StartLinkforge(ctx, cp, bin, tmp, "",
+		"--metrics-bind-address", mgrMetrics,
+		// Reap quickly so the test sees it: 1s after finishing, sweeping every second.
+		"--default-ttl-after-finished", "1s", "--reap-interval", "1s")
 	g.Expect(err).NotTo(HaveOccurred())
-	redirectProbes, err := devenv.FreeAddr()
-	g.Expect(err).NotTo(HaveOccurred())
-
-	// Each exits cleanly on SIGTERM; the log of a failed run is shown.
-	stopAtEnd := func(p *devenv.Process) {
-		t.Cleanup(func() {
-			if err := p.Stop(15 * time.Second); err != nil {
-				t.Errorf("%s: %v", p.Name, err)
-			}
-			if t.Failed() {
+	t.Cleanup(func() {
+		// Each exits cleanly on SIGTERM; the logs of a failed run are shown.
+		if err := lf.Stop(15 * time.Second); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			for _, p := range []*devenv.Process{lf.Manager, lf.Redirector} {
 				if b, err := os.ReadFile(p.Log); err == nil {
 					t.Logf("--- %s log ---\n%s", p.Name, tail(string(b), 4000))
 				}
 			}
-		})
-	}
-	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
-		"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", mgrProbes, "--metrics-bind-address", mgrMetrics,
-		"--redirect-base-url", "http://"+redirectAddr,
-		// Reap quickly so the test sees it: 1s after finishing, sweeping every second.
-		"--default-ttl-after-finished", "1s", "--reap-interval", "1s")
-	g.Expect(err).NotTo(HaveOccurred())
-	stopAtEnd(mgr)
-	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
-		"--kubeconfig", cp.Kubeconfig, "--bind-address", redirectAddr, "--health-probe-bind-address", redirectProbes)
-	g.Expect(err).NotTo(HaveOccurred())
-	stopAtEnd(red)
+		}
+	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	g.Expect(devenv.WaitHTTP(ctx, "http://"+mgrProbes+"/readyz", http.StatusOK)).To(Succeed())
-	g.Expect(devenv.WaitHTTP(ctx, "http://"+redirectProbes+"/readyz", http.StatusOK)).To(Succeed())
-
-	e := &env{t: t, kubectlBin: cp.Kubectl, kubeconfig: cp.Kubeconfig, redirect: "http://" + redirectAddr, mgrProbes: mgrProbes, redirectProbes: redirectProbes}
+	e := &env{t: t, cp: cp, redirect: "http://" + lf.RedirectAddr, mgrProbes: lf.ManagerProbes, redirectProbes: lf.RedirectorProbes}
 
 	t.Run("samples become Ready and redirect", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
@@ -220,8 +200,7 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("a bad URL is refused with its message, and a conflict is reported", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
-		cmd := exec.Command(e.kubectlBin, "apply", "-f", "-")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+		cmd := e.cp.KubectlCmd(context.Background(), "apply", "-f", "-")
 		cmd.Stdin = strings.NewReader("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: bad}\nspec: {url: 'ftp://example.com'}\n")
 		out, err := cmd.CombinedOutput()
 		g.Expect(err).To(HaveOccurred())

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/linkforge/linkforge/internal/claim"
 )
 
 // normalizeHost turns a Host header or a domain annotation into the form the
@@ -29,12 +31,9 @@ type nsClaim struct {
 }
 
 // precedes is the rule between two namespaces that claim one domain: the
-// older namespace wins, then the smaller name.
+// ownership rule of codes (the older wins, then the smaller name).
 func (a nsClaim) precedes(aName string, b nsClaim, bName string) bool {
-	if !a.created.Equal(b.created) {
-		return a.created.Before(b.created)
-	}
-	return aName < bName
+	return claim.Precedes(claim.Link{Name: aName, Created: a.created}, claim.Link{Name: bName, Created: b.created})
 }
 
 type conflict struct{ host, loser string }

@@ -32,10 +32,14 @@ func appendHashInput(b []byte, canonical, workspace string, salt int) []byte {
 	b = append(b, '|')
 	b = append(b, workspace...)
 	if salt != 0 {
-		b = append(b, '|')
-		b = strconv.AppendInt(b, int64(salt), 10)
+		b = appendSalt(b, salt)
 	}
 	return b
+}
+
+// appendSalt appends the "|salt" suffix of a retry's hash input.
+func appendSalt(b []byte, salt int) []byte {
+	return strconv.AppendInt(append(b, '|'), int64(salt), 10)
 }
 
 // Code is the short code of a canonical URL in a workspace at a salt
@@ -53,9 +57,10 @@ func Codes(canonical, workspace string) [MaxSalt + 1]string {
 	n := len(base)
 	var all [(MaxSalt + 1) * Length]byte
 	for salt := 0; salt <= MaxSalt; salt++ {
+		// The canonical|workspace prefix is built once; each salt adds its suffix.
 		in := base[:n]
 		if salt != 0 {
-			in = append(in, '|', byte('0'+salt))
+			in = appendSalt(in, salt)
 		}
 		c := codeOf(sha256.Sum256(in))
 		copy(all[salt*Length:], c[:])
