@@ -10,6 +10,8 @@
 #     through a client-go SharedIndexInformer with the redirector's transform,
 #     the namespace index controller-runtime adds, and the same event handlers
 #     as in production. See internal/redirect/synthetic.go.
+#   - the same binary and links with --server=epoll (the epoll event-loop
+#     front end of the redirect port instead of net/http; same answers).
 #   - nginx answering `return 302 <url>` from a `map` of the same N paths
 #     (one worker, access log off, unlimited keep-alive requests).
 #   - the net/http floor (internal/redirect/benchfloor): the redirector's
@@ -28,7 +30,7 @@
 # ShortLink and its store entries (key map, namespace index), the index entry
 # and its map slot, and the Go heap's headroom and fragmentation around them.
 #
-# Usage: hack/bench-redirect.sh            (defaults below; about 3 minutes)
+# Usage: hack/bench-redirect.sh            (defaults below; about 4 minutes)
 #        N=100000 DURATION=15s ROUNDS=3 CONNS=64 hack/bench-redirect.sh
 # Needs nginx and wrk (installed with apt-get if missing) and taskset.
 # Not part of `make test`.
@@ -47,6 +49,8 @@ REDIR_PORT=${REDIR_PORT:-18080}
 PROBE_PORT=${PROBE_PORT:-18081}
 NGINX_PORT=${NGINX_PORT:-18090}
 FLOOR_PORT=${FLOOR_PORT:-18070}
+EPOLL_PORT=${EPOLL_PORT:-18082}
+EPOLL_PROBE_PORT=${EPOLL_PROBE_PORT:-18083}
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -180,10 +184,11 @@ run_wrk() {
 		printf "%s cpu_ns=%.0f\n", o, d * 1e9 / hz / g[1] }'
 }
 
-start_redirector() { # links
+start_redirector() { # links [server port probe-port]
 	taskset -c "$SERVER_CPU" bin/redirector --synthetic-links="$1" --synthetic-namespaces="$NSS" \
-		--bind-address=127.0.0.1:$REDIR_PORT --health-probe-bind-address=127.0.0.1:$PROBE_PORT \
-		>"$work/redirector-$1.log" 2>&1 &
+		--server="${2:-net/http}" \
+		--bind-address=127.0.0.1:${3:-$REDIR_PORT} --health-probe-bind-address=127.0.0.1:${4:-$PROBE_PORT} \
+		>"$work/redirector-$1-${2:-net}.log" 2>&1 &
 	echo $!
 }
 
@@ -214,6 +219,14 @@ first=$(head -1 "$work/paths.txt")
 curl -s -o /dev/null -w 'bench: redirector sample: %{http_code} -> %{redirect_url}\n' "http://127.0.0.1:$REDIR_PORT$first" >&2
 rssN_idle=$(settled_rss "$rp")
 
+log "redirector --server=epoll with $N links"
+ep=$(start_redirector "$N" epoll "$EPOLL_PORT" "$EPOLL_PROBE_PORT")
+pids+=("$ep")
+wait_http "http://127.0.0.1:$EPOLL_PROBE_PORT/readyz"
+got=$(curl -s "http://127.0.0.1:$EPOLL_PROBE_PORT/metrics" | awk '/^linkforge_redirector_index_links / { print $2 }')
+[ "$got" = "$N" ] || { log "epoll redirector index holds $got links, want $N"; exit 1; }
+curl -s -o /dev/null -w 'bench: epoll redirector sample: %{http_code} -> %{redirect_url}\n' "http://127.0.0.1:$EPOLL_PORT$first" >&2
+
 log "nginx with the same $N links"
 taskset -c "$SERVER_CPU" nginx -c "$work/nginx.conf" -p "$work/nginx" &
 np=$!
@@ -239,6 +252,8 @@ done
 for round in $(seq 1 "$ROUNDS"); do
 	log "round $round/$ROUNDS: redirector"
 	echo "redirector $(run_wrk "http://127.0.0.1:$REDIR_PORT" "$rp")" >>"$work/rounds.txt"
+	log "round $round/$ROUNDS: redirector --server=epoll"
+	echo "epoll $(run_wrk "http://127.0.0.1:$EPOLL_PORT" "$ep")" >>"$work/rounds.txt"
 	log "round $round/$ROUNDS: nginx"
 	echo "nginx $(run_wrk "http://127.0.0.1:$NGINX_PORT" "$np")" >>"$work/rounds.txt"
 	log "round $round/$ROUNDS: net/http floor"
@@ -246,6 +261,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 rssN_load=$(rss_kib "$rp")
 stop "$rp"
+stop "$ep"
 stop "$np"
 stop "$fp"
 
@@ -256,12 +272,15 @@ median() {
 redir=$(median redirector rps)
 ngx=$(median nginx rps)
 flr=$(median floor rps)
+epl=$(median epoll rps)
 rc=$(field "$(median redirector cpu_ns)" cpu_ns)
 nc=$(field "$(median nginx cpu_ns)" cpu_ns)
 fc=$(field "$(median floor cpu_ns)" cpu_ns)
+ec=$(field "$(median epoll cpu_ns)" cpu_ns)
 
 rr=$(field "$redir" rps) rp50=$(field "$redir" p50_us) rp99=$(field "$redir" p99_us) rbad=$(field "$redir" bad_status)
 nr=$(field "$ngx" rps) np50=$(field "$ngx" p50_us) np99=$(field "$ngx" p99_us) nbad=$(field "$ngx" bad_status)
+er=$(field "$epl" rps) ep50=$(field "$epl" p50_us) ep99=$(field "$epl" p99_us) ebad=$(field "$epl" bad_status)
 fr=$(field "$flr" rps) fp50=$(field "$flr" p50_us) fp99=$(field "$flr" p99_us) fbad=$(field "$flr" bad_status)
 
 echo
@@ -270,12 +289,14 @@ awk '{ split($3, r, "="); split($NF, c, "="); printf "  %-10s %8s requests/s %8s
 echo
 echo "links: $N over $NSS namespaces; wrk -t1 -c$CONNS -d$DURATION (after a $WARMUP warm-up), $ROUNDS alternating rounds, median shown;"
 echo "servers on CPU $SERVER_CPU, wrk on CPU $LOAD_CPU; $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-15s %12s %10s %10s %9s %14s\n' server "requests/s" "p50 (us)" "p99 (us)" "non-3xx" "CPU ns/request"
-printf '%-15s %12s %10s %10s %9s %14s\n' redirector "$rr" "$rp50" "$rp99" "$rbad" "$rc"
-printf '%-15s %12s %10s %10s %9s %14s\n' nginx "$nr" "$np50" "$np99" "$nbad" "$nc"
-printf '%-15s %12s %10s %10s %9s %14s\n' "net/http floor" "$fr" "$fp50" "$fp99" "$fbad" "$fc"
-awk -v r="$rr" -v n="$nr" -v f="$fr" -v rc="$rc" -v nc="$nc" -v fc="$fc" 'BEGIN {
-	printf "ratio redirector/nginx requests/s: %.2fx (goal >= 0.90x); by CPU per request: %.2fx\n", r / n, nc / rc
+printf '%-17s %12s %10s %10s %9s %14s\n' server "requests/s" "p50 (us)" "p99 (us)" "non-3xx" "CPU ns/request"
+printf '%-17s %12s %10s %10s %9s %14s\n' "redirector epoll" "$er" "$ep50" "$ep99" "$ebad" "$ec"
+printf '%-17s %12s %10s %10s %9s %14s\n' "redirector net/http" "$rr" "$rp50" "$rp99" "$rbad" "$rc"
+printf '%-17s %12s %10s %10s %9s %14s\n' nginx "$nr" "$np50" "$np99" "$nbad" "$nc"
+printf '%-17s %12s %10s %10s %9s %14s\n' "net/http floor" "$fr" "$fp50" "$fp99" "$fbad" "$fc"
+awk -v r="$rr" -v n="$nr" -v f="$fr" -v rc="$rc" -v nc="$nc" -v fc="$fc" -v e="$er" -v ec="$ec" 'BEGIN {
+	printf "ratio redirector (epoll, the default)/nginx: %.2fx (goal >= 0.90x); by CPU per request: %.2fx\n", e / n, nc / ec
+	printf "ratio redirector --server=net/http/nginx:    %.2fx; by CPU per request: %.2fx\n", r / n, nc / rc
 	printf "ratio redirector/net-http floor:   %.2fx; by CPU per request: %.2fx\n", r / f, fc / rc
 	printf "ratio net-http floor/nginx:        %.2fx; by CPU per request: %.2fx\n", f / n, nc / fc }'
 echo

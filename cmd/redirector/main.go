@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	goruntime "runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -54,8 +55,11 @@ func run() error {
 		syntheticTable  string
 		showVersion     bool
 		pprofAddr       string
+		serverKind      string
 	)
 	flag.StringVar(&bindAddr, "bind-address", ":8080", "Address of the redirect server.")
+	flag.StringVar(&serverKind, "server", defaultServer(),
+		"HTTP server of the redirect port: epoll (Linux: one epoll event loop per GOMAXPROCS on SO_REUSEPORT listeners; the default there) or net/http (same answers, about a third of the throughput).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /readyz and /metrics.")
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces to serve; empty serves all namespaces.")
 	flag.DurationVar(&tombstoneTTL, "tombstone-ttl", 24*time.Hour,
@@ -78,6 +82,9 @@ func run() error {
 	if showVersion {
 		fmt.Println(version)
 		return nil
+	}
+	if serverKind != "net/http" && serverKind != "epoll" {
+		return fmt.Errorf("--server=%q: want net/http or epoll", serverKind)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("redirector")
@@ -180,11 +187,24 @@ func run() error {
 		return err
 	}
 
-	for _, s := range []*manager.Server{
-		{Name: "redirect", Server: redirect.NewHTTPServer(bindAddr, r), ShutdownTimeout: &shutdownTimeout},
+	if serverKind == "epoll" {
+		es := redirect.NewEpollServer(bindAddr, r)
+		es.ShutdownTimeout = shutdownTimeout
+		if err := es.Listen(); err != nil {
+			return err
+		}
+		if err := mgr.Add(es); err != nil {
+			return err
+		}
+	}
+	servers := []*manager.Server{
 		{Name: "probes", Server: &http.Server{Addr: probeAddr, Handler: r.ProbeHandler(), ReadHeaderTimeout: 5 * time.Second},
 			ShutdownTimeout: &shutdownTimeout},
-	} {
+	}
+	if serverKind == "net/http" {
+		servers = append(servers, &manager.Server{Name: "redirect", Server: redirect.NewHTTPServer(bindAddr, r), ShutdownTimeout: &shutdownTimeout})
+	}
+	for _, s := range servers {
 		if err := mgr.Add(s); err != nil {
 			return err
 		}
@@ -209,7 +229,7 @@ func run() error {
 		stop()
 	}()
 
-	log.Info("starting redirector", "version", version, "bind", bindAddr, "probes", probeAddr, "namespaces", nsList)
+	log.Info("starting redirector", "version", version, "bind", bindAddr, "server", serverKind, "probes", probeAddr, "namespaces", nsList)
 	if err := mgr.Start(ctx); err != nil {
 		return err
 	}
@@ -221,3 +241,12 @@ type syntheticRunnable func(ctx context.Context) error
 
 func (f syntheticRunnable) Start(ctx context.Context) error { return f(ctx) }
 func (syntheticRunnable) NeedLeaderElection() bool          { return false }
+
+// defaultServer is the redirect port's server: the epoll loops where they
+// exist (Linux), net/http elsewhere.
+func defaultServer() string {
+	if goruntime.GOOS == "linux" {
+		return "epoll"
+	}
+	return "net/http"
+}

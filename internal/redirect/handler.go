@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -77,39 +76,17 @@ func (r *Redirector) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 func (r *Redirector) serve(w http.ResponseWriter, req *http.Request, start time.Time) (int, string) {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		w.Header()["Allow"] = hdrAllow
-		return r.write(w, req, respBadMethod, ccNoStore), ""
-	}
-	if !r.Ready() {
-		w.Header()["Retry-After"] = hdrRetry
-		return r.write(w, req, respUnavailable, ccNoStore), ""
-	}
-	ns, code, ok := r.route(req)
-	if !ok {
-		return r.write(w, req, respNotFound, ccNoStore), ""
-	}
-	e := r.index.Lookup(ns, code)
-	if e == nil {
-		return r.write(w, req, respNotFound, ccNoStore), ""
-	}
-	now := start.UnixNano()
-	if r.clock != nil {
-		now = r.clock.Now().UnixNano()
-	}
-	if e.is(flagTombstone) {
-		if now < e.until {
-			return r.write(w, req, respGone, ccNoStore), ""
-		}
-		return r.write(w, req, respNotFound, ccNoStore), ""
-	}
-	if e.gone(now) {
-		return r.write(w, req, respGone, ccNoStore), ""
-	}
-	loc := e.target(req.URL.RawQuery)
+	a := r.answer(req.Method, req.Host, req.URL.Path, req.URL.RawQuery, start)
 	h := w.Header()
-	h["Location"] = []string{loc}
-	return r.write(w, req, redirectResponse(e.Status()), cacheControl(e, now)), loc
+	switch {
+	case a.resp == respBadMethod:
+		h["Allow"] = hdrAllow
+	case a.resp == respUnavailable:
+		h["Retry-After"] = hdrRetry
+	case a.redirect():
+		h["Location"] = []string{a.location}
+	}
+	return r.write(w, req, a.resp, a.cacheControl), a.location
 }
 
 // cacheControl is the Cache-Control of a redirect (see permanentMaxAge).
@@ -137,23 +114,9 @@ func (r *Redirector) write(w http.ResponseWriter, req *http.Request, c *canned, 
 	return c.status
 }
 
-// route splits a request path into namespace and code: /<namespace>/<code>
-// on any host, or /<code> on a host a namespace claims.
+// route is routePath of a request.
 func (r *Redirector) route(req *http.Request) (ns, code string, ok bool) {
-	p := req.URL.Path
-	if len(p) < 2 || p[0] != '/' {
-		return "", "", false
-	}
-	rest := p[1:]
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		ns, code = rest[:i], rest[i+1:]
-		if ns == "" || code == "" || strings.IndexByte(code, '/') >= 0 {
-			return "", "", false
-		}
-		return ns, code, true
-	}
-	ns, ok = r.domains.Lookup(req.Host)
-	return ns, rest, ok
+	return r.routePath(req.Host, req.URL.Path)
 }
 
 type accessRecord struct {
@@ -169,16 +132,21 @@ type accessRecord struct {
 }
 
 func (r *Redirector) logAccess(req *http.Request, status int, loc string, start time.Time) {
+	r.logRecord(req.RemoteAddr, req.Method, req.Host, req.RequestURI, req.UserAgent(), status, loc, start)
+}
+
+// logRecord writes one access-log line; both front ends call it.
+func (r *Redirector) logRecord(remote, method, host, uri, userAgent string, status int, loc string, start time.Time) {
 	b, err := json.Marshal(accessRecord{
 		Time:       start.UTC().Format(time.RFC3339Nano),
-		Remote:     req.RemoteAddr,
-		Method:     req.Method,
-		Host:       req.Host,
-		URI:        req.RequestURI,
+		Remote:     remote,
+		Method:     method,
+		Host:       host,
+		URI:        uri,
 		Status:     status,
 		Location:   loc,
 		DurationMS: float64(time.Since(start).Microseconds()) / 1000,
-		UserAgent:  req.UserAgent(),
+		UserAgent:  userAgent,
 	})
 	if err != nil {
 		return

@@ -1,0 +1,74 @@
+package redirect
+
+import (
+	"strings"
+	"time"
+)
+
+// answer is what the redirect port answers to one request, whichever front
+// end (net/http or the epoll server) received it.
+type answer struct {
+	resp *canned
+	// cacheControl is the Cache-Control value (one element).
+	cacheControl []string
+	// location is the Location of a redirect (resp.status is 3xx).
+	location string
+}
+
+// redirect reports whether the answer carries a Location.
+func (a *answer) redirect() bool { return a.resp.status/100 == 3 }
+
+// answer decides the response to method host path?rawQuery, received at
+// start: 405 (with Allow) for anything but GET and HEAD, 503 (with
+// Retry-After) until the index is synced, then the link's redirect, 410 or
+// 404. path is the decoded path (url.URL.Path); host the Host header.
+// It neither keeps nor returns any of its string arguments, so a caller
+// may pass strings that alias a buffer it reuses afterwards.
+func (r *Redirector) answer(method, host, path, rawQuery string, start time.Time) answer {
+	if method != "GET" && method != "HEAD" {
+		return answer{resp: respBadMethod, cacheControl: ccNoStore}
+	}
+	if !r.Ready() {
+		return answer{resp: respUnavailable, cacheControl: ccNoStore}
+	}
+	ns, code, ok := r.routePath(host, path)
+	if !ok {
+		return answer{resp: respNotFound, cacheControl: ccNoStore}
+	}
+	e := r.index.Lookup(ns, code)
+	if e == nil {
+		return answer{resp: respNotFound, cacheControl: ccNoStore}
+	}
+	now := start.UnixNano()
+	if r.clock != nil {
+		now = r.clock.Now().UnixNano()
+	}
+	if e.is(flagTombstone) {
+		if now < e.until {
+			return answer{resp: respGone, cacheControl: ccNoStore}
+		}
+		return answer{resp: respNotFound, cacheControl: ccNoStore}
+	}
+	if e.gone(now) {
+		return answer{resp: respGone, cacheControl: ccNoStore}
+	}
+	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: e.target(rawQuery)}
+}
+
+// routePath splits a request path into namespace and code: /<namespace>/<code>
+// on any host, or /<code> on a host a namespace claims.
+func (r *Redirector) routePath(host, p string) (ns, code string, ok bool) {
+	if len(p) < 2 || p[0] != '/' {
+		return "", "", false
+	}
+	rest := p[1:]
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		ns, code = rest[:i], rest[i+1:]
+		if ns == "" || code == "" || strings.IndexByte(code, '/') >= 0 {
+			return "", "", false
+		}
+		return ns, code, true
+	}
+	ns, ok = r.domains.Lookup(host)
+	return ns, rest, ok
+}
