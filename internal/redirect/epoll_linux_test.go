@@ -16,9 +16,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 )
@@ -55,45 +53,6 @@ func startEpoll(t *testing.T, r *Redirector, mut ...func(*EpollServer)) (s *Epol
 	}
 	t.Cleanup(stop)
 	return s, stop
-}
-
-// handlerLinks are the links of TestHandler.
-func handlerLinks(h *harness) {
-	const ns = "team-a"
-	h.add(link(ns, "default", "dflt", "https://example.com/default"))
-	for _, st := range []int32{301, 302, 307, 308} {
-		h.add(link(ns, "s"+strconv.Itoa(int(st)), "s"+strconv.Itoa(int(st)), "https://example.com/"+strconv.Itoa(int(st)),
-			func(l *linkv1.ShortLink) { l.Spec.RedirectStatus = st }))
-	}
-	h.add(link(ns, "spaces", "enc", "  https://example.com/a b/caf\u00e9?q=\u00fc#top \t"))
-	h.add(link(ns, "fq", "fq", "https://example.com/p?a=1#frag", func(l *linkv1.ShortLink) { l.Spec.ForwardQuery = true }))
-	h.add(link(ns, "fq-noq", "fqnoq", "https://example.com/p#frag", func(l *linkv1.ShortLink) { l.Spec.ForwardQuery = true }))
-	h.add(link(ns, "no-fq", "nofq", "https://example.com/p?a=1"))
-	h.add(link(ns, "expired", "expired", "https://example.com/x",
-		func(l *linkv1.ShortLink) { l.Spec.ExpiresAt = ptr.To(metav1.NewTime(epoch.Add(-time.Second))) }))
-	h.add(link(ns, "ttl-expired", "ttlexp", "https://example.com/x",
-		func(l *linkv1.ShortLink) { l.Spec.TTL = &metav1.Duration{Duration: 30 * time.Minute} }))
-	h.add(link(ns, "ttl-live", "ttllive", "https://example.com/live",
-		func(l *linkv1.ShortLink) { l.Spec.TTL = &metav1.Duration{Duration: 2 * time.Hour} }))
-	h.add(link(ns, "exhausted", "exhausted", "https://example.com/x",
-		func(l *linkv1.ShortLink) { l.Spec.MaxUses = ptr.To[int64](3); l.Status.Uses = 3 }))
-	h.add(link(ns, "uses-left", "usesleft", "https://example.com/uses",
-		func(l *linkv1.ShortLink) {
-			l.Spec.MaxUses = ptr.To[int64](3)
-			l.Status.Uses = 2
-			l.Spec.RedirectStatus = 301
-		}))
-	h.add(link(ns, "perm-expiring", "permexp", "https://example.com/perm", func(l *linkv1.ShortLink) {
-		l.Spec.RedirectStatus = 308
-		l.Spec.ExpiresAt = ptr.To(metav1.NewTime(epoch.Add(10 * time.Minute)))
-	}))
-	h.add(link(ns, "said-expired", "saidexp", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonExpired)))
-	h.add(link(ns, "pending", "pending", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonProgressing)))
-	h.add(link(ns, "conflict", "conflict", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonCodeConflict)))
-	h.add(link(ns, "no-ready", "noready", "https://example.com/x", func(l *linkv1.ShortLink) { l.Status.Conditions = nil }))
-	h.add(link("team-b", "docs", "docs", "https://example.com/b-docs"))
-	h.add(link("team-c", "docs", "docs", "https://example.com/c-docs"))
-	h.addNS(nsObj("team-c", epoch.Add(-48*time.Hour), "go.c.example.com"))
 }
 
 // handlerRequests are the requests of TestHandler and TestDomainRoutes, and

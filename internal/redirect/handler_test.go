@@ -174,8 +174,9 @@ func check(t *testing.T, name string, resp *http.Response, w want, head bool) {
 	}
 }
 
-func TestHandler(t *testing.T) {
-	h := newHarness(t)
+// handlerLinks are the links of TestHandler, and two namespaces for the
+// domain routes (the epoll tests serve them all).
+func handlerLinks(h *harness) {
 	const ns = "team-a"
 	h.add(link(ns, "default", "dflt", "https://example.com/default"))
 	for _, st := range []int32{301, 302, 307, 308} {
@@ -208,6 +209,14 @@ func TestHandler(t *testing.T) {
 	h.add(link(ns, "pending", "pending", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonProgressing)))
 	h.add(link(ns, "conflict", "conflict", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonCodeConflict)))
 	h.add(link(ns, "no-ready", "noready", "https://example.com/x", func(l *linkv1.ShortLink) { l.Status.Conditions = nil }))
+	h.add(link("team-b", "docs", "docs", "https://example.com/b-docs"))
+	h.add(link("team-c", "docs", "docs", "https://example.com/c-docs"))
+	h.addNS(nsObj("team-c", epoch.Add(-48*time.Hour), "go.c.example.com"))
+}
+
+func TestHandler(t *testing.T) {
+	h := newHarness(t)
+	handlerLinks(h)
 
 	const (
 		noStore = "no-store"
