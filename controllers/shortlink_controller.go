@@ -109,7 +109,8 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	canonical, err := shortcode.Canonicalize(link.Spec.URL)
 	if err != nil {
 		// Terminal until the spec changes: the spec update re-queues the link.
-		st.Code, st.Salt, st.CanonicalURL, st.ShortURL, st.ExpiresAt = "", 0, "", "", nil
+		r.setHold(link, "", 0)
+		st.CanonicalURL, st.ExpiresAt = "", nil
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonInvalidURL, fmt.Sprintf("spec.url is not a valid URL: %v", err))
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonInvalidURL, "fix spec.url; the link is not retried until its spec changes")
 		r.removeCondition(link, linkv1.ConditionReconciling)
@@ -135,14 +136,14 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	var result ctrl.Result
 	switch decision.Outcome {
 	case claim.Conflict:
-		st.Code, st.Salt, st.ShortURL = "", 0, ""
+		r.setHold(link, "", 0)
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, conflictMessage(link, decision))
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict, stalledConflictMessage(link))
 		r.removeCondition(link, linkv1.ConditionReconciling)
 		r.clearFinished(link)
 		return ctrl.Result{}, nil
 	case claim.Pending:
-		st.Code, st.Salt, st.ShortURL = decision.Code, int32(decision.Salt), r.shortURL(link.Namespace, decision.Code)
+		r.setHold(link, decision.Code, decision.Salt)
 		msg := fmt.Sprintf("code %s is still held by younger ShortLink %q, which is moving to another code", decision.Code, decision.Rival)
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonProgressing, msg)
 		r.setCondition(link, linkv1.ConditionReconciling, metav1.ConditionTrue, linkv1.ReasonProgressing, msg)
@@ -150,7 +151,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		return ctrl.Result{RequeueAfter: pendingRetry}, nil
 	}
 
-	st.Code, st.Salt, st.ShortURL = decision.Code, int32(decision.Salt), r.shortURL(link.Namespace, decision.Code)
+	r.setHold(link, decision.Code, decision.Salt)
 	r.removeCondition(link, linkv1.ConditionReconciling)
 	r.removeCondition(link, linkv1.ConditionStalled)
 
@@ -281,6 +282,11 @@ func (r *ShortLinkReconciler) linksWithCode(ctx context.Context, namespace, code
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// setHold records the code the link holds (empty: none), its salt and its short URL.
+func (r *ShortLinkReconciler) setHold(link *linkv1.ShortLink, code string, salt int) {
+	link.Status.Code, link.Status.Salt, link.Status.ShortURL = code, int32(salt), r.shortURL(link.Namespace, code)
 }
 
 func (r *ShortLinkReconciler) shortURL(namespace, code string) string {
