@@ -1,8 +1,10 @@
 # Image to build and deploy.
 IMG ?= linkforge:latest
-# Kubernetes version of the envtest control plane (kube-apiserver) and its etcd.
-ENVTEST_K8S_VERSION ?= 1.36.3
-ENVTEST_ETCD_VERSION ?= 3.6.16
+# Kubernetes version of the envtest control plane (kube-apiserver) and its etcd,
+# pinned in hack/envtest-versions.env, which the Go tests read too.
+include hack/envtest-versions.env
+ENVTEST_K8S_VERSION ?= $(K8S_VERSION)
+ENVTEST_ETCD_VERSION ?= $(ETCD_VERSION)
 
 # Go binaries land in GOBIN.
 ifeq (,$(shell go env GOBIN))

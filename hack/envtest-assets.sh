@@ -10,8 +10,11 @@
 # Progress goes to stderr; stdout is only the directory.
 set -euo pipefail
 
-K8S_VERSION=${ENVTEST_K8S_VERSION:-1.36.3}
-ETCD_VERSION=${ENVTEST_ETCD_VERSION:-3.6.16}
+# The pins (K8S_VERSION, ETCD_VERSION); the environment may override them.
+# shellcheck source=hack/envtest-versions.env
+. "$(dirname "${BASH_SOURCE[0]}")/envtest-versions.env"
+K8S_VERSION=${ENVTEST_K8S_VERSION:-$K8S_VERSION}
+ETCD_VERSION=${ENVTEST_ETCD_VERSION:-$ETCD_VERSION}
 STORE=${ENVTEST_STORE:-${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest}
 SETUP_ENVTEST=${SETUP_ENVTEST:-}
 GOOS=$(go env GOOS)
