@@ -2,15 +2,14 @@ package controllers
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 // The benchmarks run outside the Ginkgo suite (go test -run '^$' -bench .),
@@ -37,21 +36,7 @@ func TestMain(m *testing.M) {
 func benchEnv(b *testing.B) (*rest.Config, client.Client) {
 	b.Helper()
 	bench.once.Do(func() {
-		assets := os.Getenv("KUBEBUILDER_ASSETS")
-		if assets == "" {
-			out, err := exec.Command(filepath.Join("..", "hack", "envtest-assets.sh")).Output()
-			if err != nil {
-				bench.err = err
-				return
-			}
-			assets = strings.TrimSpace(string(out))
-		}
-		bench.env = &envtest.Environment{
-			CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-			ErrorIfCRDPathMissing: true,
-			BinaryAssetsDirectory: assets,
-		}
-		bench.cfg, bench.err = bench.env.Start()
+		bench.env, bench.cfg, bench.err = testenv.Start()
 		if bench.err != nil {
 			return
 		}

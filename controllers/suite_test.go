@@ -3,10 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 var (
@@ -55,13 +52,8 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	suiteCtx, stopSuite = context.WithCancel(context.TODO())
 
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: envtestAssets(),
-	}
 	var err error
-	cfg, err = testEnv.Start()
+	testEnv, cfg, err = testenv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	cfg.QPS, cfg.Burst = 500, 1000
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
@@ -70,19 +62,10 @@ var _ = BeforeSuite(func() {
 
 var _ = AfterSuite(func() {
 	stopSuite()
-	Expect(testEnv.Stop()).To(Succeed())
-})
-
-// envtestAssets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS (set by
-// make test), else hack/envtest-assets.sh, so `go test ./controllers` works too.
-func envtestAssets() string {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
 	}
-	out, err := exec.Command(filepath.Join("..", "hack", "envtest-assets.sh")).Output()
-	Expect(err).NotTo(HaveOccurred(), "hack/envtest-assets.sh finds or builds the envtest binaries")
-	return strings.TrimSpace(string(out))
-}
+})
 
 var nsCounter atomic.Int64
 

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/redirect"
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 // The envtest suite runs a real kube-apiserver and etcd, and the redirector's
@@ -55,11 +55,11 @@ func TestRedirectorEnvtest(t *testing.T) {
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := testEnv.Start()
+	var (
+		cfg *rest.Config
+		err error
+	)
+	testEnv, cfg, err = testenv.Start()
 	Expect(err).NotTo(HaveOccurred())
 
 	scheme := runtime.NewScheme()
