@@ -13,12 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 // ControlPlane is a local etcd + kube-apiserver with the ShortLink CRD.
@@ -31,40 +32,17 @@ type ControlPlane struct {
 	env     *envtest.Environment
 }
 
-// Assets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS, else
-// hack/envtest-assets.sh under root, which reuses, downloads or builds them.
-func Assets(root string) (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir, nil
-	}
-	cmd := exec.Command(filepath.Join(root, "hack", "envtest-assets.sh"))
-	cmd.Stderr = os.Stderr // progress: the first run builds for minutes
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/envtest-assets.sh: %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// StartControlPlane starts etcd and kube-apiserver, installs the CRDs of
-// root/config/crd/bases and writes an admin kubeconfig into dir.
+// StartControlPlane starts etcd and kube-apiserver (found as
+// internal/testenv finds them, which `make envtest-assets` provides), installs
+// the CRDs of root/config/crd/bases and writes an admin kubeconfig into dir.
 func StartControlPlane(root, dir string) (*ControlPlane, error) {
-	assets, err := Assets(root)
+	env, cfg, err := testenv.StartAt(root)
 	if err != nil {
 		return nil, err
 	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting the control plane: %w", err)
-	}
 	cp := &ControlPlane{Config: cfg, env: env, Kubectl: "kubectl"}
 	if _, err := exec.LookPath("kubectl"); err != nil {
-		cp.Kubectl = filepath.Join(assets, "kubectl")
+		cp.Kubectl = filepath.Join(env.BinaryAssetsDirectory, "kubectl")
 	}
 	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {

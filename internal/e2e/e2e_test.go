@@ -20,9 +20,17 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
-const root = "../.."
+// root is the repository root: the binaries, samples and CRDs come from there.
+var root = func() string {
+	r, err := testenv.ModuleRoot()
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
 
 type env struct {
 	t         *testing.T
