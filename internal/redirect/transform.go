@@ -43,11 +43,13 @@ type Link struct {
 	Code            string // status.code; served only if Confirmed()
 	Location        string // spec.url trimmed, made a valid URI (see Location)
 
-	until   int64  // expiry (Unix ns) if flagExpires; end of a tombstone
-	created uint32 // creationTimestamp in Unix seconds (the API's precision): precedence
-	status  uint8  // redirect status - 300: 1, 2, 7 or 8
-	flags   uint8
-	// 96 bytes in all: one allocation size class below 112, on purpose.
+	until      int64       // expiry (Unix ns) if flagExpires; end of a tombstone
+	statusUses int64       // status.uses of this version: the base of the next count write
+	counter    *useCounter // this replica's uses of the link, shared by its versions (set by the informer handler)
+	created    uint32      // creationTimestamp in Unix seconds (the API's precision): precedence
+	status     uint8       // redirect status - 300: 1, 2, 7 or 8
+	flags      uint8
+	// 112 bytes in all: exactly an allocation size class, on purpose.
 }
 
 const (
@@ -121,6 +123,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 		Name:            in.Name,
 		ResourceVersion: in.ResourceVersion,
 		Code:            in.Status.Code,
+		statusUses:      in.Status.Uses,
 		created:         uint32(max(in.CreationTimestamp.Unix(), 0)),
 	}
 	switch st := in.RedirectStatusCode(); st {
