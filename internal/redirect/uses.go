@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,7 +69,8 @@ type useCounter struct {
 	queued atomic.Bool
 	next   *useCounter // dirty stack
 
-	mu sync.Mutex // serializes reservations and writes of this link
+	// Reservations and writes of a link are serialized by Uses.lock, so
+	// that a request waits for them no longer than its own timeout.
 	// held is this replica's reservation quota as last written (0: none).
 	held int64
 	// denied (Unix ns) is until when a failed reservation is not retried;
@@ -134,9 +136,16 @@ func (o UsesOptions) withDefaults() UsesOptions {
 	return o
 }
 
+// lockStripes is the number of locks that serialize the writes of links:
+// a link takes the stripe of its counter's address, so no link pays for a
+// lock of its own.
+const lockStripes = 64
+
 // Uses counts this replica's uses and writes them back; see the comment at
 // the top of this file.
 type Uses struct {
+	locks [lockStripes]chan struct{}
+
 	opts    UsesOptions
 	budget  *rate.Limiter
 	dirty   atomic.Pointer[useCounter]
@@ -154,8 +163,27 @@ func NewUses(opts UsesOptions) *Uses {
 		budget:  rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
 		holding: map[*useCounter]struct{}{},
 	}
+	for i := range u.locks {
+		u.locks[i] = make(chan struct{}, 1)
+	}
 	u.metrics = newUsesMetrics(opts.Registry)
 	return u
+}
+
+// lock takes the write lock of c's link, waiting until ctx ends.
+func (u *Uses) lock(ctx context.Context, c *useCounter) bool {
+	select {
+	case u.locks[stripe(c)] <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (u *Uses) unlock(c *useCounter) { <-u.locks[stripe(c)] }
+
+func stripe(c *useCounter) uintptr {
+	return uintptr(unsafe.Pointer(c)) / unsafe.Sizeof(useCounter{}) % lockStripes
 }
 
 // attach gives cur the counter of old (the same link), or a new one.
@@ -206,12 +234,16 @@ const (
 // and concurrent requests share one reservation.
 func (u *Uses) takeLimited(c *useCounter, now time.Time) useVerdict {
 	for attempt := 0; ; attempt++ {
+		// Counted before it is taken, so that a release, which zeroes the
+		// quota and then reports what is pending, never misses a use taken
+		// in between; a failed take gives the count back.
+		if c.pending.Add(1) == 1 {
+			u.markDirty(c)
+		}
 		if c.take(now.UnixNano()) {
-			if c.pending.Add(1) == 1 {
-				u.markDirty(c)
-			}
 			return useServed
 		}
+		c.pending.Add(-1)
 		if attempt > 0 || now.UnixNano() < c.denied.Load() {
 			break
 		}
@@ -227,14 +259,16 @@ func (u *Uses) takeLimited(c *useCounter, now time.Time) useVerdict {
 // reserve reserves a block of quota for c, unless another request did while
 // this one waited for the lock.
 func (u *Uses) reserve(c *useCounter) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), u.opts.ReserveTimeout)
+	defer cancel()
+	if !u.lock(ctx, c) {
+		return
+	}
+	defer u.unlock(c)
 	now := time.Now()
 	if c.quota.Load() > 0 && now.UnixNano() < c.leaseEnd.Load() || now.UnixNano() < c.denied.Load() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), u.opts.ReserveTimeout)
-	defer cancel()
 	granted, err := u.writeReservation(ctx, c, true, false, budgetWait)
 	switch {
 	case err != nil:
@@ -298,7 +332,13 @@ func (u *Uses) writeReservation(ctx context.Context, c *useCounter, grow, releas
 		}
 		mine := plan.mine
 		if release {
-			mine = max(mine-c.quota.Swap(0), 0)
+			// Stop serving first: every use taken from the quota is then in
+			// the pending count reported by this write, and nothing is held.
+			c.quota.Store(0)
+			c.pending.Add(served)
+			served = c.pending.Swap(0)
+			plan = planReservation(st, link.Spec.MaxUses, u.opts.Holder, c.held, served, now)
+			mine = 0
 		}
 		granted := int64(0)
 		if grow && !release && link.Spec.MaxUses != nil {
@@ -499,8 +539,10 @@ func (u *Uses) writeCount(ctx context.Context, c *useCounter, mode budgetMode) e
 // reservation a renewal, or the return of its unused quota when it served
 // nothing since the last write (idle) or release is set.
 func (u *Uses) flushOne(ctx context.Context, c *useCounter, release bool, mode budgetMode) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	if !u.lock(ctx, c) {
+		return ctx.Err()
+	}
+	defer u.unlock(c)
 	l := c.latest.Load()
 	switch {
 	case c.held > 0:
@@ -526,9 +568,11 @@ func (u *Uses) flushOne(ctx context.Context, c *useCounter, release bool, mode b
 // It returns how many uses are still pending.
 func (u *Uses) Flush(ctx context.Context, final bool) int64 {
 	var todo []*useCounter
+	held := map[*useCounter]bool{}
 	u.mu.Lock()
 	for c := range u.holding {
 		todo = append(todo, c)
+		held[c] = true
 	}
 	u.mu.Unlock()
 	var waiting []*useCounter
@@ -541,7 +585,11 @@ func (u *Uses) Flush(ctx context.Context, final bool) int64 {
 	}
 	// The stack is newest first.
 	slices.Reverse(waiting)
-	todo = append(todo, waiting...)
+	for _, c := range waiting {
+		if !held[c] {
+			todo = append(todo, c)
+		}
+	}
 
 	var pending int64
 	budgetSpent := false
@@ -551,14 +599,19 @@ func (u *Uses) Flush(ctx context.Context, final bool) int64 {
 			if final {
 				mode = budgetNone
 			}
-			err := u.flushOne(ctx, c, final, mode)
+			wctx, cancel := context.WithTimeout(ctx, u.writeTimeout())
+			err := u.flushOne(wctx, c, final, mode)
+			cancel()
 			switch {
 			case errors.Is(err, errLinkGone):
 				c.pending.Store(0)
 			case errors.Is(err, errNoBudget):
 				budgetSpent = true
 			case err != nil:
-				u.opts.Log.V(1).Info("cannot write uses yet; they wait for the next round", "link", c.name(), "error", err.Error())
+				// The API server is unreachable or refusing: the rest of
+				// the round would only wait for it too.
+				u.opts.Log.Info("cannot write uses yet; they wait for the next round", "link", c.name(), "error", err.Error())
+				budgetSpent = !final
 			}
 		}
 		if n := c.pending.Load(); n > 0 {
@@ -568,6 +621,12 @@ func (u *Uses) Flush(ctx context.Context, final bool) int64 {
 	}
 	u.metrics.pending.Set(float64(pending))
 	return pending
+}
+
+// writeTimeout bounds one write of a flush round, so that a hung API
+// server holds a link's lock (and the requests waiting for quota) no longer.
+func (u *Uses) writeTimeout() time.Duration {
+	return min(max(u.opts.FlushInterval/2, time.Second), 10*time.Second)
 }
 
 // Start writes counts every flush interval until ctx ends. The final flush
