@@ -33,7 +33,7 @@ func TestPlanReservation(t *testing.T) {
 			want: reservationPlan{uses: 5, mine: 10, free: 5, others: []linkv1.UseReservation{res("a", 20, time.Minute)}, busyUntil: now.Add(time.Minute)}},
 		{name: "a lapsed reservation of another replica counts as used", uses: 5, maxUses: limit(40),
 			reservations: []linkv1.UseReservation{res("dead", 20, -time.Second)},
-			want: reservationPlan{uses: 25, forfeited: 20, free: 15}},
+			want:         reservationPlan{uses: 25, forfeited: 20, free: 15}},
 		{name: "our own reservation taken back while we were cut off: nothing counted twice", uses: 30, maxUses: limit(40),
 			held: 10, served: 3,
 			want: reservationPlan{uses: 30, lost: true, free: 10}},
