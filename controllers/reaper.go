@@ -264,8 +264,9 @@ func (r *Reaper) plan(link *linkv1.ShortLink, now time.Time) reapPlan {
 		p.verdict = waitLink
 		return p
 	}
-	if !link.Expired(now) && !link.Finished() {
-		// Unreachable while the TTL is not negative; kept as a guard.
+	if !link.Expired(now) && !link.Exhausted() {
+		// finishedAt is from an older spec (say maxUses was raised) that the
+		// controller has not handled yet: not finished by the current one.
 		p.verdict = keepLink
 		return p
 	}

@@ -66,12 +66,12 @@ var _ = Describe("Reaper", func() {
 		Expect(reaperExists(explicit)()).To(BeTrue(), "its own ttlSecondsAfterFinished wins over the default")
 	})
 
-	It("deletes an exhausted link counting from its Exhausted condition, and keeps one whose maxUses was raised", func() {
+	It("deletes an exhausted link counting from its finishedAt, and keeps one whose maxUses was raised", func() {
 		reaper := reaperStart(ns, ReaperOptions{DefaultTTLAfterFinished: time.Hour}, nil)
 		longAgo := time.Now().Add(-time.Minute)
 		exhausted := reaperLink(ns, "exhausted", reaperMaxUses(3), reaperTTL(10))
 		reaperSetUses(exhausted, 3, longAgo)
-		// Still marked Exhausted, but maxUses went up since: it is not finished.
+		// finishedAt still set, but maxUses went up since: it is not finished.
 		raised := reaperLink(ns, "raised", reaperMaxUses(10), reaperTTL(10))
 		reaperSetUses(raised, 3, longAgo)
 		// Exhausted just now: its deadline is ten seconds away.
