@@ -20,7 +20,6 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -211,22 +210,21 @@ func (r *Reaper) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // reapInputsChanged reports whether an update changed anything plan reads:
-// the spec, the GitOps markers, deletion, uses or the Exhausted condition.
-// Other updates (the code, Ready...) do not move a deadline.
+// the spec, the GitOps markers, deletion, or status.finishedAt. Other updates
+// (the code, Ready, uses counted by the redirectors...) do not move a deadline.
 func reapInputsChanged(old, cur *linkv1.ShortLink) bool {
-	if old.Generation != cur.Generation || old.UID != cur.UID ||
+	return old.Generation != cur.Generation || old.UID != cur.UID ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
-		old.Status.Uses != cur.Status.Uses ||
+		!finishedAtEqual(old.Status.FinishedAt, cur.Status.FinishedAt) ||
 		!maps.Equal(old.Labels, cur.Labels) ||
-		old.Annotations[argoTrackingAnnotation] != cur.Annotations[argoTrackingAnnotation] {
-		return true
+		old.Annotations[argoTrackingAnnotation] != cur.Annotations[argoTrackingAnnotation]
+}
+
+func finishedAtEqual(a, b *metav1.Time) bool {
+	if a == nil || b == nil {
+		return a == b
 	}
-	was := meta.FindStatusCondition(old.Status.Conditions, linkv1.ConditionExhausted)
-	is := meta.FindStatusCondition(cur.Status.Conditions, linkv1.ConditionExhausted)
-	if (was == nil) != (is == nil) {
-		return true
-	}
-	return was != nil && (was.Status != is.Status || !was.LastTransitionTime.Equal(&is.LastTransitionTime))
+	return a.Equal(b)
 }
 
 // verdict is what the reaper does with a link at a given instant.
@@ -267,7 +265,8 @@ func (r *Reaper) plan(link *linkv1.ShortLink, now time.Time) reapPlan {
 		return p
 	}
 	if !link.Expired(now) && !link.Exhausted() {
-		// Unreachable while the TTL is not negative; kept as a guard.
+		// finishedAt is from an older spec (say maxUses was raised) that the
+		// controller has not handled yet: not finished by the current one.
 		p.verdict = keepLink
 		return p
 	}
@@ -281,22 +280,15 @@ func (r *Reaper) plan(link *linkv1.ShortLink, now time.Time) reapPlan {
 	return p
 }
 
-// finishTime is when the link finished, or will finish if it expires in the
-// future: the earlier of its expiry and the moment it became exhausted (the
-// lastTransitionTime of its Exhausted condition). An exhausted link whose
-// condition the controller has not written yet has no known finish time; the
-// status update that writes it wakes the reaper.
+// finishTime is when the link finished (status.finishedAt, written by the
+// controller), or will finish if it expires in the future. An exhausted link
+// whose finish the controller has not recorded yet has no known finish time;
+// the status update that records it wakes the reaper.
 func finishTime(link *linkv1.ShortLink) (time.Time, bool) {
-	at, ok := link.Expiry()
-	if link.Exhausted() {
-		c := meta.FindStatusCondition(link.Status.Conditions, linkv1.ConditionExhausted)
-		if c != nil && c.Status == metav1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			if t := c.LastTransitionTime.Time; !ok || t.Before(at) {
-				at, ok = t, true
-			}
-		}
+	if link.Status.FinishedAt != nil {
+		return link.Status.FinishedAt.Time, true
 	}
-	return at, ok
+	return link.Expiry()
 }
 
 func (r *Reaper) ttlAfterFinished(link *linkv1.ShortLink) time.Duration {

@@ -36,10 +36,7 @@ func TestReaperPlan(t *testing.T) {
 			l.Spec.MaxUses = ptr.To(maxUses)
 			l.Status.Uses = uses
 			if since != nil {
-				l.Status.Conditions = append(l.Status.Conditions, metav1.Condition{
-					Type: linkv1.ConditionExhausted, Status: metav1.ConditionTrue, Reason: linkv1.ReasonExhausted,
-					LastTransitionTime: metav1.NewTime(*since),
-				})
+				l.Status.FinishedAt = &metav1.Time{Time: *since}
 			}
 		}
 	}
@@ -195,10 +192,10 @@ func TestReapInputsChanged(t *testing.T) {
 		{"tracking annotation", func(l *linkv1.ShortLink) {
 			l.Annotations = map[string]string{"argocd.argoproj.io/tracking-id": "x"}
 		}, true},
-		{"uses", func(l *linkv1.ShortLink) { l.Status.Uses = 3 }, true},
-		{"exhausted", func(l *linkv1.ShortLink) {
-			l.Status.Conditions = []metav1.Condition{{Type: linkv1.ConditionExhausted, Status: metav1.ConditionTrue, LastTransitionTime: since}}
-		}, true},
+		// Uses are counted by the redirectors every few seconds: only the
+		// finish the controller records moves a deadline.
+		{"uses", func(l *linkv1.ShortLink) { l.Status.Uses = 3 }, false},
+		{"finished", func(l *linkv1.ShortLink) { l.Status.FinishedAt = &since }, true},
 		{"deleting", func(l *linkv1.ShortLink) { l.DeletionTimestamp = &since }, true},
 	}
 	for _, tc := range tests {

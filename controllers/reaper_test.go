@@ -15,7 +15,6 @@ import (
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,12 +66,12 @@ var _ = Describe("Reaper", func() {
 		Expect(reaperExists(explicit)()).To(BeTrue(), "its own ttlSecondsAfterFinished wins over the default")
 	})
 
-	It("deletes an exhausted link counting from its Exhausted condition, and keeps one whose maxUses was raised", func() {
+	It("deletes an exhausted link counting from its finishedAt, and keeps one whose maxUses was raised", func() {
 		reaper := reaperStart(ns, ReaperOptions{DefaultTTLAfterFinished: time.Hour}, nil)
 		longAgo := time.Now().Add(-time.Minute)
 		exhausted := reaperLink(ns, "exhausted", reaperMaxUses(3), reaperTTL(10))
 		reaperSetUses(exhausted, 3, longAgo)
-		// Still marked Exhausted, but maxUses went up since: it is not finished.
+		// finishedAt still set, but maxUses went up since: it is not finished.
 		raised := reaperLink(ns, "raised", reaperMaxUses(10), reaperTTL(10))
 		reaperSetUses(raised, 3, longAgo)
 		// Exhausted just now: its deadline is ten seconds away.
@@ -404,15 +403,12 @@ func reaperLabel(k, v string) func(*linkv1.ShortLink) {
 	}
 }
 
-// reaperSetUses writes status.uses and an Exhausted=True condition that
-// changed at since, as the controller would.
+// reaperSetUses writes status.uses, and status.finishedAt = since, as the
+// controller would record the link's exhaustion.
 func reaperSetUses(l *linkv1.ShortLink, uses int64, since time.Time) {
 	GinkgoHelper()
 	l.Status.Uses = uses
-	meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
-		Type: linkv1.ConditionExhausted, Status: metav1.ConditionTrue, Reason: linkv1.ReasonExhausted,
-		Message: "served all uses", LastTransitionTime: metav1.NewTime(since),
-	})
+	l.Status.FinishedAt = &metav1.Time{Time: since}
 	Expect(k8sClient.Status().Update(suiteCtx, l)).To(Succeed())
 }
 

@@ -110,6 +110,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	if err != nil {
 		// Terminal until the spec changes: the spec update re-queues the link.
 		r.setHold(link, "", 0)
+		st.ConfirmedGeneration = 0
 		st.CanonicalURL, st.ExpiresAt = "", nil
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonInvalidURL, fmt.Sprintf("spec.url is not a valid URL: %v", err))
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonInvalidURL, "fix spec.url; the link is not retried until its spec changes")
@@ -137,6 +138,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	switch decision.Outcome {
 	case claim.Conflict:
 		r.setHold(link, "", 0)
+		st.ConfirmedGeneration = 0
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, conflictMessage(link, decision))
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict, stalledConflictMessage(link))
 		r.removeCondition(link, linkv1.ConditionReconciling)
@@ -144,6 +146,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		return ctrl.Result{}, nil
 	case claim.Pending:
 		r.setHold(link, decision.Code, decision.Salt)
+		st.ConfirmedGeneration = 0
 		msg := fmt.Sprintf("code %s is still held by younger ShortLink %q, which is moving to another code", decision.Code, decision.Rival)
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonProgressing, msg)
 		r.setCondition(link, linkv1.ConditionReconciling, metav1.ConditionTrue, linkv1.ReasonProgressing, msg)
@@ -152,11 +155,13 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	}
 
 	r.setHold(link, decision.Code, decision.Salt)
+	st.ConfirmedGeneration = gen
 	r.removeCondition(link, linkv1.ConditionReconciling)
 	r.removeCondition(link, linkv1.ConditionStalled)
 
 	expired := link.Expired(now)
 	exhausted := link.Exhausted()
+	recordFinish(st, expired, exhausted, expiry, now)
 	if expires {
 		r.setFlag(link, linkv1.ConditionExpired, expired, linkv1.ReasonExpired, "expires at %s", expiry.UTC().Format(time.RFC3339))
 	} else {
@@ -324,6 +329,24 @@ func (r *ShortLinkReconciler) setFlag(link *linkv1.ShortLink, typ string, on boo
 func (r *ShortLinkReconciler) clearFinished(link *linkv1.ShortLink) {
 	r.removeCondition(link, linkv1.ConditionExpired)
 	r.removeCondition(link, linkv1.ConditionExhausted)
+	link.Status.FinishedAt = nil
+}
+
+// recordFinish keeps status.finishedAt: unset while the link serves, and once
+// it has finished, the first finish seen: its expiry instant, or now for a
+// link that ran out of uses. A spec edit that revives the link clears it.
+func recordFinish(st *linkv1.ShortLinkStatus, expired, exhausted bool, expiry, now time.Time) {
+	switch {
+	case !expired && !exhausted:
+		st.FinishedAt = nil
+	case st.FinishedAt == nil:
+		at := now
+		if expired {
+			at = expiry
+		}
+		t := metav1.NewTime(at.Truncate(time.Second))
+		st.FinishedAt = &t
+	}
 }
 
 // emitEvents records what users must see, once per transition.

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -250,10 +251,15 @@ var _ = Describe("The ShortLink controller", func() {
 		Expect(ready.Status.ExpiresAt).NotTo(BeNil())
 		Expect(ready.Status.ExpiresAt.Time).To(BeTemporally("==", ready.CreationTimestamp.Add(3*time.Second)))
 		Expect(meta.IsStatusConditionFalse(ready.Status.Conditions, linkv1.ConditionExpired)).To(BeTrue())
+		Expect(ready.Status.ConfirmedGeneration).To(Equal(ready.Generation), "the typed contract: code confirmed for this spec")
+		Expect(ready.Status.FinishedAt).To(BeNil())
 
 		expired := eventuallyReason(ns, "brief", linkv1.ReasonExpired)
 		Expect(time.Now()).To(BeTemporally(">=", ready.Status.ExpiresAt.Time))
 		Expect(expired.Status.Code).To(Equal(ready.Status.Code), "an expired link keeps its code: it answers 410")
+		Expect(expired.Status.ConfirmedGeneration).To(Equal(expired.Generation))
+		Expect(expired.Status.FinishedAt).NotTo(BeNil())
+		Expect(expired.Status.FinishedAt.Time).To(BeTemporally("==", ready.Status.ExpiresAt.Time), "finished at its expiry instant")
 		Expect(meta.IsStatusConditionTrue(expired.Status.Conditions, linkv1.ConditionExpired)).To(BeTrue())
 		Eventually(func(g Gomega) []string { return eventsFor(g, ns, "brief") }).
 			Should(ContainElement(ContainSubstring("Normal Expired")))
@@ -268,6 +274,17 @@ var _ = Describe("The ShortLink controller", func() {
 		Expect(k8sClient.Status().Update(suiteCtx, l)).To(Succeed())
 		l = eventuallyReason(ns, "counted", linkv1.ReasonExhausted)
 		Expect(meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionExhausted)).To(BeTrue())
+		Expect(l.Status.FinishedAt).NotTo(BeNil(), "the finish is recorded for the redirectors and the reaper")
+
+		By("raising maxUses revives it and clears finishedAt")
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := getLink(Default, ns, "counted")
+			cur.Spec.MaxUses = ptrInt64(5)
+			return k8sClient.Update(suiteCtx, cur)
+		})).To(Succeed())
+		l = eventuallyReady(ns, "counted")
+		Expect(l.Status.FinishedAt).To(BeNil())
+		Expect(l.Status.Uses).To(Equal(int64(2)), "uses survive spec edits")
 	})
 
 	It("stalls on a URL the CRD admits but the canonicalizer refuses, until the spec changes", func() {

@@ -2,8 +2,6 @@ package v1alpha1
 
 import (
 	"time"
-
-	"k8s.io/apimachinery/pkg/api/meta"
 )
 
 // Expiry resolves the link's expiry from its spec alone: spec.expiresAt, or
@@ -39,20 +37,21 @@ func (l *ShortLink) RedirectStatusCode() int {
 	return int(l.Spec.RedirectStatus)
 }
 
-// HoldsConfirmedCode reports whether the controller has confirmed that the link
-// answers under status.code: it is Ready, or finished (expired or exhausted)
-// while still holding its code. A pending or conflicting link is not served.
+// HoldsConfirmedCode reports whether the controller has confirmed that the
+// link holds status.code, for its current spec or an earlier one
+// (status.confirmedGeneration). A pending or conflicting link holds none.
 func (l *ShortLink) HoldsConfirmedCode() bool {
-	if l.Status.Code == "" {
-		return false
-	}
-	ready := meta.FindStatusCondition(l.Status.Conditions, ConditionReady)
-	if ready == nil {
-		return false
-	}
-	switch ready.Reason {
-	case ReasonCodeAssigned, ReasonExpired, ReasonExhausted:
-		return true
-	}
-	return false
+	return l.Status.Code != "" && l.Status.ConfirmedGeneration > 0
+}
+
+// ServesConfirmedCode reports whether the controller confirmed the link's
+// code for its current spec: the redirectors serve it under status.code.
+func (l *ShortLink) ServesConfirmedCode() bool {
+	return l.HoldsConfirmedCode() && l.Status.ConfirmedGeneration == l.Generation
+}
+
+// Finished reports whether the link has finished: the controller recorded
+// it (status.finishedAt), or it has served all of its maxUses.
+func (l *ShortLink) Finished() bool {
+	return l.Status.FinishedAt != nil || l.Exhausted()
 }

@@ -134,9 +134,42 @@ type ShortLinkStatus struct {
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 
-	// uses is how many redirects the redirectors have served (or reserved) for this link.
+	// confirmedGeneration is the generation of the spec for which the
+	// controller confirmed that the link holds status.code. The redirectors
+	// serve the link under that code only while it equals
+	// metadata.generation; while it is older they keep serving what they
+	// served for it. 0 (or absent) means the link holds no confirmed code:
+	// pending, in conflict or invalid. It is the machine-readable half of the
+	// Ready condition, which is written for people.
 	// +optional
+	ConfirmedGeneration int64 `json:"confirmedGeneration,omitempty"`
+
+	// finishedAt is when the link finished: the instant it expired, or when
+	// the controller saw it had served all of its maxUses. From then on every
+	// redirector answers 410 Gone, and the reaper counts
+	// ttlSecondsAfterFinished from it. Absent while the link has not finished.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// uses is how many redirects the redirectors have served for this link,
+	// summed over all replicas and written back in batches (see the README,
+	// "Uses"). For a link with maxUses it also counts the quota that a
+	// replica reserved and could not report before its reservation expired
+	// (it may have served it), so that maxUses is never exceeded.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
 	Uses int64 `json:"uses"`
+
+	// useReservations are the blocks of quota that redirector replicas have
+	// reserved to serve a link with maxUses, one per replica. A replica serves
+	// such a link only from its reservation, so uses plus every reservation's
+	// quota never exceeds maxUses. Written by the redirectors only.
+	// +optional
+	// +listType=map
+	// +listMapKey=holder
+	// +kubebuilder:validation:MaxItems=64
+	UseReservations []UseReservation `json:"useReservations,omitempty"`
 
 	// conditions: Ready (always), Expired, Exhausted, and Reconciling and
 	// Stalled while true.
@@ -144,6 +177,30 @@ type ShortLinkStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// UseReservation is a block of a link's maxUses quota held by one
+// redirector replica, like a lease: the holder serves at most quota more
+// redirects from it, reports what it served at each flush, and must renew it
+// before expiresAt. An expired reservation is taken back by the next
+// replica that reserves; what it still held is counted in status.uses,
+// because its holder may have served it before it stopped.
+type UseReservation struct {
+	// holder identifies the redirector replica (pod name and process).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Holder string `json:"holder"`
+
+	// quota is how many uses the holder may still serve or has served
+	// without reporting them yet.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Quota int64 `json:"quota"`
+
+	// expiresAt is when the reservation lapses unless its holder renews it.
+	// +required
+	ExpiresAt metav1.MicroTime `json:"expiresAt"`
 }
 
 // ShortLink is a short code in a namespace that redirects to a URL.
@@ -155,6 +212,7 @@ type ShortLinkStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the link expires (RFC 3339); empty if never"
 // +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxUses`,priority=1,description="spec.maxUses: redirects served before the link answers 410 Gone; empty if unlimited"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ShortLink struct {
 	metav1.TypeMeta `json:",inline"`

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"flag"
 	"fmt"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -56,6 +58,7 @@ func run() error {
 		showVersion     bool
 		pprofAddr       string
 		serverKind      string
+		usesOpts        redirect.UsesOptions
 	)
 	flag.StringVar(&bindAddr, "bind-address", ":8080", "Address of the redirect server.")
 	flag.StringVar(&serverKind, "server", defaultServer(),
@@ -73,6 +76,14 @@ func run() error {
 	flag.IntVar(&syntheticNS, "synthetic-namespaces", 100, "Benchmarks only: namespaces the synthetic links are spread over.")
 	flag.StringVar(&syntheticTable, "synthetic-table", "",
 		"Benchmarks only: write 'namespace code url' of the --synthetic-links links to this file and exit.")
+	flag.DurationVar(&usesOpts.FlushInterval, "uses-flush-interval", 10*time.Second,
+		"How often this replica writes the uses it counted to the links' status.uses: at most one write per link per interval. A SIGKILL loses at most the uses not yet written.")
+	flag.Float64Var(&usesOpts.WritesPerSecond, "uses-writes-per-second", 20,
+		"This replica's budget of API writes for uses and reservations (a token bucket), however much traffic there is; uses that do not fit wait for the next round.")
+	flag.DurationVar(&usesOpts.Lease, "uses-lease", 30*time.Second,
+		"How long a reservation of maxUses quota lasts unless renewed; quota of a replica that stopped without returning it is taken back after this. At least twice --uses-flush-interval.")
+	flag.DurationVar(&usesOpts.ReserveTimeout, "uses-reserve-timeout", 2*time.Second,
+		"How long a GET of a link with maxUses waits for a reservation before it answers 503.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof); \"0\" disables them.")
 	flag.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
@@ -82,6 +93,12 @@ func run() error {
 	if showVersion {
 		fmt.Println(version)
 		return nil
+	}
+	if usesOpts.Lease < 2*usesOpts.FlushInterval {
+		return fmt.Errorf("--uses-lease=%s must be at least twice --uses-flush-interval=%s: a reservation is renewed once per flush", usesOpts.Lease, usesOpts.FlushInterval)
+	}
+	if usesOpts.WritesPerSecond <= 0 {
+		return fmt.Errorf("--uses-writes-per-second=%v must be positive", usesOpts.WritesPerSecond)
 	}
 	if serverKind != "net/http" && serverKind != "epoll" {
 		return fmt.Errorf("--server=%q: want net/http or epoll", serverKind)
@@ -170,8 +187,21 @@ func run() error {
 	if accessLog {
 		opts.AccessLog = os.Stdout
 	}
+	var uses *redirect.Uses
 	if !synthetic {
 		opts.Recorder = mgr.GetEventRecorder("linkforge-redirector")
+		// Uses are written with a client of their own: the manager's cache
+		// holds stripped Links, and reservations read the live object.
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("creating the uses client: %w", err)
+		}
+		usesOpts.Client, usesOpts.Holder, usesOpts.Log, usesOpts.Registry = c, holderName(), log.WithName("uses"), reg
+		uses = redirect.NewUses(usesOpts)
+		opts.Uses = uses
+		if err := mgr.Add(uses); err != nil {
+			return err
+		}
 	}
 	r := redirect.New(opts)
 
@@ -233,8 +263,29 @@ func run() error {
 	if err := mgr.Start(ctx); err != nil {
 		return err
 	}
+	if uses != nil {
+		// The redirect port has stopped: write the last uses and give back
+		// unused quota, within the shutdown timeout.
+		final, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		left := uses.Stop(final)
+		cancel()
+		log.Info("wrote pending uses", "unwritten", left)
+	}
 	log.Info("stopped")
 	return nil
+}
+
+// holderName names this process in status.useReservations: the pod name
+// (or host name) and a random suffix, so a restarted container never
+// mistakes its predecessor's reservation for its own.
+func holderName() string {
+	name := os.Getenv("POD_NAME")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%x", name, b)
 }
 
 type syntheticRunnable func(ctx context.Context) error

@@ -13,6 +13,8 @@ type answer struct {
 	cacheControl []string
 	// location is the Location of a redirect (resp.status is 3xx).
 	location string
+	// retryAfter is the Retry-After value of a 503 (one element).
+	retryAfter []string
 }
 
 // redirect reports whether the answer carries a Location.
@@ -29,7 +31,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, start time.Time
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
 	}
 	if !r.Ready() {
-		return answer{resp: respUnavailable, cacheControl: ccNoStore}
+		return answer{resp: respUnavailable, cacheControl: ccNoStore, retryAfter: hdrRetry}
 	}
 	ns, code, ok := r.routePath(host, path)
 	if !ok {
@@ -51,6 +53,19 @@ func (r *Redirector) answer(method, host, path, rawQuery string, start time.Time
 	}
 	if e.gone(now) {
 		return answer{resp: respGone, cacheControl: ccNoStore}
+	}
+	if method == "GET" && r.opts.Uses != nil && e.counter != nil {
+		// A use: a GET answered with a redirect. HEAD (link unfurlers) is not.
+		if !e.is(flagMaxUses) {
+			r.opts.Uses.count(e.counter)
+		} else {
+			switch r.opts.Uses.takeLimited(e.counter, start) {
+			case useExhausted:
+				return answer{resp: respGone, cacheControl: ccNoStore}
+			case useUnavailable:
+				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.retryAfter.Load())}
+			}
+		}
 	}
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: e.target(rawQuery)}
 }

@@ -29,6 +29,19 @@ var (
 	ccPermanentPfx = "public, max-age="
 )
 
+// retryAfterValues are the Retry-After headers of 1 to 60 seconds, built
+// once so that a 503 does not allocate.
+var retryAfterValues = func() (v [61][]string) {
+	for i := range v {
+		v[i] = []string{strconv.Itoa(max(i, 1))}
+	}
+	return v
+}()
+
+func retryAfterSeconds(s int64) []string {
+	return retryAfterValues[min(max(s, 1), 60)]
+}
+
 // canned is a response whose status, body and Content-Length are fixed.
 type canned struct {
 	status int
@@ -45,6 +58,7 @@ var (
 	respGone        = newCanned(http.StatusGone, "410 Gone: this short link has expired or reached its maximum number of uses\n")
 	respBadMethod   = newCanned(http.StatusMethodNotAllowed, "405 Method Not Allowed: use GET or HEAD\n")
 	respUnavailable = newCanned(http.StatusServiceUnavailable, "503 Service Unavailable: the link cache is not synced yet\n")
+	respNoQuota     = newCanned(http.StatusServiceUnavailable, "503 Service Unavailable: this link's use limit is shared by all redirectors and none is free here right now; retry shortly\n")
 	resp301         = newCanned(301, "301 Moved Permanently\n")
 	resp302         = newCanned(302, "302 Found\n")
 	resp307         = newCanned(307, "307 Temporary Redirect\n")
@@ -81,8 +95,8 @@ func (r *Redirector) serve(w http.ResponseWriter, req *http.Request, start time.
 	switch {
 	case a.resp == respBadMethod:
 		h["Allow"] = hdrAllow
-	case a.resp == respUnavailable:
-		h["Retry-After"] = hdrRetry
+	case a.retryAfter != nil:
+		h["Retry-After"] = a.retryAfter
 	case a.redirect():
 		h["Location"] = []string{a.location}
 	}

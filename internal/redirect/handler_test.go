@@ -103,7 +103,7 @@ func (h *harness) do(method, host, target string) *http.Response {
 func link(ns, name, code, url string, mut ...func(*linkv1.ShortLink)) *linkv1.ShortLink {
 	l := &linkv1.ShortLink{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name, ResourceVersion: "1", UID: types.UID("uid-" + name),
+			Namespace: ns, Name: name, ResourceVersion: "1", UID: types.UID("uid-" + name), Generation: 1,
 			CreationTimestamp: metav1.NewTime(epoch.Add(-time.Hour)),
 			Labels:            map[string]string{"team": "a"},
 			Annotations:       map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"},
@@ -111,8 +111,10 @@ func link(ns, name, code, url string, mut ...func(*linkv1.ShortLink)) *linkv1.Sh
 		},
 		Spec: linkv1.ShortLinkSpec{URL: url},
 		Status: linkv1.ShortLinkStatus{
-			Code:         code,
-			CanonicalURL: url,
+			Code:                code,
+			CanonicalURL:        url,
+			ObservedGeneration:  1,
+			ConfirmedGeneration: 1,
 			Conditions: []metav1.Condition{{
 				Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, Reason: linkv1.ReasonCodeAssigned,
 				Message: "code assigned", LastTransitionTime: metav1.NewTime(epoch),
@@ -125,9 +127,19 @@ func link(ns, name, code, url string, mut ...func(*linkv1.ShortLink)) *linkv1.Sh
 	return l
 }
 
+// withReady sets the Ready condition and the typed status fields the
+// controller writes with it (the redirector reads only the latter).
 func withReady(status metav1.ConditionStatus, reason string) func(*linkv1.ShortLink) {
 	return func(l *linkv1.ShortLink) {
 		l.Status.Conditions = []metav1.Condition{{Type: linkv1.ConditionReady, Status: status, Reason: reason}}
+		l.Status.ConfirmedGeneration, l.Status.FinishedAt = 0, nil
+		switch reason {
+		case linkv1.ReasonCodeAssigned:
+			l.Status.ConfirmedGeneration = l.Generation
+		case linkv1.ReasonExpired, linkv1.ReasonExhausted:
+			l.Status.ConfirmedGeneration = l.Generation
+			l.Status.FinishedAt = &metav1.Time{Time: epoch.Add(-time.Minute)}
+		}
 	}
 }
 
@@ -208,7 +220,7 @@ func handlerLinks(h *harness) {
 	h.add(link(ns, "said-expired", "saidexp", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonExpired)))
 	h.add(link(ns, "pending", "pending", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonProgressing)))
 	h.add(link(ns, "conflict", "conflict", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonCodeConflict)))
-	h.add(link(ns, "no-ready", "noready", "https://example.com/x", func(l *linkv1.ShortLink) { l.Status.Conditions = nil }))
+	h.add(link(ns, "unconfirmed", "noready", "https://example.com/x", func(l *linkv1.ShortLink) { l.Status.Conditions, l.Status.ConfirmedGeneration = nil, 0 }))
 	h.add(link("team-b", "docs", "docs", "https://example.com/b-docs"))
 	h.add(link("team-c", "docs", "docs", "https://example.com/c-docs"))
 	h.addNS(nsObj("team-c", epoch.Add(-48*time.Hour), "go.c.example.com"))
@@ -263,7 +275,7 @@ func TestHandler(t *testing.T) {
 		{"controller says Expired", "GET", "", "/team-a/saidexp", want{410, "", noStore, "", "Gone"}},
 		{"pending hold not served", "GET", "", "/team-a/pending", want{404, "", noStore, "", "Not Found"}},
 		{"conflicting link not served", "GET", "", "/team-a/conflict", want{404, "", noStore, "", "Not Found"}},
-		{"link without Ready not served", "GET", "", "/team-a/noready", want{404, "", noStore, "", "Not Found"}},
+		{"link without a confirmed code not served", "GET", "", "/team-a/noready", want{404, "", noStore, "", "Not Found"}},
 	} {
 		check(t, tc.name, h.do(tc.method, tc.host, tc.target), tc.want, tc.method == "HEAD")
 	}
@@ -578,8 +590,8 @@ func TestTransform(t *testing.T) {
 }
 
 func TestLinkSize(t *testing.T) {
-	if n := unsafe.Sizeof(Link{}); n > 96 {
-		t.Errorf("Link is %d bytes; keep it within the 96-byte size class", n)
+	if n := unsafe.Sizeof(Link{}); n > 112 {
+		t.Errorf("Link is %d bytes; keep it within the 112-byte size class", n)
 	}
 }
 

@@ -24,8 +24,11 @@ import (
 )
 
 // RBAC of the redirector alone (config/rbac/redirector, role redirector-role):
-// it reads ShortLinks and Namespaces and records events; nothing more.
+// it reads ShortLinks and Namespaces, records events, and writes the status
+// of ShortLinks for uses (status.uses, status.useReservations; see uses.go):
+// update and patch of the status subresource only, never the spec.
 // +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks/status,verbs=update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -49,6 +52,9 @@ type Options struct {
 	AccessLog io.Writer
 	// Recorder records the Warning event of a domain conflict. Nil records none.
 	Recorder events.EventRecorder
+	// Uses counts uses and enforces maxUses. Nil counts nothing and serves
+	// limited links without a limit (tests of routing only).
+	Uses *Uses
 	// Log is the logger; the zero value discards.
 	Log logr.Logger
 }
@@ -170,12 +176,19 @@ func (r *Redirector) WatchShortLinks(inf Informer) error {
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if l := asLink(obj); l != nil {
+				r.attachUses(nil, l)
 				r.index.Add(l)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			old, cur := asLink(oldObj), asLink(newObj)
-			if cur == nil || old == cur || old != nil && old.ResourceVersion == cur.ResourceVersion && old.ResourceVersion != "" {
+			if cur == nil || old == cur {
+				return
+			}
+			// Before anything else: every version of a link counts into one
+			// counter, whichever version the index serves.
+			r.attachUses(old, cur)
+			if old != nil && old.ResourceVersion == cur.ResourceVersion && old.ResourceVersion != "" {
 				return
 			}
 			r.index.Update(old, cur)
@@ -191,6 +204,12 @@ func (r *Redirector) WatchShortLinks(inf Informer) error {
 	}
 	r.addSynced(reg)
 	return nil
+}
+
+func (r *Redirector) attachUses(old, cur *Link) {
+	if r.opts.Uses != nil {
+		r.opts.Uses.attach(old, cur)
+	}
 }
 
 // WatchNamespaces feeds the domain table from a Namespace informer (whose

@@ -80,8 +80,17 @@ func setStatus(l *linkv1.ShortLink, code, reason string) {
 		l.Status.Code = code
 		l.Status.ObservedGeneration = l.Generation
 		status := metav1.ConditionFalse
-		if reason == linkv1.ReasonCodeAssigned {
+		// The typed fields the controller writes beside Ready; the
+		// redirector reads only these.
+		l.Status.ConfirmedGeneration, l.Status.FinishedAt = 0, nil
+		switch reason {
+		case linkv1.ReasonCodeAssigned:
 			status = metav1.ConditionTrue
+			l.Status.ConfirmedGeneration = l.Generation
+		case linkv1.ReasonExpired, linkv1.ReasonExhausted:
+			l.Status.ConfirmedGeneration = l.Generation
+			now := metav1.Now()
+			l.Status.FinishedAt = &now
 		}
 		meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
 			Type: linkv1.ConditionReady, Status: status, Reason: reason, Message: "set by the test",

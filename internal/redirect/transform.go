@@ -6,7 +6,6 @@ import (
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,8 +25,10 @@ const DomainAnnotation = "linkforge.io/domain"
 // empty fields) plus a separate index entry.
 //
 // It keeps exactly what the redirector reads, computed once per object
-// version with the API helpers (HoldsConfirmedCode, Expiry, Exhausted,
-// RedirectStatusCode): the key fields, the Location header, and the flags
+// version with the API helpers (ServesConfirmedCode, HoldsConfirmedCode,
+// Expiry, Finished, RedirectStatusCode), which read the status fields the
+// controller writes for machines (confirmedGeneration, finishedAt, uses),
+// never condition reasons: the key fields, the Location header, and the flags
 // of the answer. Everything else of the ShortLink (managedFields, labels,
 // annotations, uid, conditions and their messages, canonicalURL, shortURL,
 // ...) is dropped.
@@ -42,17 +43,19 @@ type Link struct {
 	Code            string // status.code; served only if Confirmed()
 	Location        string // spec.url trimmed, made a valid URI (see Location)
 
-	until   int64  // expiry (Unix ns) if flagExpires; end of a tombstone
-	created uint32 // creationTimestamp in Unix seconds (the API's precision): precedence
-	status  uint8  // redirect status - 300: 1, 2, 7 or 8
-	flags   uint8
-	// 96 bytes in all: one allocation size class below 112, on purpose.
+	until      int64       // expiry (Unix ns) if flagExpires; end of a tombstone
+	statusUses int64       // status.uses of this version: the base of the next count write
+	counter    *useCounter // this replica's uses of the link, shared by its versions (set by the informer handler)
+	created    uint32      // creationTimestamp in Unix seconds (the API's precision): precedence
+	status     uint8       // redirect status - 300: 1, 2, 7 or 8
+	flags      uint8
+	// 112 bytes in all: exactly an allocation size class, on purpose.
 }
 
 const (
-	flagConfirmed    uint8 = 1 << iota // HoldsConfirmedCode: the link answers under Code
+	flagConfirmed    uint8 = 1 << iota // ServesConfirmedCode: the link answers under Code
 	flagExpires                        // until is the link's expiry
-	flagFinished                       // exhausted, or the controller reports it expired or exhausted
+	flagFinished                       // status.finishedAt is set, or all maxUses are used
 	flagForwardQuery                   // append the request's query string
 	flagHasQuery                       // Location has a query before its fragment
 	flagMaxUses                        // the link counts uses: never cacheable
@@ -120,6 +123,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 		Name:            in.Name,
 		ResourceVersion: in.ResourceVersion,
 		Code:            in.Status.Code,
+		statusUses:      in.Status.Uses,
 		created:         uint32(max(in.CreationTimestamp.Unix(), 0)),
 	}
 	switch st := in.RedirectStatusCode(); st {
@@ -129,7 +133,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 		l.status = 2
 	}
 	switch {
-	case in.HoldsConfirmedCode() && in.Status.ObservedGeneration == in.Generation:
+	case in.ServesConfirmedCode():
 		l.flags |= flagConfirmed
 		// Only a served link needs its Location.
 		l.Location = Location(in.Spec.URL)
@@ -143,7 +147,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 		l.flags |= flagExpires
 		l.until = at.UnixNano()
 	}
-	if in.Exhausted() || finishedByController(in) {
+	if in.Finished() {
 		l.flags |= flagFinished
 	}
 	if in.Spec.MaxUses != nil {
@@ -157,15 +161,6 @@ func NewLink(in *linkv1.ShortLink) *Link {
 		}
 	}
 	return l
-}
-
-// finishedByController reports whether the controller has declared the link
-// finished (Ready=False with reason Expired or Exhausted). The redirector
-// answers 410 then even if its own clock has not reached the expiry yet: the
-// link is no longer served anywhere, and the reaper may delete it.
-func finishedByController(l *linkv1.ShortLink) bool {
-	c := meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady)
-	return c != nil && c.Status != metav1.ConditionTrue && (c.Reason == linkv1.ReasonExpired || c.Reason == linkv1.ReasonExhausted)
 }
 
 // Transform is the informer transform of the redirector's cache: ShortLinks

@@ -1,0 +1,374 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/linkforge/linkforge/internal/devenv"
+)
+
+// Uses across three redirector replicas, with the manager, all real binaries.
+// The flush interval is 1s and the lease 3s so that the bounds the README
+// states ("within two flush intervals", "within one lease") are seconds here.
+const (
+	usesFlush = time.Second
+	usesLease = 3 * time.Second
+)
+
+type replica struct {
+	proc           *devenv.Process
+	addr, probes   string
+	args           []string
+	bin, log, name string
+}
+
+type usesEnv struct {
+	*env
+	replicas []*replica
+	client   *http.Client
+}
+
+func (u *usesEnv) start(t *testing.T, r *replica) {
+	t.Helper()
+	p, err := devenv.Start(r.name, r.log, r.bin, r.args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.proc = p
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := devenv.WaitHTTP(ctx, "http://"+r.probes+"/readyz", http.StatusOK); err != nil {
+		t.Fatalf("%s not ready: %v", r.name, err)
+	}
+}
+
+// hit sends one GET to replica i and returns the status.
+func (u *usesEnv) hit(i int, path string) int {
+	resp, err := u.client.Get("http://" + u.replicas[i%len(u.replicas)].addr + path)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// burst sends n concurrent GETs spread over the replicas and counts answers by status.
+func (u *usesEnv) burst(n int, path string) map[int]int {
+	var mu sync.Mutex
+	out := map[int]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			st := u.hit(i, path)
+			mu.Lock()
+			out[st]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+type linkStatus struct {
+	Status struct {
+		Code         string `json:"code"`
+		Uses         int64  `json:"uses"`
+		Reservations []struct {
+			Holder string `json:"holder"`
+			Quota  int64  `json:"quota"`
+		} `json:"useReservations"`
+		Conditions []struct {
+			Type, Status, Reason string
+		} `json:"conditions"`
+	} `json:"status"`
+}
+
+func (u *usesEnv) link(ns, name string) (linkStatus, error) {
+	var l linkStatus
+	out, err := u.kubectl("get", "shortlink", "-n", ns, name, "-o", "json")
+	if err != nil {
+		return l, fmt.Errorf("%v: %s", err, out)
+	}
+	return l, json.Unmarshal([]byte(out), &l)
+}
+
+func (l linkStatus) condition(typ string) string {
+	for _, c := range l.Status.Conditions {
+		if c.Type == typ {
+			return c.Status + "/" + c.Reason
+		}
+	}
+	return ""
+}
+
+// readyCode applies a link and waits until every replica redirects it.
+func (u *usesEnv) readyCode(g *WithT, ns, name, spec string) string {
+	u.applyYAML(fmt.Sprintf("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: %s, namespace: %s}\nspec: %s\n", name, ns, spec))
+	var code string
+	g.Eventually(func(g Gomega) {
+		l, err := u.link(ns, name)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(l.condition("Ready")).To(Equal("True/CodeAssigned"))
+		code = l.Status.Code
+	}).Should(Succeed())
+	// HEAD is not a use: it tells when each replica serves the link.
+	for _, r := range u.replicas {
+		g.Eventually(func() int {
+			req, _ := http.NewRequest(http.MethodHead, "http://"+r.addr+"/"+ns+"/"+code, nil)
+			resp, err := u.client.Do(req)
+			if err != nil {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}).Should(Equal(http.StatusFound), r.name)
+	}
+	return code
+}
+
+func TestUsesAcrossReplicas(t *testing.T) {
+	g := newG(t)
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "bin")
+	buildBinaries(t, bin)
+
+	cp, err := devenv.StartControlPlane(root, tmp)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = cp.Stop() })
+	u := &usesEnv{
+		env: &env{t: t, cp: cp},
+		client: &http.Client{
+			Timeout:       10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			Transport:     &http.Transport{MaxIdleConnsPerHost: 200},
+		},
+	}
+
+	mgrProbes, err := devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
+		"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", mgrProbes)
+	g.Expect(err).NotTo(HaveOccurred())
+	procs := []*devenv.Process{mgr}
+	t.Cleanup(func() {
+		for _, r := range u.replicas {
+			procs = append(procs, r.proc)
+		}
+		for _, p := range procs {
+			_ = p.Stop(10 * time.Second)
+			if t.Failed() {
+				if b, err := os.ReadFile(p.Log); err == nil {
+					t.Logf("--- %s log ---\n%s", p.Name, tail(string(b), 4096))
+				}
+			}
+		}
+	})
+	for i := range 3 {
+		r := &replica{name: "redirector-" + strconv.Itoa(i), bin: filepath.Join(bin, "redirector"), log: filepath.Join(tmp, fmt.Sprintf("redirector-%d.log", i))}
+		r.addr, err = devenv.FreeAddr()
+		g.Expect(err).NotTo(HaveOccurred())
+		r.probes, err = devenv.FreeAddr()
+		g.Expect(err).NotTo(HaveOccurred())
+		r.args = []string{"--kubeconfig", cp.Kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes,
+			"--uses-flush-interval", usesFlush.String(), "--uses-lease", usesLease.String()}
+		u.replicas = append(u.replicas, r)
+		u.start(t, r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g.Expect(devenv.WaitHTTP(ctx, "http://"+mgrProbes+"/readyz", http.StatusOK)).To(Succeed())
+	u.mustKubectl("create", "namespace", "uses")
+
+	t.Run("an unlimited link counts every GET exactly, HEAD not at all", func(t *testing.T) {
+		g := newG(t)
+		code := u.readyCode(g, "uses", "plain", "{url: https://example.com/plain}")
+		path := "/uses/" + code
+		for i := range 900 {
+			g.Expect(u.hit(i, path)).To(Equal(http.StatusFound))
+		}
+		served := time.Now()
+		g.Eventually(func() (int64, error) {
+			l, err := u.link("uses", "plain")
+			return l.Status.Uses, err
+		}).WithTimeout(2*usesFlush + 2*time.Second).Should(Equal(int64(900)))
+		t.Logf("status.uses reached 900 %s after the last GET", time.Since(served).Round(10*time.Millisecond))
+		g.Consistently(func() (int64, error) {
+			l, err := u.link("uses", "plain")
+			return l.Status.Uses, err
+		}).WithTimeout(2 * usesFlush).Should(Equal(int64(900)))
+		out := u.mustKubectl("get", "shortlink", "-n", "uses", "plain", "-o", "wide")
+		g.Expect(out).To(MatchRegexp(`(?m)^NAME\s+CODE\s+URL\s+READY\s+EXPIRES\s+USES\s+MAX\s+AGE`))
+		g.Expect(out).To(MatchRegexp(`(?m)^plain\s+` + code + `\s+https://example.com/plain\s+True\s+900\s+`))
+	})
+
+	t.Run("maxUses 40 under a burst of 400 over three replicas: never more than 40, then exactly 40", func(t *testing.T) {
+		g := newG(t)
+		code := u.readyCode(g, "uses", "forty", "{url: https://example.com/forty, maxUses: 40}")
+		path := "/uses/" + code
+		got := u.burst(400, path)
+		t.Logf("burst answers: %v", got)
+		g.Expect(got[http.StatusFound]).To(BeNumerically("<=", 40))
+		for st := range got {
+			g.Expect(st).To(BeElementOf(http.StatusFound, http.StatusServiceUnavailable, http.StatusGone), "status %d", st)
+		}
+		redirects := got[http.StatusFound]
+		// Trickle: quota held by idle replicas comes back within a lease.
+		start := time.Now()
+		i := 0
+		g.Eventually(func() int {
+			if u.hit(i, path) == http.StatusFound {
+				redirects++
+			}
+			i++
+			return redirects
+		}).WithTimeout(usesLease + 4*usesFlush).WithPolling(50 * time.Millisecond).Should(Equal(40))
+		t.Logf("all 40 served %s after the burst", time.Since(start).Round(10*time.Millisecond))
+		for j := range u.replicas {
+			g.Eventually(func() int { return u.hit(j, path) }).Should(Equal(http.StatusGone), "replica %d", j)
+		}
+		for j := range 30 {
+			g.Expect(u.hit(j, path)).NotTo(Equal(http.StatusFound), "a 41st redirect")
+		}
+		g.Eventually(func(g Gomega) {
+			l, err := u.link("uses", "forty")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(l.Status.Uses).To(Equal(int64(40)))
+			g.Expect(l.condition("Exhausted")).To(Equal("True/Exhausted"))
+			g.Expect(l.condition("Ready")).To(Equal("False/Exhausted"))
+		}).Should(Succeed())
+	})
+
+	t.Run("quota an idle replica reserved comes back to the others within a lease", func(t *testing.T) {
+		g := newG(t)
+		code := u.readyCode(g, "uses", "idle", "{url: https://example.com/idle, maxUses: 10}")
+		defer func() {
+			if t.Failed() {
+				out, _ := u.kubectl("get", "shortlink", "-n", "uses", "idle", "-o", "yaml")
+				t.Log(out)
+			}
+		}()
+		path := "/uses/" + code
+		// Replica 0 reserves a block and serves one use of it, then goes idle.
+		g.Expect(u.hit(0, path)).To(Equal(http.StatusFound))
+		redirects, start := 1, time.Now()
+		g.Eventually(func() int {
+			if u.hit(1, path) == http.StatusFound {
+				redirects++
+			}
+			return redirects
+		}).WithTimeout(usesLease + 3*usesFlush).WithPolling(50 * time.Millisecond).Should(Equal(10))
+		t.Logf("replica 1 served the other 9 uses within %s", time.Since(start).Round(10*time.Millisecond))
+
+		g.Eventually(func() int { return u.hit(0, path) }).Should(Equal(http.StatusGone))
+	})
+
+	t.Run("maxUses 1: exactly one redirect across three replicas under 100 concurrent GETs", func(t *testing.T) {
+		g := newG(t)
+		code := u.readyCode(g, "uses", "once", "{url: https://example.com/once, maxUses: 1}")
+		got := u.burst(100, "/uses/"+code)
+		t.Logf("answers: %v", got)
+		g.Expect(got[http.StatusFound]).To(Equal(1))
+		g.Eventually(func() (int64, error) {
+			l, err := u.link("uses", "once")
+			return l.Status.Uses, err
+		}).Should(Equal(int64(1)))
+	})
+
+	t.Run("a replica SIGKILLed mid-burst never lets a link serve more than maxUses", func(t *testing.T) {
+		g := newG(t)
+		code := u.readyCode(g, "uses", "killed", "{url: https://example.com/killed, maxUses: 30}")
+		path := "/uses/" + code
+		var redirects atomic.Int64
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for w := range 12 {
+			wg.Go(func() {
+				for i := w; ; i += 12 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if u.hit(i, path) == http.StatusFound {
+						redirects.Add(1)
+					}
+				}
+			})
+		}
+		g.Eventually(redirects.Load).WithPolling(time.Millisecond).Should(BeNumerically(">=", 5))
+		g.Expect(u.replicas[0].proc.Signal(syscall.SIGKILL)).To(Succeed())
+		<-u.replicas[0].proc.Done()
+		// Keep going past a lease, so the killed replica's quota is taken back.
+		time.AfterFunc(usesLease+3*usesFlush, func() { close(stop) })
+		wg.Wait()
+		t.Logf("redirects served: %d of 30", redirects.Load())
+		g.Expect(redirects.Load()).To(BeNumerically("<=", 30))
+		u.start(t, u.replicas[0])
+		for j := range 10 {
+			g.Expect(u.hit(j, path)).NotTo(Equal(http.StatusFound))
+		}
+	})
+
+	t.Run("a paused API server: unlimited links keep redirecting and their counts arrive after; limited links 503, never over", func(t *testing.T) {
+		g := newG(t)
+		plain := u.readyCode(g, "uses", "steady", "{url: https://example.com/steady}")
+		limited := u.readyCode(g, "uses", "scarce", "{url: https://example.com/scarce, maxUses: 500}")
+		pid, err := cp.APIServerPID()
+		g.Expect(err).NotTo(HaveOccurred())
+		// Reserve some quota on every replica before the pause.
+		for j := range 6 {
+			g.Expect(u.hit(j, "/uses/"+limited)).To(Equal(http.StatusFound))
+		}
+		limitedRedirects := 6
+		g.Expect(syscall.Kill(pid, syscall.SIGSTOP)).To(Succeed())
+		resumed := false
+		resume := func() {
+			if !resumed {
+				resumed = true
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}
+		defer resume()
+		pausedAt := time.Now()
+		plainServed, saw503 := 0, false
+		for i := 0; time.Since(pausedAt) < 8*time.Second; i++ {
+			g.Expect(u.hit(i, "/uses/"+plain)).To(Equal(http.StatusFound), "an unlimited link while the API server is paused")
+			plainServed++
+			switch st := u.hit(i, "/uses/"+limited); st {
+			case http.StatusFound:
+				limitedRedirects++
+			case http.StatusServiceUnavailable:
+				saw503 = true
+			default:
+				t.Fatalf("limited link answered %d while the API server was paused", st)
+			}
+			time.Sleep(20 * time.Millisecond) // pacing the load, not synchronising
+		}
+		resume()
+		t.Logf("during the pause: %d redirects of the unlimited link, %d of the limited one, 503 seen: %v", plainServed, limitedRedirects-6, saw503)
+		g.Expect(saw503).To(BeTrue(), "once its lease lapses a replica stops serving reserved quota")
+		g.Eventually(func() (int64, error) {
+			l, err := u.link("uses", "steady")
+			return l.Status.Uses, err
+		}).Should(Equal(int64(plainServed)))
+		g.Eventually(func() (int64, error) {
+			l, err := u.link("uses", "scarce")
+			return l.Status.Uses, err
+		}).Should(BeNumerically(">=", limitedRedirects))
+		l, err := u.link("uses", "scarce")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(l.Status.Uses).To(BeNumerically("<=", 500))
+	})
+}
