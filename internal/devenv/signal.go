@@ -47,3 +47,6 @@ func (c *ControlPlane) APIServerPID() (int, error) {
 	}
 	return 0, fmt.Errorf("no kube-apiserver process with %s", want)
 }
+
+// Pid is the process id, to read its resource use from /proc.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }

@@ -53,7 +53,7 @@ func (e *env) fetch(addrPath string) (string, error) {
 }
 
 // buildBinaries builds the three binaries of this tree into dir.
-func buildBinaries(t *testing.T, dir string) {
+func buildBinaries(t testing.TB, dir string) {
 	t.Helper()
 	for _, name := range []string{"manager", "redirector", "linkforge"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)

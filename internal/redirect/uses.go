@@ -145,6 +145,9 @@ const lockStripes = 64
 // the top of this file.
 type Uses struct {
 	locks [lockStripes]chan struct{}
+	// roundEnd is when the flush round in progress must leave the rest to
+	// the next one. Only the flushing goroutine uses it.
+	roundEnd time.Time
 
 	opts    UsesOptions
 	budget  *rate.Limiter
@@ -456,11 +459,13 @@ func planReservation(st *linkv1.ShortLinkStatus, maxUses *int64, holder string, 
 type budgetMode int
 
 const (
-	// budgetNow writes only if the budget allows it now (flush rounds).
-	budgetNow budgetMode = iota
-	// budgetWait waits for the budget until the context ends (a request
-	// waiting for quota).
-	budgetWait
+	// budgetWait waits for the budget until the context ends: a request
+	// waiting for quota.
+	budgetWait budgetMode = iota
+	// budgetRound waits until the round's end (a flush round may spend one
+	// interval's budget); the write itself is not cut short by it, since a
+	// write cancelled after the API server applied it would count twice.
+	budgetRound
 	// budgetNone ignores it (the final flush at shutdown, bounded by its
 	// timeout instead).
 	budgetNone
@@ -468,13 +473,15 @@ const (
 
 // spend takes one write from the budget as mode says.
 func (u *Uses) spend(ctx context.Context, mode budgetMode) bool {
-	switch {
-	case mode == budgetNone || u.budget.Allow():
+	if mode == budgetNone || u.budget.Allow() {
 		return true
-	case mode == budgetWait:
-		return u.budget.Wait(ctx) == nil
 	}
-	return false
+	if mode == budgetRound {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, u.roundEnd)
+		defer cancel()
+	}
+	return u.budget.Wait(ctx) == nil
 }
 
 func (u *Uses) hold(c *useCounter, on bool) {
@@ -591,14 +598,17 @@ func (u *Uses) Flush(ctx context.Context, final bool) int64 {
 		}
 	}
 
+	// A round may spend the budget of one interval: it waits for tokens
+	// until the next round is due, and leaves the rest to that round.
+	mode := budgetRound
+	u.roundEnd = time.Now().Add(u.opts.FlushInterval)
+	if final {
+		mode = budgetNone
+	}
 	var pending int64
 	budgetSpent := false
 	for _, c := range todo {
 		if !budgetSpent && ctx.Err() == nil {
-			mode := budgetNow
-			if final {
-				mode = budgetNone
-			}
 			wctx, cancel := context.WithTimeout(ctx, u.writeTimeout())
 			err := u.flushOne(wctx, c, final, mode)
 			cancel()
@@ -626,7 +636,7 @@ func (u *Uses) Flush(ctx context.Context, final bool) int64 {
 // writeTimeout bounds one write of a flush round, so that a hung API
 // server holds a link's lock (and the requests waiting for quota) no longer.
 func (u *Uses) writeTimeout() time.Duration {
-	return min(max(u.opts.FlushInterval/2, time.Second), 10*time.Second)
+	return 10 * time.Second
 }
 
 // Start writes counts every flush interval until ctx ends. The final flush

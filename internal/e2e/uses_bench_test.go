@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/devenv"
+)
+
+// BenchmarkUsesDrain clicks N links (USES_BENCH_N, default 10,000) once each
+// on a real bin/redirector with its default flags, then measures how its
+// counts reach the API server: the time until the sum of status.uses is N,
+// the most writes it made in any one second (its budget is 20/s), and its
+// RSS before and after the clicks (pending counts live in memory until
+// written). No manager runs: the benchmark writes the links' status itself,
+// so that only the redirector writes during the drain.
+func BenchmarkUsesDrain(b *testing.B) {
+	n := 10_000
+	if v, err := strconv.Atoi(os.Getenv("USES_BENCH_N")); err == nil && v > 0 {
+		n = v
+	}
+	tmp := b.TempDir()
+	bin := filepath.Join(tmp, "bin")
+	buildBinaries(b, bin)
+	cp, err := devenv.StartControlPlane(root, tmp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cp.Stop() }()
+
+	scheme := runtime.NewScheme()
+	_ = linkv1.AddToScheme(scheme)
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = -1, -1 // the benchmark's own setup is not what is measured
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	ns := "drain"
+	if out, err := cp.KubectlCmd(ctx, "create", "namespace", ns).CombinedOutput(); err != nil {
+		b.Fatalf("%v: %s", err, out)
+	}
+	parallel(n, 8, func(i int) error {
+		l := &linkv1.ShortLink{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("l-%06d", i)},
+			Spec:       linkv1.ShortLinkSpec{URL: fmt.Sprintf("https://example.com/%d", i)},
+		}
+		if err := c.Create(ctx, l); err != nil {
+			return err
+		}
+		l.Status = linkv1.ShortLinkStatus{Code: fmt.Sprintf("c%06d", i), ObservedGeneration: l.Generation, ConfirmedGeneration: l.Generation}
+		return c.Status().Update(ctx, l)
+	})
+
+	addr, _ := devenv.FreeAddr()
+	probes, _ := devenv.FreeAddr()
+	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
+		"--kubeconfig", cp.Kubeconfig, "--bind-address", addr, "--health-probe-bind-address", probes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = red.Stop(30 * time.Second) }()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := devenv.WaitHTTP(wctx, "http://"+probes+"/readyz", http.StatusOK); err != nil {
+		b.Fatal(err)
+	}
+	rssBefore := rssKiB(red.Pid())
+
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	clickStart := time.Now()
+	parallel(n, 8, func(i int) error {
+		resp, err := hc.Get(fmt.Sprintf("http://%s/%s/c%06d", addr, ns, i))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound {
+			return fmt.Errorf("link %d: %d", i, resp.StatusCode)
+		}
+		return nil
+	})
+	clicked := time.Now()
+	rssAfter := rssKiB(red.Pid())
+
+	// Poll the total and the write counter once a second until all arrived.
+	var peak, lastWrites float64
+	lastAt := clicked
+	deadline := clicked.Add(time.Duration(n)*time.Second/10 + 5*time.Minute)
+	for {
+		writes, at := metric(probes, "linkforge_redirector_uses_writes_total"), time.Now()
+		peak = max(peak, (writes-lastWrites)/at.Sub(lastAt).Seconds())
+		lastWrites, lastAt = writes, at
+		var list linkv1.ShortLinkList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		var total int64
+		for _, l := range list.Items {
+			total += l.Status.Uses
+		}
+		if total == int64(n) {
+			break
+		}
+		if total > int64(n) {
+			b.Fatalf("status.uses sum %d > %d clicks", total, n)
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of %d uses written after %s", total, n, time.Since(clicked))
+		}
+		time.Sleep(time.Second) // sampling once a second, not synchronising
+	}
+	drain := time.Since(clicked)
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(n), "links")
+	b.ReportMetric(clicked.Sub(clickStart).Seconds(), "s-clicking")
+	b.ReportMetric(drain.Seconds(), "s-until-all-written")
+	b.ReportMetric(float64(n)/drain.Seconds(), "links-written/s")
+	b.ReportMetric(peak, "peak-writes/s")
+	b.ReportMetric(float64(rssAfter-rssBefore)*1024/float64(n), "B-RSS-growth/link")
+}
+
+// parallel runs f(0..n-1) on workers goroutines, retrying conflicts.
+func parallel(n, workers int, f func(i int) error) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				if err := retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error { return f(i) }); err != nil {
+					panic(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// metric is the sum of a counter's samples on a /metrics page.
+func metric(addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+func rssKiB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
