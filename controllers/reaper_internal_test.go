@@ -132,7 +132,7 @@ func TestReaperOptionsDefaults(t *testing.T) {
 }
 
 func TestReaperStatsHandler(t *testing.T) {
-	r := &Reaper{}
+	r := &Reaper{metrics: newReaperMetrics()}
 	get := func(method string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		r.StatsHandler().ServeHTTP(rec, httptest.NewRequest(method, "/reaper", nil))
@@ -148,9 +148,9 @@ func TestReaperStatsHandler(t *testing.T) {
 	}
 
 	at := time.Date(2026, 1, 17, 10, 30, 0, 0, time.UTC)
-	r.totalReaped.Add(3)
-	r.recordSweep(at, 2*time.Second, 2, nil)
-	r.recordSweep(at.Add(time.Minute), 4*time.Second, 1, errors.New("boom"))
+	r.metrics.reaped.Add(3)
+	r.metrics.recordSweep(at, 2*time.Second, 2, nil)
+	r.metrics.recordSweep(at.Add(time.Minute), 4*time.Second, 1, errors.New("boom"))
 	var s map[string]any
 	if err := json.Unmarshal(get(http.MethodGet).Body.Bytes(), &s); err != nil {
 		t.Fatal(err)
