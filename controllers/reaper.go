@@ -219,8 +219,11 @@ func (r *Reaper) plan(link *linkv1.ShortLink, now time.Time) reapPlan {
 		p.verdict = waitLink
 		return p
 	}
-	if !link.Expired(now) && !link.Finished() {
-		// Unreachable while the TTL is not negative; kept as a guard.
+	if !link.Expired(now) && !link.Exhausted() {
+		// finishedAt outlived the finish: a spec edit revived the link (a
+		// higher maxUses, a later expiry) and the controller, which decides
+		// with the same helpers, has not cleared it yet. Its status update
+		// wakes the reaper.
 		p.verdict = keepLink
 		return p
 	}
