@@ -5,11 +5,17 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 )
@@ -132,7 +138,7 @@ func TestReaperOptionsDefaults(t *testing.T) {
 }
 
 func TestReaperStatsHandler(t *testing.T) {
-	r := &Reaper{}
+	r := &Reaper{metrics: newReaperMetrics()}
 	get := func(method string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		r.StatsHandler().ServeHTTP(rec, httptest.NewRequest(method, "/reaper", nil))
@@ -148,9 +154,9 @@ func TestReaperStatsHandler(t *testing.T) {
 	}
 
 	at := time.Date(2026, 1, 17, 10, 30, 0, 0, time.UTC)
-	r.totalReaped.Add(3)
-	r.recordSweep(at, 2*time.Second, 2, nil)
-	r.recordSweep(at.Add(time.Minute), 4*time.Second, 1, errors.New("boom"))
+	r.metrics.reaped.Add(3)
+	r.metrics.recordSweep(at, 2*time.Second, 2, nil)
+	r.metrics.recordSweep(at.Add(time.Minute), 4*time.Second, 1, errors.New("boom"))
 	var s map[string]any
 	if err := json.Unmarshal(get(http.MethodGet).Body.Bytes(), &s); err != nil {
 		t.Fatal(err)
@@ -206,5 +212,43 @@ func TestReapInputsChanged(t *testing.T) {
 				t.Errorf("reapInputsChanged = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestReaperSweepQueuesDueLinksOldestFirst(t *testing.T) {
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	link := func(name string, expired time.Duration, labels map[string]string) client.Object {
+		return &linkv1.ShortLink{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels},
+			Spec: linkv1.ShortLinkSpec{URL: "https://example.com/" + name, TTLSecondsAfterFinished: ptr.To[int32](0),
+				ExpiresAt: &metav1.Time{Time: now.Add(expired)}},
+		}
+	}
+	r := &Reaper{
+		Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+			link("newest", -time.Minute, nil),
+			link("oldest", -3*time.Hour, nil),
+			link("middle", -2*time.Hour, nil),
+			link("not-due", time.Hour, nil),
+			link("held", -4*time.Hour, map[string]string{argoInstanceLabel: "links"}),
+		).Build(),
+		Clock: clocktesting.NewFakeClock(now),
+		opts:  ReaperOptions{BatchSize: 2}.withDefaults(),
+	}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+
+	n, err := r.sweep(t.Context(), q)
+	if err != nil || n != 2 {
+		t.Fatalf("sweep() = %d, %v; want 2 queued", n, err)
+	}
+	var got []string
+	for q.Len() > 0 {
+		req, _ := q.Get()
+		got = append(got, req.Name)
+		q.Done(req)
+	}
+	if want := []string{"oldest", "middle"}; !slices.Equal(got, want) {
+		t.Errorf("queued %v, want %v: the batch's oldest deadlines, no held link", got, want)
 	}
 }
