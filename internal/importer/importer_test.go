@@ -125,7 +125,7 @@ func TestParseFixtures(t *testing.T) {
 				{"shortUrls.data[5]", `invalid longUrl "https://": host`},
 				{"shortUrls.data[6]", `invalid shortCode "blog/2024"`},
 				{"shortUrls.data[7]", `invalid longUrl "42": not an absolute URL`},
-				{"shortUrls.data[8]", `not a Shlink short URL`},
+				{"shortUrls.data[8]", `not a Shlink short URL: want a JSON object with shortCode and longUrl`},
 				{"shortUrls.data[9]", `invalid meta.validUntil "someday"`},
 				{"shortUrls.data[10]", `duplicate shortCode "12C18": shortUrls.data[0] already has it`},
 			},

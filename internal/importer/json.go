@@ -135,7 +135,12 @@ func (p *parser) readShlinkJSON(data []byte) error {
 	for i, element := range elements {
 		pos := indexPath(prefix, i)
 		var short shlinkShortURL
+		if trimmed := bytes.TrimSpace(element); len(trimmed) == 0 || trimmed[0] != '{' {
+			p.skip(pos, "not a Shlink short URL: want a JSON object with shortCode and longUrl")
+			continue
+		}
 		if err := json.Unmarshal(element, &short); err != nil {
+			// A member of the wrong type, such as forwardQuery "yes".
 			p.skip(pos, "not a Shlink short URL: %v", err)
 			continue
 		}
