@@ -1,7 +1,8 @@
 // Command linkforge computes linkforge short codes offline, exactly as the
-// operator does (docs/algorithm.md).
+// operator does (docs/algorithm.md), and imports links from other shorteners.
 //
 //	linkforge code [-n NAMESPACE] [--salt N] URL...
+//	linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
 //	linkforge version
 package main
 
@@ -21,6 +22,8 @@ var version = "dev"
 const usage = `usage:
   linkforge code [-n NAMESPACE] [--salt N] URL...
         print "<code>\t<canonical URL>" for each URL
+  linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
+        write ShortLink manifests for the links of a CSV, YOURLS or Shlink export
   linkforge version
         print the version
 `
@@ -30,7 +33,7 @@ func main() {
 }
 
 // run is the whole CLI; it returns the exit status: 0 success, 1 an invalid
-// URL, 2 a usage error.
+// URL (or an import row skipped), 2 a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -39,6 +42,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "code":
 		return runCode(args[1:], stdout, stderr)
+	case "import":
+		return runImport(args[1:], stdout, stderr)
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprint(stderr, "linkforge version takes no arguments\n"+usage)
