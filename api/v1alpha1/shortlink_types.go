@@ -261,8 +261,13 @@ type ShortLink struct {
 	// +required
 	Spec ShortLinkSpec `json:"spec"`
 
-	// status is the observed state of the short link.
+	// status is the observed state of the short link. A new link's status
+	// defaults to observedGeneration -1, as Flux's own kinds do: kstatus
+	// (Flux health checks, wait: true) then reads a link the controller has
+	// not seen yet as InProgress instead of Current, which it reads for an
+	// object with neither observedGeneration nor conditions.
 	// +optional
+	// +kubebuilder:default={"observedGeneration":-1}
 	Status ShortLinkStatus `json:"status,omitempty"`
 }
 
