@@ -112,6 +112,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		r.setHold(link, "", 0)
 		st.ConfirmedGeneration = 0
 		st.CanonicalURL, st.ExpiresAt = "", nil
+		st.State = linkv1.StateInvalid
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonInvalidURL, fmt.Sprintf("spec.url is not a valid URL: %v", err))
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonInvalidURL, "fix spec.url; the link is not retried until its spec changes")
 		r.removeCondition(link, linkv1.ConditionReconciling)
@@ -139,6 +140,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	case claim.Conflict:
 		r.setHold(link, "", 0)
 		st.ConfirmedGeneration = 0
+		st.State = linkv1.StateConflict
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, conflictMessage(link, decision))
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict, stalledConflictMessage(link))
 		r.removeCondition(link, linkv1.ConditionReconciling)
@@ -148,6 +150,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		r.setHold(link, decision.Code, decision.Salt)
 		st.ConfirmedGeneration = 0
 		msg := fmt.Sprintf("code %s is still held by younger ShortLink %q, which is moving to another code", decision.Code, decision.Rival)
+		st.State = linkv1.StatePending
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonProgressing, msg)
 		r.setCondition(link, linkv1.ConditionReconciling, metav1.ConditionTrue, linkv1.ReasonProgressing, msg)
 		r.removeCondition(link, linkv1.ConditionStalled)
@@ -172,12 +175,19 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	} else {
 		r.removeCondition(link, linkv1.ConditionExhausted)
 	}
+	// A finished link is Ready: answering 410 Gone is the state its spec asks
+	// for, and Ready=False would read as "not reconciled yet" to kstatus (Flux
+	// health checks, wait: true) for as long as the link exists. The reason,
+	// the message and status.state say that it no longer redirects.
 	switch {
 	case expired:
-		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonExpired, fmt.Sprintf("code %s expired at %s; it answers 410 Gone", decision.Code, expiry.UTC().Format(time.RFC3339)))
+		st.State = linkv1.StateExpired
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, fmt.Sprintf("code %s expired at %s and answers 410 Gone, as its spec asks", decision.Code, expiry.UTC().Format(time.RFC3339)))
 	case exhausted:
-		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonExhausted, fmt.Sprintf("code %s served all %d uses; it answers 410 Gone", decision.Code, *link.Spec.MaxUses))
+		st.State = linkv1.StateExhausted
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExhausted, fmt.Sprintf("code %s served all %d uses and answers 410 Gone, as its spec asks", decision.Code, *link.Spec.MaxUses))
 	default:
+		st.State = linkv1.StateActive
 		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonCodeAssigned, fmt.Sprintf("code %s redirects to %s", decision.Code, canonical))
 		if expires {
 			result.RequeueAfter = expiry.Sub(now)

@@ -67,24 +67,28 @@ func readyReason(g Gomega, ns, name string) (metav1.ConditionStatus, string, *li
 	return c.Status, c.Reason, l
 }
 
-// eventuallyReady waits until the link is Ready and returns it.
+// eventuallyReady waits until the link is Ready and redirecting (Active) and returns it.
 func eventuallyReady(ns, name string) *linkv1.ShortLink {
 	var out *linkv1.ShortLink
 	EventuallyWithOffset(1, func(g Gomega) {
 		status, reason, l := readyReason(g, ns, name)
 		g.Expect(reason).To(Equal(linkv1.ReasonCodeAssigned))
 		g.Expect(status).To(Equal(metav1.ConditionTrue))
+		g.Expect(l.Status.State).To(Equal(linkv1.StateActive))
 		out = l
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 	return out
 }
 
-func eventuallyReason(ns, name, reason string) *linkv1.ShortLink {
+// eventuallyState waits until the controller has handled the link's current
+// generation with the given Ready status and reason and status.state.
+func eventuallyState(ns, name string, ready metav1.ConditionStatus, reason string, state linkv1.LinkState) *linkv1.ShortLink {
 	var out *linkv1.ShortLink
 	EventuallyWithOffset(1, func(g Gomega) {
 		status, got, l := readyReason(g, ns, name)
 		g.Expect(got).To(Equal(reason))
-		g.Expect(status).To(Equal(metav1.ConditionFalse))
+		g.Expect(status).To(Equal(ready))
+		g.Expect(l.Status.State).To(Equal(state))
 		out = l
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 	return out
@@ -206,7 +210,7 @@ var _ = Describe("The ShortLink controller", func() {
 		wanter := newLink(ns, "wanter", "https://example.com/b")
 		wanter.Spec.Code = "docs"
 		Expect(k8sClient.Create(suiteCtx, wanter)).To(Succeed())
-		l := eventuallyReason(ns, "wanter", linkv1.ReasonCodeConflict)
+		l := eventuallyState(ns, "wanter", metav1.ConditionFalse, linkv1.ReasonCodeConflict, linkv1.StateConflict)
 		Expect(l.Status.Code).To(BeEmpty())
 		Expect(meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionStalled)).To(BeTrue())
 		Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(ContainSubstring(`held by ShortLink "holder"`))
@@ -254,7 +258,10 @@ var _ = Describe("The ShortLink controller", func() {
 		Expect(ready.Status.ConfirmedGeneration).To(Equal(ready.Generation), "the typed contract: code confirmed for this spec")
 		Expect(ready.Status.FinishedAt).To(BeNil())
 
-		expired := eventuallyReason(ns, "brief", linkv1.ReasonExpired)
+		// Ready stays True: expiry is the state the spec asks for (see the
+		// GitOps health tests); state and the message say it no longer redirects.
+		expired := eventuallyState(ns, "brief", metav1.ConditionTrue, linkv1.ReasonExpired, linkv1.StateExpired)
+		Expect(meta.FindStatusCondition(expired.Status.Conditions, linkv1.ConditionReady).Message).To(ContainSubstring("answers 410 Gone"))
 		Expect(time.Now()).To(BeTemporally(">=", ready.Status.ExpiresAt.Time))
 		Expect(expired.Status.Code).To(Equal(ready.Status.Code), "an expired link keeps its code: it answers 410")
 		Expect(expired.Status.ConfirmedGeneration).To(Equal(expired.Generation))
@@ -272,8 +279,11 @@ var _ = Describe("The ShortLink controller", func() {
 		l = eventuallyReady(ns, "counted")
 		l.Status.Uses = 2
 		Expect(k8sClient.Status().Update(suiteCtx, l)).To(Succeed())
-		l = eventuallyReason(ns, "counted", linkv1.ReasonExhausted)
+		l = eventuallyState(ns, "counted", metav1.ConditionTrue, linkv1.ReasonExhausted, linkv1.StateExhausted)
 		Expect(meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionExhausted)).To(BeTrue())
+		Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(ContainSubstring("answers 410 Gone"))
+		Eventually(func(g Gomega) []string { return eventsFor(g, ns, "counted") }).
+			Should(ContainElement(ContainSubstring("Normal Exhausted")))
 		Expect(l.Status.FinishedAt).NotTo(BeNil(), "the finish is recorded for the redirectors and the reaper")
 
 		By("raising maxUses revives it and clears finishedAt")
@@ -289,7 +299,7 @@ var _ = Describe("The ShortLink controller", func() {
 
 	It("stalls on a URL the CRD admits but the canonicalizer refuses, until the spec changes", func() {
 		Expect(k8sClient.Create(suiteCtx, newLink(ns, "phish", "https://bank.example@evil.example/"))).To(Succeed())
-		l := eventuallyReason(ns, "phish", linkv1.ReasonInvalidURL)
+		l := eventuallyState(ns, "phish", metav1.ConditionFalse, linkv1.ReasonInvalidURL, linkv1.StateInvalid)
 		Expect(l.Status.Code).To(BeEmpty())
 		Expect(meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionStalled)).To(BeTrue())
 		Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(ContainSubstring("userinfo"))
@@ -348,9 +358,11 @@ var _ = Describe("Code uniqueness under concurrency", func() {
 				g.Expect(ready).NotTo(BeNil())
 				if l.Name == oldest {
 					g.Expect(ready.Reason).To(Equal(linkv1.ReasonCodeAssigned), l.Name)
+					g.Expect(l.Status.State).To(Equal(linkv1.StateActive), l.Name)
 					g.Expect(l.Status.Code).To(Equal("launch"))
 				} else {
 					g.Expect(ready.Reason).To(Equal(linkv1.ReasonCodeConflict), l.Name)
+					g.Expect(l.Status.State).To(Equal(linkv1.StateConflict), l.Name)
 					g.Expect(l.Status.Code).To(BeEmpty(), l.Name)
 				}
 			}

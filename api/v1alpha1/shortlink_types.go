@@ -37,6 +37,29 @@ const (
 	ReasonActive       = "Active"
 )
 
+// LinkState is what a link does now, in one word: the controller's reading
+// of its typed status, for people (the State column of kubectl get) and for
+// scripts that list links.
+// +kubebuilder:validation:Enum=Active;Pending;Expired;Exhausted;Conflict;Invalid
+type LinkState string
+
+const (
+	// StateActive: the link holds a confirmed code and redirects.
+	StateActive LinkState = "Active"
+	// StatePending: the link's code is still held by a younger link that is
+	// moving to another code; it does not redirect yet.
+	StatePending LinkState = "Pending"
+	// StateExpired: the link's expiry has passed; it answers 410 Gone.
+	StateExpired LinkState = "Expired"
+	// StateExhausted: the link has served all of its maxUses; it answers 410 Gone.
+	StateExhausted LinkState = "Exhausted"
+	// StateConflict: another link takes precedence for every code this link
+	// may hold; it holds none.
+	StateConflict LinkState = "Conflict"
+	// StateInvalid: spec.url is refused by the canonicalizer; the link holds no code.
+	StateInvalid LinkState = "Invalid"
+)
+
 // DefaultRedirectStatus is the HTTP status of a redirect when spec.redirectStatus is unset.
 const DefaultRedirectStatus int32 = 302
 
@@ -112,6 +135,18 @@ type ShortLinkStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// state is what the link does as of observedGeneration: Active (it
+	// redirects), Expired or Exhausted (it answers 410 Gone), Pending,
+	// Conflict or Invalid (it holds no confirmed code and does not redirect).
+	// Empty until the controller has seen the link. It is for people and listings: a finished link reads
+	// Ready=True (it is in the state its spec asks for), so Ready alone does
+	// not say whether it redirects. The redirectors and the reaper read
+	// confirmedGeneration, finishedAt and uses, never state; between a
+	// redirector writing the last use and the controller's next reconcile,
+	// uses may already say Exhausted while state still says Active.
+	// +optional
+	State LinkState `json:"state,omitempty"`
+
 	// code is the short code the link holds in its namespace; empty while it
 	// holds none (for example on CodeConflict or InvalidURL).
 	// +optional
@@ -172,7 +207,9 @@ type ShortLinkStatus struct {
 	UseReservations []UseReservation `json:"useReservations,omitempty"`
 
 	// conditions: Ready (always), Expired, Exhausted, and Reconciling and
-	// Stalled while true.
+	// Stalled while true. Ready is True once the link is in the state its
+	// spec asks for, finished included (reason Expired or Exhausted): see state
+	// for whether it redirects.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -209,7 +246,8 @@ type UseReservation struct {
 // +kubebuilder:resource:shortName=sl,categories=linkforge
 // +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.status.code`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Ready=True: in the state the spec asks for, including finished (see State)"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Active redirects; Expired and Exhausted answer 410 Gone; Pending, Conflict and Invalid do not redirect"
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the link expires (RFC 3339); empty if never"
 // +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxUses`,priority=1,description="spec.maxUses: redirects served before the link answers 410 Gone; empty if unlimited"
@@ -223,8 +261,13 @@ type ShortLink struct {
 	// +required
 	Spec ShortLinkSpec `json:"spec"`
 
-	// status is the observed state of the short link.
+	// status is the observed state of the short link. A new link's status
+	// defaults to observedGeneration -1, as Flux's own kinds do: kstatus
+	// (Flux health checks, wait: true) then reads a link the controller has
+	// not seen yet as InProgress instead of Current, which it reads for an
+	// object with neither observedGeneration nor conditions.
 	// +optional
+	// +kubebuilder:default={"observedGeneration":-1}
 	Status ShortLinkStatus `json:"status,omitempty"`
 }
 
