@@ -164,7 +164,7 @@ func TestEndToEnd(t *testing.T) {
 		g.Expect(code).To(HaveLen(10))
 		g.Expect(table).To(ContainSubstring(code), "kubectl get sl shows the code")
 		g.Expect(table).To(ContainSubstring("handbook"))
-		g.Expect(strings.Fields(strings.Split(table, "\n")[0])).To(Equal([]string{"NAME", "CODE", "URL", "READY", "EXPIRES", "USES", "AGE"}))
+		g.Expect(strings.Fields(strings.Split(table, "\n")[0])).To(Equal([]string{"NAME", "CODE", "URL", "READY", "STATE", "EXPIRES", "USES", "AGE"}))
 
 		// The CLI predicts the code the controller assigned.
 		predicted, err := exec.Command(filepath.Join(bin, "linkforge"), "code", "-n", "default",
