@@ -48,6 +48,14 @@ fmt: ## Run go fmt.
 vet: ## Run go vet.
 	go vet ./...
 
+.PHONY: lint
+lint: golangci-lint ## Run golangci-lint (.golangci.yml).
+	$(GOLANGCI_LINT) run
+
+.PHONY: lint-fix
+lint-fix: golangci-lint ## Run golangci-lint and apply its fixes.
+	$(GOLANGCI_LINT) run --fix
+
 .PHONY: envtest-assets
 envtest-assets: setup-envtest ## Find, download or build kube-apiserver and etcd for envtest (minutes, first run only).
 	@SETUP_ENVTEST=$(SETUP_ENVTEST) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh >/dev/null
@@ -56,7 +64,7 @@ envtest-assets: setup-envtest ## Find, download or build kube-apiserver and etcd
 ASSETS = $$(SETUP_ENVTEST=$(SETUP_ENVTEST) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh)
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets build ## Run unit, envtest and end-to-end tests.
+test: manifests generate fmt vet lint envtest-assets build ## Run lint, unit, envtest and end-to-end tests.
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
 
 .PHONY: bench
@@ -118,10 +126,12 @@ $(LOCALBIN):
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 SETUP_ENVTEST ?= $(LOCALBIN)/setup-envtest
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
+GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 SETUP_ENVTEST_VERSION ?= v0.25.1
 KUSTOMIZE_VERSION ?= v5.7.1
+GOLANGCI_LINT_VERSION ?= v2.15.0
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION) ## controller-gen, versioned in bin/.
@@ -140,6 +150,12 @@ kustomize: $(KUSTOMIZE)-$(KUSTOMIZE_VERSION) ## kustomize, versioned in bin/.
 	@ln -sf $(notdir $(KUSTOMIZE)-$(KUSTOMIZE_VERSION)) $(KUSTOMIZE)
 $(KUSTOMIZE)-$(KUSTOMIZE_VERSION): | $(LOCALBIN)
 	$(call go-install-tool,$(KUSTOMIZE),sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION) ## golangci-lint, versioned in bin/.
+	@ln -sf $(notdir $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION)) $(GOLANGCI_LINT)
+$(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION): | $(LOCALBIN)
+	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
 
 # go-install-tool installs package $(2) at version $(3) as $(1)-$(3).
 define go-install-tool

@@ -78,19 +78,15 @@ func newNamespace(prefix string) string {
 	return ns.Name
 }
 
-// startManager runs a manager with what setup registers until the test ends.
-func startManager(setup func(ctx context.Context, mgr ctrl.Manager) error) {
-	startManagerWith(ctrl.Options{}, setup)
-}
-
 // inNamespace limits a manager's cache to one namespace, so specs that run
 // one after another do not act on each other's links.
 func inNamespace(ns string) ctrl.Options {
 	return ctrl.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}}
 }
 
-// startManagerWith is startManager with options (a namespace-scoped cache,
-// say). It returns once the manager's caches have synced.
+// startManagerWith runs a manager with opts (a namespace-scoped cache, say)
+// and what setup registers until the test ends. It returns once the
+// manager's caches have synced.
 func startManagerWith(opts ctrl.Options, setup func(ctx context.Context, mgr ctrl.Manager) error) {
 	GinkgoHelper()
 	opts.Scheme = scheme

@@ -280,6 +280,3 @@ type ShortLinkList struct {
 	Items           []ShortLink `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&ShortLink{}, &ShortLinkList{})
-}

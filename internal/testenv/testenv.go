@@ -153,7 +153,7 @@ func readPins(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the pinned envtest versions: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	pins := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
