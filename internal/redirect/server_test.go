@@ -240,6 +240,17 @@ func TestServerProtocol(t *testing.T) {
 		c.expectStatus(302, fmt.Sprintf("%d-byte head", len(head)+2))
 	})
 
+	// Defect 6: the epoll server parsed a head again from its start on every
+	// read (quadratic in the reads of a large head).
+	t.Run("a 15 KiB head in 64-byte writes", func(t *testing.T) {
+		c := dialRaw(t, s)
+		head := "GET /ns/a HTTP/1.1\r\nHost: x\r\nX-Filler: " + strings.Repeat("a", 15<<10) + "\r\n\r\n"
+		for i := 0; i < len(head); i += 64 {
+			c.send(head[i:min(i+64, len(head))])
+		}
+		c.expectStatus(302, "head in small writes")
+	})
+
 	t.Run("431 above the header limit", func(t *testing.T) {
 		c := dialRaw(t, s)
 		// fasthttp closes without draining what it did not read, so the
@@ -415,6 +426,16 @@ func TestServerSecondBindFails(t *testing.T) {
 	err := second.Listen()
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("second Listen on %s: %v, want address already in use", s.Addr(), err)
+	}
+}
+
+// Defect 8: stopping the epoll server twice wrote to its closed eventfd.
+// A second shutdown after Start has returned is harmless.
+func TestServerStopTwice(t *testing.T) {
+	_, s, stop := serverHarness(t)
+	stop()
+	if err := s.srv.ShutdownWithContext(context.Background()); err != nil && !errors.Is(err, net.ErrClosed) {
+		t.Errorf("second shutdown: %v", err)
 	}
 }
 
