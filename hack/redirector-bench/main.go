@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -37,6 +38,7 @@ func run() error {
 	bindAddr := flag.String("bind-address", "127.0.0.1:18080", "Address of the redirect server.")
 	probeAddr := flag.String("health-probe-bind-address", "127.0.0.1:18081", "Address of /healthz, /readyz and /metrics.")
 	accessLog := flag.Bool("access-log", false, "Write one JSON access-log line per request to stdout.")
+	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the whole run to this file.")
 	flag.Parse()
 
 	if *table != "" {
@@ -49,6 +51,16 @@ func run() error {
 			return err
 		}
 		return f.Close()
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(redirect.GCPercent)
