@@ -2,31 +2,31 @@
 # bench-redirect.sh: the redirector against nginx on the same 100,000 links.
 #
 # What it runs (loopback only, 127.0.0.1):
-#   - bin/redirector --synthetic-links=N: the real binary (real handler, real
-#     index, real net/http server, real manager and shutdown), except that its
-#     ShortLinks come from a generator instead of an API server. The generated
-#     objects look like what an API server returns (uid, labels, a kubectl
-#     last-applied annotation, managedFields, full status) and are streamed
-#     through a client-go SharedIndexInformer with the redirector's transform,
-#     the namespace index controller-runtime adds, and the same event handlers
-#     as in production. See internal/redirect/synthetic.go.
-#   - the same binary and links with --server=epoll (the epoll event-loop
-#     front end of the redirect port instead of net/http; same answers).
+#   - hack/redirector-bench: the production redirect.Redirector, index,
+#     informer transform and fasthttp server (redirect.NewServer with the
+#     defaults of bin/redirector's flags), except that its ShortLinks come
+#     from a generator instead of an API server. The generated objects look
+#     like what an API server returns (uid, labels, a kubectl last-applied
+#     annotation, managedFields, full status) and are streamed through a
+#     client-go SharedIndexInformer with the redirector's transform, the
+#     namespace index controller-runtime adds, and the same event handlers as
+#     in production. See hack/redirector-bench/synthetic.go.
 #   - nginx answering `return 302 <url>` from a `map` of the same N paths
 #     (one worker, access log off, unlimited keep-alive requests).
-#   - the net/http floor (internal/redirect/benchfloor): the redirector's
-#     http.Server settings with a handler that answers every request with a
-#     fixed 302 and the same headers, i.e. what any net/http server costs.
+#   - the fasthttp floor (hack/fasthttp-floor): bare fasthttp answering 302
+#     from a Go map of the same paths with the same headers, i.e. what the
+#     library costs without linkforge's index, expiry checks, metrics and
+#     limits.
 #   - wrk with a Lua script cycling through all N paths, keep-alive.
-# Both servers are pinned to SERVER_CPU (one core), wrk to LOAD_CPU; same
-# duration and connections for both, in ROUNDS alternating rounds of the same
+# The servers are pinned to SERVER_CPU (one core), wrk to LOAD_CPU; same
+# duration and connections for all, in ROUNDS alternating rounds of the same
 # run (the median round of each is reported, so that load from other work on
-# the machine hits both alike).
+# the machine hits all alike).
 #
 # RSS per link: VmRSS of the redirector with N links minus VmRSS with none
-# (same binary, same flags, --synthetic-links=0), divided by N; measured once
-# idle after the initial sync has settled and once after the same wrk load.
-# It includes everything the process holds per link: the informer's stripped
+# (same binary, same flags, --links=0), divided by N; measured once idle
+# after the initial sync has settled and once after the same wrk load. It
+# includes everything the process holds per link: the informer's stripped
 # ShortLink and its store entries (key map, namespace index), the index entry
 # and its map slot, and the Go heap's headroom and fragmentation around them.
 #
@@ -49,8 +49,8 @@ REDIR_PORT=${REDIR_PORT:-18080}
 PROBE_PORT=${PROBE_PORT:-18081}
 NGINX_PORT=${NGINX_PORT:-18090}
 FLOOR_PORT=${FLOOR_PORT:-18070}
-EPOLL_PORT=${EPOLL_PORT:-18082}
-EPOLL_PROBE_PORT=${EPOLL_PROBE_PORT:-18083}
+NOCOUNT_PORT=${NOCOUNT_PORT:-18060}
+NOCOUNT_PROBE_PORT=${NOCOUNT_PROBE_PORT:-18061}
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -72,12 +72,12 @@ if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
 fi
 command -v taskset >/dev/null || { log "taskset is missing (util-linux)"; exit 1; }
 
-log "building bin/redirector"
-go build -trimpath -o bin/redirector ./cmd/redirector
-go build -trimpath -o "$work/benchfloor" ./internal/redirect/benchfloor
+log "building the benchmark's redirector and the fasthttp floor"
+go build -trimpath -o "$work/redirector-bench" ./hack/redirector-bench
+go build -trimpath -o "$work/fasthttp-floor" ./hack/fasthttp-floor
 
 log "generating $N links over $NSS namespaces"
-bin/redirector --synthetic-links="$N" --synthetic-namespaces="$NSS" --synthetic-table="$work/links.txt"
+"$work/redirector-bench" --links="$N" --namespaces="$NSS" --table="$work/links.txt"
 
 # wrk: pre-formatted requests, cycled from a random start.
 awk '{ print "/" $1 "/" $2 }' "$work/links.txt" >"$work/paths.txt"
@@ -184,11 +184,12 @@ run_wrk() {
 		printf "%s cpu_ns=%.0f\n", o, d * 1e9 / hz / g[1] }'
 }
 
-start_redirector() { # links [server port probe-port]
-	taskset -c "$SERVER_CPU" bin/redirector --synthetic-links="$1" --synthetic-namespaces="$NSS" \
-		--server="${2:-net/http}" \
-		--bind-address=127.0.0.1:${3:-$REDIR_PORT} --health-probe-bind-address=127.0.0.1:${4:-$PROBE_PORT} \
-		>"$work/redirector-$1-${2:-net}.log" 2>&1 &
+start_redirector() { # links [port probe-port extra-flags...]
+	local links=$1 port=${2:-$REDIR_PORT} probe=${3:-$PROBE_PORT}
+	shift $(($# < 3 ? $# : 3))
+	taskset -c "$SERVER_CPU" "$work/redirector-bench" --links="$links" --namespaces="$NSS" \
+		--bind-address=127.0.0.1:$port --health-probe-bind-address=127.0.0.1:$probe "$@" \
+		>"$work/redirector-$links-$port.log" 2>&1 &
 	echo $!
 }
 
@@ -219,14 +220,6 @@ first=$(head -1 "$work/paths.txt")
 curl -s -o /dev/null -w 'bench: redirector sample: %{http_code} -> %{redirect_url}\n' "http://127.0.0.1:$REDIR_PORT$first" >&2
 rssN_idle=$(settled_rss "$rp")
 
-log "redirector --server=epoll with $N links"
-ep=$(start_redirector "$N" epoll "$EPOLL_PORT" "$EPOLL_PROBE_PORT")
-pids+=("$ep")
-wait_http "http://127.0.0.1:$EPOLL_PROBE_PORT/readyz"
-got=$(curl -s "http://127.0.0.1:$EPOLL_PROBE_PORT/metrics" | awk '/^linkforge_redirector_index_links / { print $2 }')
-[ "$got" = "$N" ] || { log "epoll redirector index holds $got links, want $N"; exit 1; }
-curl -s -o /dev/null -w 'bench: epoll redirector sample: %{http_code} -> %{redirect_url}\n' "http://127.0.0.1:$EPOLL_PORT$first" >&2
-
 log "nginx with the same $N links"
 taskset -c "$SERVER_CPU" nginx -c "$work/nginx.conf" -p "$work/nginx" &
 np=$!
@@ -237,8 +230,13 @@ for _ in $(seq 1 100); do
 done
 curl -s -o /dev/null -w 'bench: nginx sample: %{http_code} -> %{redirect_url}\n' "http://127.0.0.1:$NGINX_PORT$first" >&2
 
-log "net/http floor"
-taskset -c "$SERVER_CPU" "$work/benchfloor" --bind-address=127.0.0.1:$FLOOR_PORT &
+log "redirector with $N links, counting uses off (the baseline of counting's cost)"
+op=$(start_redirector "$N" "$NOCOUNT_PORT" "$NOCOUNT_PROBE_PORT" --count-uses=false)
+pids+=("$op")
+wait_http "http://127.0.0.1:$NOCOUNT_PROBE_PORT/readyz"
+
+log "fasthttp floor"
+taskset -c "$SERVER_CPU" "$work/fasthttp-floor" --bind-address=127.0.0.1:$FLOOR_PORT --table="$work/links.txt" &
 fp=$!
 pids+=("$fp")
 for _ in $(seq 1 100); do
@@ -252,16 +250,16 @@ done
 for round in $(seq 1 "$ROUNDS"); do
 	log "round $round/$ROUNDS: redirector"
 	echo "redirector $(run_wrk "http://127.0.0.1:$REDIR_PORT" "$rp")" >>"$work/rounds.txt"
-	log "round $round/$ROUNDS: redirector --server=epoll"
-	echo "epoll $(run_wrk "http://127.0.0.1:$EPOLL_PORT" "$ep")" >>"$work/rounds.txt"
+	log "round $round/$ROUNDS: redirector, counting off"
+	echo "nocount $(run_wrk "http://127.0.0.1:$NOCOUNT_PORT" "$op")" >>"$work/rounds.txt"
 	log "round $round/$ROUNDS: nginx"
 	echo "nginx $(run_wrk "http://127.0.0.1:$NGINX_PORT" "$np")" >>"$work/rounds.txt"
-	log "round $round/$ROUNDS: net/http floor"
+	log "round $round/$ROUNDS: fasthttp floor"
 	echo "floor $(run_wrk "http://127.0.0.1:$FLOOR_PORT" "$fp")" >>"$work/rounds.txt"
 done
 rssN_load=$(rss_kib "$rp")
 stop "$rp"
-stop "$ep"
+stop "$op"
 stop "$np"
 stop "$fp"
 
@@ -272,15 +270,15 @@ median() {
 redir=$(median redirector rps)
 ngx=$(median nginx rps)
 flr=$(median floor rps)
-epl=$(median epoll rps)
+noc=$(median nocount rps)
+oc=$(field "$(median nocount cpu_ns)" cpu_ns)
 rc=$(field "$(median redirector cpu_ns)" cpu_ns)
 nc=$(field "$(median nginx cpu_ns)" cpu_ns)
 fc=$(field "$(median floor cpu_ns)" cpu_ns)
-ec=$(field "$(median epoll cpu_ns)" cpu_ns)
 
 rr=$(field "$redir" rps) rp50=$(field "$redir" p50_us) rp99=$(field "$redir" p99_us) rbad=$(field "$redir" bad_status)
 nr=$(field "$ngx" rps) np50=$(field "$ngx" p50_us) np99=$(field "$ngx" p99_us) nbad=$(field "$ngx" bad_status)
-er=$(field "$epl" rps) ep50=$(field "$epl" p50_us) ep99=$(field "$epl" p99_us) ebad=$(field "$epl" bad_status)
+or=$(field "$noc" rps) op50=$(field "$noc" p50_us) op99=$(field "$noc" p99_us) obad=$(field "$noc" bad_status)
 fr=$(field "$flr" rps) fp50=$(field "$flr" p50_us) fp99=$(field "$flr" p99_us) fbad=$(field "$flr" bad_status)
 
 echo
@@ -290,15 +288,15 @@ echo
 echo "links: $N over $NSS namespaces; wrk -t1 -c$CONNS -d$DURATION (after a $WARMUP warm-up), $ROUNDS alternating rounds, median shown;"
 echo "servers on CPU $SERVER_CPU, wrk on CPU $LOAD_CPU; $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-17s %12s %10s %10s %9s %14s\n' server "requests/s" "p50 (us)" "p99 (us)" "non-3xx" "CPU ns/request"
-printf '%-17s %12s %10s %10s %9s %14s\n' "redirector epoll" "$er" "$ep50" "$ep99" "$ebad" "$ec"
-printf '%-17s %12s %10s %10s %9s %14s\n' "redirector net/http" "$rr" "$rp50" "$rp99" "$rbad" "$rc"
+printf '%-17s %12s %10s %10s %9s %14s\n' redirector "$rr" "$rp50" "$rp99" "$rbad" "$rc"
+printf '%-17s %12s %10s %10s %9s %14s\n' "  counting off" "$or" "$op50" "$op99" "$obad" "$oc"
 printf '%-17s %12s %10s %10s %9s %14s\n' nginx "$nr" "$np50" "$np99" "$nbad" "$nc"
-printf '%-17s %12s %10s %10s %9s %14s\n' "net/http floor" "$fr" "$fp50" "$fp99" "$fbad" "$fc"
-awk -v r="$rr" -v n="$nr" -v f="$fr" -v rc="$rc" -v nc="$nc" -v fc="$fc" -v e="$er" -v ec="$ec" 'BEGIN {
-	printf "ratio redirector (epoll, the default)/nginx: %.2fx (goal >= 0.90x); by CPU per request: %.2fx\n", e / n, nc / ec
-	printf "ratio redirector --server=net/http/nginx:    %.2fx; by CPU per request: %.2fx\n", r / n, nc / rc
-	printf "ratio redirector/net-http floor:   %.2fx; by CPU per request: %.2fx\n", r / f, fc / rc
-	printf "ratio net-http floor/nginx:        %.2fx; by CPU per request: %.2fx\n", f / n, nc / fc }'
+printf '%-17s %12s %10s %10s %9s %14s\n' "fasthttp floor" "$fr" "$fp50" "$fp99" "$fbad" "$fc"
+awk -v r="$rr" -v n="$nr" -v f="$fr" -v rc="$rc" -v nc="$nc" -v fc="$fc" -v o="$or" -v oc="$oc" 'BEGIN {
+	printf "ratio counting on/off:       %.2fx by requests/s; by CPU per request: %.2fx (goal >= 0.95x)\n", r / o, oc / rc
+	printf "ratio redirector/nginx:      %.2fx by requests/s; by CPU per request: %.2fx (goal >= 0.90x)\n", r / n, nc / rc
+	printf "ratio redirector/floor:      %.2fx by requests/s; by CPU per request: %.2fx\n", r / f, fc / rc
+	printf "ratio fasthttp floor/nginx:  %.2fx by requests/s; by CPU per request: %.2fx\n", f / n, nc / fc }'
 echo
 printf '%-28s %12s %12s\n' "redirector VmRSS (KiB)" "idle" "after load"
 printf '%-28s %12s %12s\n' "0 links" "$rss0_idle" "$rss0_load"

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	goruntime "runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -33,8 +31,6 @@ import (
 )
 
 var version = "dev"
-
-const defaultGCPercent = 50
 
 func main() {
 	if err := run(); err != nil {
@@ -52,17 +48,21 @@ func run() error {
 		accessLog       bool
 		shutdownDelay   time.Duration
 		shutdownTimeout time.Duration
-		syntheticLinks  int
-		syntheticNS     int
-		syntheticTable  string
 		showVersion     bool
 		pprofAddr       string
-		serverKind      string
+		srvOpts         = redirect.DefaultServerOptions()
 		usesOpts        redirect.UsesOptions
 	)
 	flag.StringVar(&bindAddr, "bind-address", ":8080", "Address of the redirect server.")
-	flag.StringVar(&serverKind, "server", defaultServer(),
-		"HTTP server of the redirect port: epoll (Linux: one epoll event loop per GOMAXPROCS on SO_REUSEPORT listeners; the default there) or net/http (same answers, about a third of the throughput).")
+	flag.DurationVar(&srvOpts.HeaderTimeout, "header-timeout", srvOpts.HeaderTimeout,
+		"Time a request may take to arrive: from accepting a connection to the end of its first request, and from the first byte of each later request to its end.")
+	flag.DurationVar(&srvOpts.IdleTimeout, "idle-timeout", srvOpts.IdleTimeout, "Close a keep-alive connection that sends no new request for this long.")
+	flag.DurationVar(&srvOpts.WriteTimeout, "write-timeout", srvOpts.WriteTimeout, "Time allowed to write a response to a client that stops reading.")
+	flag.IntVar(&srvOpts.MaxHeaderBytes, "max-header-bytes", srvOpts.MaxHeaderBytes, "Largest request line plus headers; larger heads are answered 431.")
+	flag.IntVar(&srvOpts.MaxConnections, "max-connections", srvOpts.MaxConnections,
+		"Connections served at once; more are answered 503 and closed.")
+	flag.IntVar(&srvOpts.MaxRequestsPerConnection, "max-requests-per-connection", srvOpts.MaxRequestsPerConnection,
+		"Close a keep-alive connection after this many requests, so clients spread over new replicas; 0: no limit.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /readyz and /metrics.")
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces to serve; empty serves all namespaces.")
 	flag.DurationVar(&tombstoneTTL, "tombstone-ttl", 24*time.Hour,
@@ -71,11 +71,6 @@ func run() error {
 	flag.DurationVar(&shutdownDelay, "shutdown-delay", 0,
 		"On SIGTERM, report not ready and keep serving this long before draining, so load balancers stop sending traffic first.")
 	flag.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "How long to wait for in-flight requests to finish on shutdown.")
-	flag.IntVar(&syntheticLinks, "synthetic-links", -1,
-		"Benchmarks only: serve this many generated links (through the same informer transform and index) instead of watching an API server.")
-	flag.IntVar(&syntheticNS, "synthetic-namespaces", 100, "Benchmarks only: namespaces the synthetic links are spread over.")
-	flag.StringVar(&syntheticTable, "synthetic-table", "",
-		"Benchmarks only: write 'namespace code url' of the --synthetic-links links to this file and exit.")
 	flag.DurationVar(&usesOpts.FlushInterval, "uses-flush-interval", 10*time.Second,
 		"How often this replica writes the uses it counted to the links' status.uses: at most one write per link per interval. A SIGKILL loses at most the uses not yet written.")
 	flag.Float64Var(&usesOpts.WritesPerSecond, "uses-writes-per-second", 20,
@@ -100,32 +95,11 @@ func run() error {
 	if usesOpts.WritesPerSecond <= 0 {
 		return fmt.Errorf("--uses-writes-per-second=%v must be positive", usesOpts.WritesPerSecond)
 	}
-	if serverKind != "net/http" && serverKind != "epoll" {
-		return fmt.Errorf("--server=%q: want net/http or epoll", serverKind)
-	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("redirector")
 
-	// Most of the heap is the long-lived index and informer cache; the
-	// garbage is per request. Go's default GOGC=100 lets the heap grow to
-	// twice the live data; 50 keeps it at 1.5x, which cuts RSS per link by
-	// about a quarter (about 1000 -> 750 bytes) for ~4% more GC CPU under
-	// full load (hack/bench-redirect.sh). GOGC and GOMEMLIMIT still override.
 	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(defaultGCPercent)
-	}
-
-	synthetic := syntheticLinks >= 0
-	if syntheticTable != "" {
-		f, err := os.Create(syntheticTable)
-		if err != nil {
-			return err
-		}
-		if err := redirect.WriteSyntheticTable(f, max(syntheticLinks, 0), max(syntheticNS, 1)); err != nil {
-			_ = f.Close()
-			return err
-		}
-		return f.Close()
+		debug.SetGCPercent(redirect.GCPercent)
 	}
 
 	var nsList []string
@@ -143,15 +117,9 @@ func run() error {
 		return err
 	}
 
-	var cfg *rest.Config
-	if synthetic {
-		// No API server: the manager only runs the servers; nothing dials this.
-		cfg = &rest.Config{Host: "http://127.0.0.1:1"}
-	} else {
-		var err error
-		if cfg, err = ctrl.GetConfig(); err != nil {
-			return fmt.Errorf("loading kubeconfig: %w", err)
-		}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 
 	// controller-runtime's registry usually has the Go and process collectors
@@ -187,57 +155,38 @@ func run() error {
 	if accessLog {
 		opts.AccessLog = os.Stdout
 	}
-	var uses *redirect.Uses
-	if !synthetic {
-		opts.Recorder = mgr.GetEventRecorder("linkforge-redirector")
-		// Uses are written with a client of their own: the manager's cache
-		// holds stripped Links, and reservations read the live object.
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
-			return fmt.Errorf("creating the uses client: %w", err)
-		}
-		usesOpts.Client, usesOpts.Holder, usesOpts.Log, usesOpts.Registry = c, holderName(), log.WithName("uses"), reg
-		uses = redirect.NewUses(usesOpts)
-		opts.Uses = uses
-		if err := mgr.Add(uses); err != nil {
-			return err
-		}
+	opts.Recorder = mgr.GetEventRecorder("linkforge-redirector")
+	// Uses are written with a client of their own: the manager's cache
+	// holds stripped Links, and reservations read the live object.
+	usesClient, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating the uses client: %w", err)
+	}
+	usesOpts.Client, usesOpts.Holder, usesOpts.Log, usesOpts.Registry = usesClient, holderName(), log.WithName("uses"), reg
+	uses := redirect.NewUses(usesOpts)
+	opts.Uses = uses
+	if err := mgr.Add(uses); err != nil {
+		return err
 	}
 	r := redirect.New(opts)
-
-	if synthetic {
-		log.Info("serving synthetic links, not watching an API server", "links", syntheticLinks, "namespaces", syntheticNS)
-		err = mgr.Add(syntheticRunnable(func(ctx context.Context) error {
-			return r.RunSynthetic(ctx, syntheticLinks, syntheticNS)
-		}))
-	} else {
-		err = r.SetupWithManager(mgr)
-	}
-	if err != nil {
+	defer r.Close()
+	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
 
-	if serverKind == "epoll" {
-		es := redirect.NewEpollServer(bindAddr, r)
-		es.ShutdownTimeout = shutdownTimeout
-		if err := es.Listen(); err != nil {
-			return err
-		}
-		if err := mgr.Add(es); err != nil {
-			return err
-		}
+	// Bind now, so that a port in use (another redirector) fails the start.
+	srvOpts.ShutdownTimeout = shutdownTimeout
+	srv := redirect.NewServer(bindAddr, r, srvOpts)
+	if err := srv.Listen(); err != nil {
+		return err
 	}
-	servers := []*manager.Server{
-		{Name: "probes", Server: &http.Server{Addr: probeAddr, Handler: r.ProbeHandler(), ReadHeaderTimeout: 5 * time.Second},
-			ShutdownTimeout: &shutdownTimeout},
+	if err := mgr.Add(srv); err != nil {
+		return err
 	}
-	if serverKind == "net/http" {
-		servers = append(servers, &manager.Server{Name: "redirect", Server: redirect.NewHTTPServer(bindAddr, r), ShutdownTimeout: &shutdownTimeout})
-	}
-	for _, s := range servers {
-		if err := mgr.Add(s); err != nil {
-			return err
-		}
+	if err := mgr.Add(&manager.Server{Name: "probes",
+		Server:          &http.Server{Addr: probeAddr, Handler: r.ProbeHandler(), ReadHeaderTimeout: 5 * time.Second},
+		ShutdownTimeout: &shutdownTimeout}); err != nil {
+		return err
 	}
 
 	// SIGTERM: report not ready, keep serving for --shutdown-delay, then stop
@@ -259,19 +208,16 @@ func run() error {
 		stop()
 	}()
 
-	log.Info("starting redirector", "version", version, "bind", bindAddr, "server", serverKind, "probes", probeAddr, "namespaces", nsList)
+	log.Info("starting redirector", "version", version, "bind", bindAddr, "probes", probeAddr, "namespaces", nsList)
 	if err := mgr.Start(ctx); err != nil {
 		return err
 	}
-	if uses != nil {
-		// The redirect port has stopped: write the last uses and give back
-		// unused quota, within the shutdown timeout.
-		final, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		left := uses.Stop(final)
-		cancel()
-		log.Info("wrote pending uses", "unwritten", left)
-	}
-	log.Info("stopped")
+	// The redirect port has stopped: write the last uses and give back
+	// unused quota, within the shutdown timeout.
+	final, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	left := uses.Stop(final)
+	cancel()
+	log.Info("stopped", "usesUnwritten", left)
 	return nil
 }
 
@@ -286,18 +232,4 @@ func holderName() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%x", name, b)
-}
-
-type syntheticRunnable func(ctx context.Context) error
-
-func (f syntheticRunnable) Start(ctx context.Context) error { return f(ctx) }
-func (syntheticRunnable) NeedLeaderElection() bool          { return false }
-
-// defaultServer is the redirect port's server: the epoll loops where they
-// exist (Linux), net/http elsewhere.
-func defaultServer() string {
-	if goruntime.GOOS == "linux" {
-		return "epoll"
-	}
-	return "net/http"
 }

@@ -19,10 +19,10 @@ import (
 // These tests run the built binary: it starts, serves probes and redirects,
 // and exits 0 on SIGTERM after draining.
 
-func buildBinary(t *testing.T) string {
+func buildBinary(t *testing.T, pkg string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "redirector")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg)+".bin")
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -100,11 +100,14 @@ func (p *proc) terminate() {
 }
 
 func TestBinary(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildBinary(t, ".")
 
-	t.Run("serves, then exits 0 on SIGTERM", func(t *testing.T) {
+	// The benchmark's redirector: the same Redirector and server, fed
+	// synthetic links, since this test has no API server.
+	t.Run("the redirect server serves, then exits 0 on SIGTERM", func(t *testing.T) {
+		bench := buildBinary(t, "../../hack/redirector-bench")
 		table := filepath.Join(t.TempDir(), "links.txt")
-		if out, err := exec.Command(bin, "--synthetic-links=10", "--synthetic-table="+table).CombinedOutput(); err != nil {
+		if out, err := exec.Command(bench, "--links=10", "--table="+table).CombinedOutput(); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
 		b, err := os.ReadFile(table)
@@ -113,7 +116,7 @@ func TestBinary(t *testing.T) {
 		}
 		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
 		addr, probes := freeAddr(t), freeAddr(t)
-		p := start(t, bin, "--synthetic-links=10", "--bind-address="+addr, "--health-probe-bind-address="+probes)
+		p := start(t, bench, "--links=10", "--bind-address="+addr, "--health-probe-bind-address="+probes)
 		get(t, "http://"+probes+"/healthz", 200)
 		get(t, "http://"+probes+"/readyz", 200)
 		resp := get(t, "http://"+addr+"/"+f[0]+"/"+f[1], 302)
@@ -147,6 +150,22 @@ users:
 		get(t, "http://"+probes+"/healthz", 200)
 		get(t, "http://"+probes+"/readyz", 503)
 		get(t, "http://"+addr+"/ns/code", 503)
+
+		// Defect 4: no SO_REUSEPORT, so a second redirector on the port
+		// fails to start instead of taking part of the traffic.
+		out, err := exec.Command(bin, "--kubeconfig="+kubeconfig, "--bind-address="+addr, "--health-probe-bind-address="+freeAddr(t)).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "address already in use") {
+			t.Errorf("second redirector on %s: %v\n%s", addr, err, out)
+		}
 		p.terminate()
+	})
+
+	t.Run("--help shows production flags only", func(t *testing.T) {
+		out, _ := exec.Command(bin, "--help").CombinedOutput()
+		for _, f := range []string{"-synthetic", "-server ", "-header-timeout", "-max-header-bytes"} {
+			if want := !strings.HasPrefix(f, "-s"); strings.Contains(string(out), f) != want {
+				t.Errorf("--help mentions %s: %v, want %v\n%s", f, !want, want, out)
+			}
+		}
 	})
 }

@@ -5,16 +5,15 @@ import (
 	"time"
 )
 
-// answer is what the redirect port answers to one request, whichever front
-// end (net/http or the epoll server) received it.
+// answer is what the redirect port answers to one request.
 type answer struct {
 	resp *canned
-	// cacheControl is the Cache-Control value (one element).
-	cacheControl []string
+	// cacheControl is the Cache-Control value.
+	cacheControl string
 	// location is the Location of a redirect (resp.status is 3xx).
 	location string
-	// retryAfter is the Retry-After value of a 503 (one element).
-	retryAfter []string
+	// retryAfter is the Retry-After value of a 503.
+	retryAfter string
 }
 
 // redirect reports whether the answer carries a Location.
@@ -23,7 +22,7 @@ func (a *answer) redirect() bool { return a.resp.status/100 == 3 }
 // answer decides the response to method host path?rawQuery, received at
 // start: 405 (with Allow) for anything but GET and HEAD, 503 (with
 // Retry-After) until the index is synced, then the link's redirect, 410 or
-// 404. path is the decoded path (url.URL.Path); host the Host header.
+// 404. path is the decoded path (url.URL.Path); host the request's host.
 // It neither keeps nor returns any of its string arguments, so a caller
 // may pass strings that alias a buffer it reuses afterwards.
 func (r *Redirector) answer(method, host, path, rawQuery string, start time.Time) answer {

@@ -1,28 +1,19 @@
 package redirect
 
 import (
-	"net/http"
-	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 )
-
-// benchWriter is a ResponseWriter that keeps nothing, so the benchmarks
-// measure the handler, not a recorder.
-type benchWriter struct {
-	h      http.Header
-	status int
-}
-
-func (w *benchWriter) Header() http.Header         { return w.h }
-func (w *benchWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *benchWriter) WriteHeader(s int)           { w.status = s }
 
 const benchLinks = 100_000
 
-func benchRedirector(b *testing.B) (*Redirector, []*http.Request) {
+// benchRedirector serves benchLinks links over 100 namespaces and returns
+// request contexts for 4096 of them, as the server would hand them over.
+func benchRedirector(b *testing.B) (*Redirector, []*fasthttp.RequestCtx) {
 	b.Helper()
 	r := New(Options{TombstoneTTL: time.Hour, Registry: prometheus.NewRegistry()})
 	links, nss := &fakeInformer{synced: true}, &fakeInformer{synced: true}
@@ -32,40 +23,49 @@ func benchRedirector(b *testing.B) (*Redirector, []*http.Request) {
 	if err := r.WatchNamespaces(nss); err != nil {
 		b.Fatal(err)
 	}
-	created := time.Now().Add(-time.Hour)
-	reqs := make([]*http.Request, 4096)
+	path := func(i int) (ns, code string) { return "bench-" + strconv.Itoa(i%100), "c" + strconv.Itoa(i*7919) }
 	for i := range benchLinks {
-		links.h.OnAdd(transformed(syntheticLink(i, 100, created)), true)
+		ns, code := path(i)
+		links.h.OnAdd(transformed(link(ns, "link-"+strconv.Itoa(i), code, "https://www.example.com/articles/"+strconv.Itoa(i))), true)
 	}
-	for i := range reqs {
-		n := i * (benchLinks / len(reqs))
-		reqs[i] = httptest.NewRequest("GET", "/"+SyntheticNamespace(n%100)+"/"+SyntheticCode(n), nil)
+	ctxs := make([]*fasthttp.RequestCtx, 4096)
+	for i := range ctxs {
+		ns, code := path(i * (benchLinks / len(ctxs)))
+		ctxs[i] = requestCtx("GET", "go.example.com", "/"+ns+"/"+code)
 	}
-	return r, reqs
+	return r, ctxs
 }
 
-// BenchmarkServeHTTP is the handler's share of a request: routing, index
-// lookup, expiry check, headers, metrics (net/http's own work excluded).
-func BenchmarkServeHTTP(b *testing.B) {
-	r, reqs := benchRedirector(b)
-	w := &benchWriter{h: http.Header{}}
+// requestCtx is a request as the server hands it to the handler.
+func requestCtx(method, host, target string) *fasthttp.RequestCtx {
+	ctx := &fasthttp.RequestCtx{}
+	ctx.Request.Header.SetMethod(method)
+	ctx.Request.Header.SetHost(host)
+	ctx.Request.Header.SetRequestURI(target)
+	return ctx
+}
+
+// BenchmarkHandle is the handler's share of a request: routing, index
+// lookup, expiry check, headers, metrics (fasthttp's own work excluded).
+func BenchmarkHandle(b *testing.B) {
+	r, ctxs := benchRedirector(b)
 	b.ReportAllocs()
-	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		clear(w.h)
-		r.ServeHTTP(w, reqs[i%len(reqs)])
-		if w.status != http.StatusFound {
-			b.Fatalf("status %d", w.status)
+		ctx := ctxs[i%len(ctxs)]
+		ctx.Response.Reset()
+		r.handle(ctx)
+		if ctx.Response.StatusCode() != 302 {
+			b.Fatalf("status %d", ctx.Response.StatusCode())
 		}
 	}
 }
 
 // BenchmarkLookupParallel reads the index from every P at once.
 func BenchmarkLookupParallel(b *testing.B) {
-	r, reqs := benchRedirector(b)
-	keys := make([][2]string, len(reqs))
-	for i, req := range reqs {
-		ns, code, _ := r.route(req)
+	r, ctxs := benchRedirector(b)
+	keys := make([][2]string, len(ctxs))
+	for i, ctx := range ctxs {
+		ns, code, _ := r.routePath("", string(ctx.Request.Header.RequestURI()))
 		keys[i] = [2]string{ns, code}
 	}
 	b.ReportAllocs()

@@ -1,10 +1,15 @@
 package redirect
 
 import (
-	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
 )
 
 // Cache-Control policy.
@@ -20,37 +25,36 @@ import (
 const permanentMaxAge = 3600
 
 var (
-	hdrText        = []string{"text/plain; charset=utf-8"}
-	hdrAllow       = []string{"GET, HEAD"}
-	hdrRetry       = []string{"1"}
-	ccNoStore      = []string{"no-store"}
-	ccNoCache      = []string{"private, no-cache"}
-	ccPermanent    = []string{"public, max-age=" + strconv.Itoa(permanentMaxAge)}
+	hdrText        = "text/plain; charset=utf-8"
+	hdrAllow       = "GET, HEAD"
+	hdrRetry       = "1"
+	ccNoStore      = "no-store"
+	ccNoCache      = "private, no-cache"
+	ccPermanent    = "public, max-age=" + strconv.Itoa(permanentMaxAge)
 	ccPermanentPfx = "public, max-age="
 )
 
-// retryAfterValues are the Retry-After headers of 1 to 60 seconds, built
+// retryAfterValues are the Retry-After values of 1 to 60 seconds, built
 // once so that a 503 does not allocate.
-var retryAfterValues = func() (v [61][]string) {
+var retryAfterValues = func() (v [61]string) {
 	for i := range v {
-		v[i] = []string{strconv.Itoa(max(i, 1))}
+		v[i] = strconv.Itoa(max(i, 1))
 	}
 	return v
 }()
 
-func retryAfterSeconds(s int64) []string {
+func retryAfterSeconds(s int64) string {
 	return retryAfterValues[min(max(s, 1), 60)]
 }
 
-// canned is a response whose status, body and Content-Length are fixed.
+// canned is a response whose status and body are fixed.
 type canned struct {
 	status int
 	body   []byte
-	length []string
 }
 
 func newCanned(status int, body string) *canned {
-	return &canned{status: status, body: []byte(body), length: []string{strconv.Itoa(len(body))}}
+	return &canned{status: status, body: []byte(body)}
 }
 
 var (
@@ -63,6 +67,13 @@ var (
 	resp302         = newCanned(302, "302 Found\n")
 	resp307         = newCanned(307, "307 Temporary Redirect\n")
 	resp308         = newCanned(308, "308 Permanent Redirect\n")
+
+	// Answers to requests the server cannot read; they close the connection.
+	respBadRequest    = newCanned(http.StatusBadRequest, "400 Bad Request\n")
+	respTimeout       = newCanned(http.StatusRequestTimeout, "408 Request Timeout\n")
+	respBodyTooLarge  = newCanned(http.StatusRequestEntityTooLarge, "413 Request Entity Too Large\n")
+	respHeadTooLarge  = newCanned(http.StatusRequestHeaderFieldsTooLarge, "431 Request Header Fields Too Large\n")
+	respOptionsServer = newCanned(http.StatusOK, "")
 )
 
 func redirectResponse(status int) *canned {
@@ -77,96 +88,123 @@ func redirectResponse(status int) *canned {
 	return resp302
 }
 
-// ServeHTTP answers GET and HEAD for /<namespace>/<code>, and for /<code> on
-// a host that a namespace claims with the linkforge.io/domain annotation.
-// It reads the in-memory index only: no API call, no write lock.
-func (r *Redirector) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	start := time.Now()
-	status, loc := r.serve(w, req, start)
-	r.metrics.observe(status, time.Since(start).Seconds())
-	if r.accessLog != nil {
-		r.logAccess(req, status, loc, start)
-	}
-}
-
-func (r *Redirector) serve(w http.ResponseWriter, req *http.Request, start time.Time) (int, string) {
-	a := r.answer(req.Method, req.Host, req.URL.Path, req.URL.RawQuery, start)
-	h := w.Header()
-	switch {
-	case a.resp == respBadMethod:
-		h["Allow"] = hdrAllow
-	case a.retryAfter != nil:
-		h["Retry-After"] = a.retryAfter
-	case a.redirect():
-		h["Location"] = []string{a.location}
-	}
-	return r.write(w, req, a.resp, a.cacheControl), a.location
-}
-
 // cacheControl is the Cache-Control of a redirect (see permanentMaxAge).
-func cacheControl(e *Link, now int64) []string {
+func cacheControl(e *Link, now int64) string {
 	if st := e.Status(); (st != 301 && st != 308) || e.is(flagMaxUses) {
 		return ccNoCache
 	}
 	if e.is(flagExpires) {
 		if left := (e.until - now) / int64(time.Second); left < permanentMaxAge {
-			return []string{ccPermanentPfx + strconv.FormatInt(left, 10)}
+			return ccPermanentPfx + strconv.FormatInt(left, 10)
 		}
 	}
 	return ccPermanent
 }
 
-func (r *Redirector) write(w http.ResponseWriter, req *http.Request, c *canned, cc []string) int {
-	h := w.Header()
-	h["Content-Type"] = hdrText
-	h["Content-Length"] = c.length
-	h["Cache-Control"] = cc
-	w.WriteHeader(c.status)
-	if req.Method != http.MethodHead {
-		_, _ = w.Write(c.body)
+// handle is the fasthttp handler of the redirect port: GET and HEAD for
+// /<namespace>/<code>, and for /<code> on a host that a namespace claims
+// with the linkforge.io/domain annotation. It reads the in-memory index
+// only: no API call, no write lock, and on a hit no allocation.
+func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	method := bstr(ctx.Method())
+	target := bstr(ctx.Request.Header.RequestURI())
+	var a answer
+	switch path, rawQuery, host, ok := requestTarget(target, bstr(ctx.Request.Header.Host())); {
+	case !ok:
+		a = answer{resp: respBadRequest, cacheControl: ccNoStore}
+		ctx.SetConnectionClose()
+	case target == "*" && method == "OPTIONS":
+		// The server's own options, as net/http answers them.
+		a = answer{resp: respOptionsServer}
+	default:
+		a = r.answer(method, host, path, rawQuery, start)
 	}
-	return c.status
+	writeAnswer(ctx, &a)
+	r.metrics.observe(a.resp.status, time.Since(start).Seconds())
+	if r.accessLog != nil {
+		r.accessLog.record(ctx, a.resp.status, a.location, start)
+	}
 }
 
-// route is routePath of a request.
-func (r *Redirector) route(req *http.Request) (ns, code string, ok bool) {
-	return r.routePath(req.Host, req.URL.Path)
+// writeAnswer sets the response of a.
+func writeAnswer(ctx *fasthttp.RequestCtx, a *answer) {
+	h := &ctx.Response.Header
+	h.SetStatusCode(a.resp.status)
+	switch {
+	case a.resp == respBadMethod:
+		h.Set("Allow", hdrAllow)
+	case a.retryAfter != "":
+		h.Set("Retry-After", a.retryAfter)
+	case a.redirect():
+		h.Set("Location", a.location)
+	}
+	if a.resp != respOptionsServer {
+		h.SetContentType(hdrText)
+		h.Set("Cache-Control", a.cacheControl)
+	}
+	// HEAD: fasthttp sends the Content-Length of this body, not the body.
+	ctx.Response.SetBodyRaw(a.resp.body)
 }
 
-type accessRecord struct {
-	Time       string  `json:"time"`
-	Remote     string  `json:"remote"`
-	Method     string  `json:"method"`
-	Host       string  `json:"host"`
-	URI        string  `json:"uri"`
-	Status     int     `json:"status"`
-	Location   string  `json:"location,omitempty"`
-	DurationMS float64 `json:"duration_ms"`
-	UserAgent  string  `json:"user_agent,omitempty"`
+// serveError answers a request fasthttp could not read; fasthttp closes the
+// connection after it.
+func serveError(ctx *fasthttp.RequestCtx, err error) {
+	resp := respBadRequest
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.As(err, &small):
+		resp = respHeadTooLarge
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		resp = respBodyTooLarge
+	case errors.As(err, &netErr) && netErr.Timeout():
+		resp = respTimeout
+	}
+	ctx.Response.Reset()
+	writeAnswer(ctx, &answer{resp: resp, cacheControl: ccNoStore})
 }
 
-func (r *Redirector) logAccess(req *http.Request, status int, loc string, start time.Time) {
-	r.logRecord(req.RemoteAddr, req.Method, req.Host, req.RequestURI, req.UserAgent(), status, loc, start)
-}
-
-// logRecord writes one access-log line; both front ends call it.
-func (r *Redirector) logRecord(remote, method, host, uri, userAgent string, status int, loc string, start time.Time) {
-	b, err := json.Marshal(accessRecord{
-		Time:       start.UTC().Format(time.RFC3339Nano),
-		Remote:     remote,
-		Method:     method,
-		Host:       host,
-		URI:        uri,
-		Status:     status,
-		Location:   loc,
-		DurationMS: float64(time.Since(start).Microseconds()) / 1000,
-		UserAgent:  userAgent,
-	})
+// requestTarget reads a request target as net/http does (url.ParseRequestURI):
+// the path it routes on (decoded), the raw query, and the host, which is the
+// target's own for an absolute-form target and the Host header's otherwise.
+// The common case, an origin-form target without escapes or control bytes
+// before its query, is sliced directly, without allocating. ok is false for a
+// target net/url rejects (400).
+func requestTarget(target, hostHeader string) (path, rawQuery, host string, ok bool) {
+	plain, q := len(target) > 0 && target[0] == '/', -1
+	for i := 0; plain && i < len(target); i++ {
+		switch c := target[i]; {
+		case c < 0x21 || c == 0x7f:
+			plain = false
+		case c == '%' && q < 0:
+			plain = false
+		case c == '?' && q < 0:
+			q = i
+		}
+	}
+	if plain {
+		if q < 0 {
+			return target, "", hostHeader, true
+		}
+		return target[:q], target[q+1:], hostHeader, true
+	}
+	u, err := url.ParseRequestURI(target)
 	if err != nil {
-		return
+		return "", "", "", false
 	}
-	b = append(b, '\n')
-	r.accessMu.Lock()
-	_, _ = r.accessLog.Write(b)
-	r.accessMu.Unlock()
+	host = hostHeader
+	if u.Host != "" {
+		host = u.Host
+	}
+	return u.Path, u.RawQuery, host, true
+}
+
+// bstr is b as a string without a copy; it aliases b, so it must not outlive
+// the request (answer keeps none of its arguments).
+func bstr(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -54,14 +55,32 @@ type harness struct {
 	clock *clocktesting.FakeClock
 	links *fakeInformer
 	nss   *fakeInformer
-	log   *bytes.Buffer
+	log   *syncBuffer
+}
+
+// syncBuffer is the access log of a harness, written by the log's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
 }
 
 var epoch = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clocktesting.NewFakeClock(epoch), links: &fakeInformer{}, nss: &fakeInformer{}, log: &bytes.Buffer{}}
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(epoch), links: &fakeInformer{}, nss: &fakeInformer{}, log: &syncBuffer{}}
 	h.r = New(Options{TombstoneTTL: 24 * time.Hour, Clock: h.clock, Registry: prometheus.NewRegistry(), AccessLog: h.log})
 	if err := h.r.WatchShortLinks(h.links); err != nil {
 		t.Fatal(err)
@@ -187,7 +206,7 @@ func check(t *testing.T, name string, resp *http.Response, w want, head bool) {
 }
 
 // handlerLinks are the links of TestHandler, and two namespaces for the
-// domain routes (the epoll tests serve them all).
+// domain routes (TestOddTargets serves them all).
 func handlerLinks(h *harness) {
 	const ns = "team-a"
 	h.add(link(ns, "default", "dflt", "https://example.com/default"))
@@ -529,11 +548,13 @@ func TestAccessLog(t *testing.T) {
 	h := newHarness(t)
 	h.add(link("ns", "a", "a", "https://example.com/a"))
 	h.do("GET", "go.example.com", "/ns/a?x=1")
+	h.r.Close() // writes out the queued records
 	var rec accessRecord
 	if err := json.Unmarshal(h.log.Bytes(), &rec); err != nil {
-		t.Fatalf("access log %q: %v", h.log.String(), err)
+		t.Fatalf("access log %q: %v", h.log.Bytes(), err)
 	}
-	if rec.Status != 302 || rec.Location != "https://example.com/a" || rec.URI != "/ns/a?x=1" || rec.Host != "go.example.com" || rec.Method != "GET" {
+	if rec.Status != 302 || rec.Location != "https://example.com/a" || rec.URI != "/ns/a?x=1" || rec.Host != "go.example.com" ||
+		rec.Method != "GET" || rec.UserAgent != "Go-http-client/1.1" || rec.Remote == "" {
 		t.Errorf("access record %+v", rec)
 	}
 	off := New(Options{})

@@ -9,6 +9,9 @@ import (
 type metrics struct {
 	byClass [6]prometheus.Counter // index: status / 100
 	latency prometheus.Histogram
+	// accessLogDropped counts access-log records dropped because the
+	// writer fell behind.
+	accessLogDropped prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains) *metrics {
@@ -19,6 +22,12 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains) *metric
 		Help:      "Requests answered by the redirector, by status class (2xx, 3xx, 4xx, 5xx).",
 	}, []string{"code"})
 	m := &metrics{
+		accessLogDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "linkforge",
+			Subsystem: "redirector",
+			Name:      "access_log_dropped_total",
+			Help:      "Access-log lines dropped because the log output could not keep up (requests are never held up for the access log).",
+		}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "linkforge",
 			Subsystem: "redirector",
@@ -34,7 +43,7 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains) *metric
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(requests, m.latency,
+	reg.MustRegister(requests, m.latency, m.accessLogDropped,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "linkforge",
 			Subsystem: "redirector",

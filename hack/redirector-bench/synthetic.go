@@ -1,4 +1,4 @@
-package redirect
+package main
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/redirect"
 )
 
 // Synthetic links are for benchmarks (hack/bench-redirect.sh): they fill the
@@ -87,10 +88,11 @@ func syntheticLink(i, nss int, created time.Time) *linkv1.ShortLink {
 		},
 		Spec: linkv1.ShortLinkSpec{URL: url, RedirectStatus: 302},
 		Status: linkv1.ShortLinkStatus{
-			ObservedGeneration: 1,
-			Code:               code,
-			CanonicalURL:       url,
-			ShortURL:           "http://go.example.com/" + ns + "/" + code,
+			ObservedGeneration:  1,
+			ConfirmedGeneration: 1,
+			Code:                code,
+			CanonicalURL:        url,
+			ShortURL:            "http://go.example.com/" + ns + "/" + code,
 			Conditions: []metav1.Condition{{
 				Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, ObservedGeneration: 1,
 				LastTransitionTime: ts, Reason: linkv1.ReasonCodeAssigned, Message: "code " + code + " assigned",
@@ -99,9 +101,9 @@ func syntheticLink(i, nss int, created time.Time) *linkv1.ShortLink {
 	}
 }
 
-// WriteSyntheticTable writes "namespace code url" for each of n synthetic
+// writeSyntheticTable writes "namespace code url" for each of n synthetic
 // links over nss namespaces, one a line.
-func WriteSyntheticTable(w io.Writer, n, nss int) error {
+func writeSyntheticTable(w io.Writer, n, nss int) error {
 	bw := bufio.NewWriter(w)
 	for i := range n {
 		if _, err := fmt.Fprintf(bw, "%s %s %s\n", SyntheticNamespace(i%nss), SyntheticCode(i), SyntheticURL(i)); err != nil {
@@ -168,7 +170,7 @@ func (w *streamWatch) ResultChan() <-chan watch.Event { return w.ch }
 
 // RunSynthetic feeds the redirector n synthetic links over nss namespaces
 // (and those namespaces) through client-go informers, until ctx ends.
-func (r *Redirector) RunSynthetic(ctx context.Context, n, nss int) error {
+func runSynthetic(ctx context.Context, r *redirect.Redirector, n, nss int) error {
 	if nss < 1 {
 		nss = 1
 	}
@@ -202,10 +204,10 @@ func (r *Redirector) RunSynthetic(ctx context.Context, n, nss int) error {
 		},
 		empty: func() metav1.Object { return &corev1.Namespace{} },
 	}).listWatch(), &corev1.Namespace{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	if err := links.SetTransform(TransformShortLink); err != nil {
+	if err := links.SetTransform(redirect.TransformShortLink); err != nil {
 		return err
 	}
-	if err := nsInf.SetTransform(TransformNamespace); err != nil {
+	if err := nsInf.SetTransform(redirect.TransformNamespace); err != nil {
 		return err
 	}
 	if err := r.WatchShortLinks(links); err != nil {
@@ -217,7 +219,6 @@ func (r *Redirector) RunSynthetic(ctx context.Context, n, nss int) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { links.RunWithContext(ctx) })
 	wg.Go(func() { nsInf.RunWithContext(ctx) })
-	wg.Go(func() { r.RunTombstoneSweeper(ctx, r.sweepInterval()) })
 	wg.Wait()
 	return nil
 }

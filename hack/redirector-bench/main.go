@@ -1,0 +1,95 @@
+// Command redirector-bench is the redirector of hack/bench-redirect.sh: the
+// production redirect.Redirector, index, informer transform and fasthttp
+// server (redirect.NewServer with the production defaults), fed synthetic
+// links instead of an API server (see synthetic.go). It keeps benchmark
+// scaffolding out of bin/redirector.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/linkforge/linkforge/internal/redirect"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "redirector-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	links := flag.Int("links", 100_000, "Synthetic links to serve.")
+	nss := flag.Int("namespaces", 100, "Namespaces the links are spread over.")
+	table := flag.String("table", "", "Write 'namespace code url' of the links to this file and exit.")
+	bindAddr := flag.String("bind-address", "127.0.0.1:18080", "Address of the redirect server.")
+	probeAddr := flag.String("health-probe-bind-address", "127.0.0.1:18081", "Address of /healthz, /readyz and /metrics.")
+	accessLog := flag.Bool("access-log", false, "Write one JSON access-log line per request to stdout.")
+	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the whole run to this file.")
+	countUses := flag.Bool("count-uses", true,
+		"Count uses on the request path as bin/redirector does (in memory; with no API server, nothing is written). false measures the path without counting.")
+	flag.Parse()
+
+	if *table != "" {
+		f, err := os.Create(*table)
+		if err != nil {
+			return err
+		}
+		if err := writeSyntheticTable(f, *links, max(*nss, 1)); err != nil {
+			_ = f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(redirect.GCPercent)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts := redirect.Options{TombstoneTTL: 24 * time.Hour, Registry: reg, Gatherer: reg, Log: logr.Discard()}
+	if *accessLog {
+		opts.AccessLog = os.Stdout
+	}
+	if *countUses {
+		// No Start: the counts stay in memory, as between two flushes.
+		opts.Uses = redirect.NewUses(redirect.UsesOptions{Registry: reg})
+	}
+	r := redirect.New(opts)
+	defer r.Close()
+
+	srv := redirect.NewServer(*bindAddr, r, redirect.DefaultServerOptions())
+	if err := srv.Listen(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() { _ = runSynthetic(ctx, r, *links, *nss) }()
+	probes := &http.Server{Addr: *probeAddr, Handler: r.ProbeHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = probes.ListenAndServe() }()
+	defer probes.Close()
+	return srv.Start(ctx)
+}

@@ -1,0 +1,106 @@
+package redirect
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+)
+
+// defaultAccessLogBuffer is how many access-log records wait for the writer
+// before new ones are dropped: about a second of a busy replica.
+const defaultAccessLogBuffer = 4096
+
+type accessRecord struct {
+	Time       string  `json:"time"`
+	Remote     string  `json:"remote"`
+	Method     string  `json:"method"`
+	Host       string  `json:"host"`
+	URI        string  `json:"uri"`
+	Status     int     `json:"status"`
+	Location   string  `json:"location,omitempty"`
+	DurationMS float64 `json:"duration_ms"`
+	UserAgent  string  `json:"user_agent,omitempty"`
+}
+
+// accessLog writes one JSON line per request from its own goroutine, so a
+// slow or blocked output (a full pipe to a log shipper) never holds up a
+// request: records beyond the buffer are dropped and counted.
+type accessLog struct {
+	queue   chan accessRecord
+	dropped prometheus.Counter
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+func newAccessLog(w io.Writer, buffer int, dropped prometheus.Counter) *accessLog {
+	if buffer <= 0 {
+		buffer = defaultAccessLogBuffer
+	}
+	l := &accessLog{queue: make(chan accessRecord, buffer), dropped: dropped, stop: make(chan struct{}), done: make(chan struct{})}
+	go l.run(w)
+	return l
+}
+
+// record queues the access-log record of the request in ctx. It copies what
+// it keeps: ctx's buffers are reused by the next request.
+func (l *accessLog) record(ctx *fasthttp.RequestCtx, status int, loc string, start time.Time) {
+	rec := accessRecord{
+		Time:       start.UTC().Format(time.RFC3339Nano),
+		Remote:     ctx.RemoteAddr().String(),
+		Method:     string(ctx.Method()),
+		Host:       string(ctx.Request.Header.Host()),
+		URI:        string(ctx.Request.Header.RequestURI()),
+		Status:     status,
+		Location:   loc,
+		DurationMS: float64(time.Since(start).Microseconds()) / 1000,
+		UserAgent:  string(ctx.Request.Header.UserAgent()),
+	}
+	select {
+	case l.queue <- rec:
+	default:
+		l.dropped.Inc()
+	}
+}
+
+func (l *accessLog) run(w io.Writer) {
+	defer close(l.done)
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	write := func(rec accessRecord) {
+		_ = enc.Encode(rec)
+		// Flush once the queue is empty: one write per burst, not per line.
+		if len(l.queue) == 0 {
+			_ = bw.Flush()
+		}
+	}
+	for {
+		select {
+		case rec := <-l.queue:
+			write(rec)
+		case <-l.stop:
+			for {
+				select {
+				case rec := <-l.queue:
+					write(rec)
+				default:
+					_ = bw.Flush()
+					return
+				}
+			}
+		}
+	}
+}
+
+// close writes the queued records and stops the writer. Records of requests
+// answered after it are dropped (and counted).
+func (l *accessLog) close() {
+	l.once.Do(func() { close(l.stop) })
+	<-l.done
+}
