@@ -118,10 +118,12 @@ $(LOCALBIN):
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 SETUP_ENVTEST ?= $(LOCALBIN)/setup-envtest
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
+HELM ?= $(LOCALBIN)/helm
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 SETUP_ENVTEST_VERSION ?= v0.25.1
 KUSTOMIZE_VERSION ?= v5.7.1
+HELM_VERSION ?= v4.3.1
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION) ## controller-gen, versioned in bin/.
@@ -140,6 +142,12 @@ kustomize: $(KUSTOMIZE)-$(KUSTOMIZE_VERSION) ## kustomize, versioned in bin/.
 	@ln -sf $(notdir $(KUSTOMIZE)-$(KUSTOMIZE_VERSION)) $(KUSTOMIZE)
 $(KUSTOMIZE)-$(KUSTOMIZE_VERSION): | $(LOCALBIN)
 	$(call go-install-tool,$(KUSTOMIZE),sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+
+.PHONY: helm
+helm: $(HELM)-$(HELM_VERSION) ## helm, versioned in bin/ (built from its Go module).
+	@ln -sf $(notdir $(HELM)-$(HELM_VERSION)) $(HELM)
+$(HELM)-$(HELM_VERSION): | $(LOCALBIN)
+	$(call go-install-tool,$(HELM),helm.sh/helm/v4/cmd/helm,$(HELM_VERSION))
 
 # go-install-tool installs package $(2) at version $(3) as $(1)-$(3).
 define go-install-tool
