@@ -17,6 +17,9 @@ endif
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
 
+# The Helm chart.
+CHART = config/helm/linkforge
+
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS ?= -s -w -X main.version=$(VERSION)
 
@@ -35,6 +38,11 @@ help: ## Display this help.
 manifests: controller-gen ## Generate the CRD and RBAC manifests.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=redirector-role paths="./internal/redirect/..." output:rbac:artifacts:config=config/rbac/redirector
+	@# The Helm chart renders the CRDs and the generated roles from copies (config/helm/chart_test.go checks them).
+	rm -f $(CHART)/files/crds/*.yaml
+	cp config/crd/bases/*.yaml $(CHART)/files/crds/
+	cp config/rbac/role.yaml $(CHART)/files/rbac/manager-role.yaml
+	cp config/rbac/redirector/role.yaml $(CHART)/files/rbac/redirector-role.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -56,7 +64,7 @@ envtest-assets: setup-envtest ## Find, download or build kube-apiserver and etcd
 ASSETS = $$(SETUP_ENVTEST=$(SETUP_ENVTEST) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh)
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets build ## Run unit, envtest and end-to-end tests.
+test: manifests generate fmt vet envtest-assets build helm ## Run unit, envtest and end-to-end tests.
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
 
 .PHONY: bench
