@@ -266,6 +266,11 @@ func helmBinary(t *testing.T, root string) string {
 	if _, err := os.Stat(helm); err != nil {
 		t.Fatalf("no %s: run `make helm` (make test does) to build the pinned helm", helm)
 	}
+	// Keep helm's repository cache, config and plugins out of $HOME.
+	home := t.TempDir()
+	for _, v := range []string{"HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"} {
+		t.Setenv(v, filepath.Join(home, v))
+	}
 	return helm
 }
 
