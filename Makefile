@@ -17,6 +17,9 @@ endif
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
 
+# The Helm chart.
+CHART = config/helm/linkforge
+
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS ?= -s -w -X main.version=$(VERSION)
 
@@ -35,6 +38,11 @@ help: ## Display this help.
 manifests: controller-gen ## Generate the CRD and RBAC manifests.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=redirector-role paths="./internal/redirect/..." output:rbac:artifacts:config=config/rbac/redirector
+	@# The Helm chart renders the CRDs and the generated roles from copies (config/helm/chart_test.go checks them).
+	rm -f $(CHART)/files/crds/*.yaml
+	cp config/crd/bases/*.yaml $(CHART)/files/crds/
+	cp config/rbac/role.yaml $(CHART)/files/rbac/manager-role.yaml
+	cp config/rbac/redirector/role.yaml $(CHART)/files/rbac/redirector-role.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -64,7 +72,7 @@ envtest-assets: setup-envtest ## Find, download or build kube-apiserver and etcd
 ASSETS = $$(SETUP_ENVTEST=$(SETUP_ENVTEST) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh)
 
 .PHONY: test
-test: manifests generate fmt vet lint envtest-assets build ## Run lint, unit, envtest and end-to-end tests.
+test: manifests generate fmt vet lint envtest-assets build helm ## Run lint, unit, envtest and end-to-end tests.
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
 
 .PHONY: bench
@@ -127,11 +135,13 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 SETUP_ENVTEST ?= $(LOCALBIN)/setup-envtest
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
+HELM ?= $(LOCALBIN)/helm
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 SETUP_ENVTEST_VERSION ?= v0.25.1
 KUSTOMIZE_VERSION ?= v5.7.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
+HELM_VERSION ?= v4.3.1
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION) ## controller-gen, versioned in bin/.
@@ -156,6 +166,12 @@ golangci-lint: $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION) ## golangci-lint, versi
 	@ln -sf $(notdir $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION)) $(GOLANGCI_LINT)
 $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION): | $(LOCALBIN)
 	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+
+.PHONY: helm
+helm: $(HELM)-$(HELM_VERSION) ## helm, versioned in bin/ (built from its Go module).
+	@ln -sf $(notdir $(HELM)-$(HELM_VERSION)) $(HELM)
+$(HELM)-$(HELM_VERSION): | $(LOCALBIN)
+	$(call go-install-tool,$(HELM),helm.sh/helm/v4/cmd/helm,$(HELM_VERSION))
 
 # go-install-tool installs package $(2) at version $(3) as $(1)-$(3).
 define go-install-tool

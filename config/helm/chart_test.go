@@ -1,0 +1,520 @@
+package chart
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/linkforge/linkforge/internal/testenv"
+)
+
+// The release that renders config/default's names: namePrefix linkforge-,
+// namespace linkforge-system.
+const (
+	release   = "linkforge"
+	namespace = "linkforge-system"
+)
+
+// helmLabels and helmAnnotations are the metadata the chart adds and
+// config/default does not; they are dropped before comparing.
+var (
+	helmLabels = []string{
+		"helm.sh/chart",
+		"app.kubernetes.io/managed-by",
+		"app.kubernetes.io/instance",
+		"app.kubernetes.io/version",
+	}
+	helmAnnotations = []string{"helm.sh/resource-policy"}
+)
+
+// object is one decoded manifest.
+type object = map[string]any
+
+// TestChartMatchesKustomize renders the chart and config/default and
+// compares the two object sets: the same objects (apiVersion, kind,
+// namespace, name) and, after normalizing, the same content, RBAC rules
+// included.
+func TestChartMatchesKustomize(t *testing.T) {
+	root := moduleRoot(t)
+	helm := helmBinary(t, root)
+	kubectl := kubectlBinary(t, root)
+	want := kustomizeBuild(t, kubectl, filepath.Join(root, "config", "default"))
+
+	t.Run("defaults", func(t *testing.T) {
+		// config/default makes the Namespace; the chart leaves it to
+		// `helm install` unless namespace.create is on (values.yaml says why).
+		withoutNS := map[string]object{}
+		for k, o := range want {
+			if o["kind"] != "Namespace" {
+				withoutNS[k] = o
+			}
+		}
+		compareSets(t, withoutNS, helmTemplate(t, helm, root))
+	})
+	t.Run("namespace.create", func(t *testing.T) {
+		compareSets(t, want, helmTemplate(t, helm, root, "--set", "namespace.create=true"))
+	})
+	t.Run("serviceMonitors", func(t *testing.T) {
+		// config/default with its ../prometheus line enabled.
+		withPrometheus := kustomizeBuild(t, kubectl, defaultWithPrometheus(t, root))
+		got := helmTemplate(t, helm, root, "--set", "namespace.create=true", "--set", "prometheus.serviceMonitor.enabled=true")
+		if n := countKind(got, "ServiceMonitor"); n != 2 {
+			t.Errorf("the chart renders %d ServiceMonitors with prometheus.serviceMonitor.enabled, want 2", n)
+		}
+		compareSets(t, withPrometheus, got)
+	})
+}
+
+// TestRBACRules compares the rules of every Role and ClusterRole by name,
+// unnormalized: the chart grants exactly what config/rbac grants.
+func TestRBACRules(t *testing.T) {
+	root := moduleRoot(t)
+	want := kustomizeBuild(t, kubectlBinary(t, root), filepath.Join(root, "config", "default"))
+	got := helmTemplate(t, helmBinary(t, root), root)
+	roles := func(set map[string]object) map[string]any {
+		rules := map[string]any{}
+		for _, o := range set {
+			if k := o["kind"]; k == "Role" || k == "ClusterRole" {
+				rules[fmt.Sprint(k, " ", name(o))] = o["rules"]
+			}
+		}
+		return rules
+	}
+	wantRules, gotRules := roles(want), roles(got)
+	if len(wantRules) == 0 {
+		t.Fatal("config/default has no roles")
+	}
+	for _, r := range sortedKeys(wantRules) {
+		if _, ok := gotRules[r]; !ok {
+			t.Errorf("the chart has no %s", r)
+		} else if !reflect.DeepEqual(wantRules[r], gotRules[r]) {
+			t.Errorf("%s: the chart's rules differ from config/rbac's:\n%s", r, strings.Join(diff("rules", wantRules[r], gotRules[r]), "\n"))
+		}
+	}
+	for _, r := range sortedKeys(gotRules) {
+		if _, ok := wantRules[r]; !ok {
+			t.Errorf("the chart has %s, config/default does not", r)
+		}
+	}
+}
+
+// TestCopiesMatchSources checks the chart's copies of the generated
+// manifests, which `make manifests` refreshes.
+func TestCopiesMatchSources(t *testing.T) {
+	root := moduleRoot(t)
+	chart := filepath.Join(root, "config", "helm", "linkforge")
+	pairs := map[string]string{
+		filepath.Join("config", "rbac", "role.yaml"):               filepath.Join(chart, "files", "rbac", "manager-role.yaml"),
+		filepath.Join("config", "rbac", "redirector", "role.yaml"): filepath.Join(chart, "files", "rbac", "redirector-role.yaml"),
+	}
+	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(crds) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases (%v)", err)
+	}
+	for _, c := range crds {
+		rel, _ := filepath.Rel(root, c)
+		pairs[rel] = filepath.Join(chart, "files", "crds", filepath.Base(c))
+	}
+	copies, _ := filepath.Glob(filepath.Join(chart, "files", "crds", "*.yaml"))
+	if len(copies) != len(crds) {
+		t.Errorf("%s/files/crds has %d files, config/crd/bases %d; run `make manifests`", chart, len(copies), len(crds))
+	}
+	for src, dst := range pairs {
+		a, err := os.ReadFile(filepath.Join(root, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(dst)
+		if err != nil {
+			t.Errorf("%v; run `make manifests`", err)
+			continue
+		}
+		if !bytes.Equal(a, b) {
+			rel, _ := filepath.Rel(root, dst)
+			t.Errorf("%s differs from %s; run `make manifests`", rel, src)
+		}
+	}
+}
+
+// TestLint runs helm lint --strict on the chart.
+func TestLint(t *testing.T) {
+	root := moduleRoot(t)
+	run(t, helmBinary(t, root), "lint", "--strict", filepath.Join(root, "config", "helm", "linkforge"))
+}
+
+// TestApplyToEnvtest applies the rendered chart (CRD included) to an envtest
+// API server with no CRD installed, checks every object exists and the
+// ServiceAccounts are granted what they need, then installs a second release
+// with `helm install`. No pods run in envtest; creating the objects is the test.
+func TestApplyToEnvtest(t *testing.T) {
+	root := moduleRoot(t)
+	helm := helmBinary(t, root)
+	kubectl := kubectlBinary(t, root)
+	kubeconfig := startControlPlane(t, root)
+	k := func(args ...string) string {
+		return run(t, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	}
+
+	rendered := filepath.Join(t.TempDir(), "linkforge.yaml")
+	out := run(t, helm, "template", release, filepath.Join(root, "config", "helm", "linkforge"),
+		"--namespace", namespace, "--set", "namespace.create=true", "--set", "baseURL=https://go.example.com")
+	if err := os.WriteFile(rendered, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k("apply", "--server-side", "-f", rendered)
+	names := strings.Fields(k("get", "-f", rendered, "-o", "name"))
+	set := parse(t, []byte(out))
+	if len(names) != len(set) {
+		t.Errorf("kubectl get -f found %d objects, the chart rendered %d:\n%s", len(names), len(set), strings.Join(names, "\n"))
+	}
+	k("wait", "--for=condition=Established", "--timeout=60s", "crd/shortlinks.linkforge.io")
+	k("apply", "-n", "default", "-f", filepath.Join(root, "config", "samples", "shortlink_plain.yaml"))
+
+	// The bindings work: each ServiceAccount may do what its role says.
+	for _, c := range []struct{ sa, verb, resource, ns, want string }{
+		{"linkforge-manager", "list", "shortlinks.linkforge.io", "default", "yes"},
+		{"linkforge-manager", "update", "shortlinks.linkforge.io --subresource=status", "default", "yes"},
+		{"linkforge-redirector", "patch", "shortlinks.linkforge.io --subresource=status", "default", "yes"},
+		{"linkforge-manager", "create", "leases.coordination.k8s.io", namespace, "yes"},
+		{"linkforge-manager", "create", "leases.coordination.k8s.io", "default", "no"},
+		{"linkforge-redirector", "watch", "shortlinks.linkforge.io", "default", "yes"},
+		{"linkforge-redirector", "list", "namespaces", "", "yes"},
+		{"linkforge-redirector", "delete", "shortlinks.linkforge.io", "default", "no"},
+	} {
+		args := append([]string{"--kubeconfig", kubeconfig, "auth", "can-i", c.verb}, strings.Fields(c.resource)...)
+		args = append(args, "--as", "system:serviceaccount:"+namespace+":"+c.sa)
+		if c.ns != "" {
+			args = append(args, "-n", c.ns)
+		}
+		got, _ := exec.Command(kubectl, args...).Output() // exits 1 on "no"
+		if strings.TrimSpace(string(got)) != c.want {
+			t.Errorf("%s may %s %s in %q: %q, want %q", c.sa, c.verb, c.resource, c.ns, strings.TrimSpace(string(got)), c.want)
+		}
+	}
+
+	// `helm install` of a second release beside the first: its own names,
+	// the CRD left to the first.
+	run(t, helm, "install", "demo", filepath.Join(root, "config", "helm", "linkforge"),
+		"--kubeconfig", kubeconfig, "--namespace", "demo", "--create-namespace", "--set", "crd.enable=false")
+	k("get", "-n", "demo", "deployment/demo-linkforge-manager", "deployment/demo-linkforge-redirector",
+		"service/demo-linkforge-redirector", "poddisruptionbudget/demo-linkforge-redirector")
+	k("get", "clusterrole/demo-linkforge-manager-role", "clusterrolebinding/demo-linkforge-redirector-rolebinding")
+	if status := run(t, helm, "status", "demo", "--kubeconfig", kubeconfig, "--namespace", "demo"); !strings.Contains(status, "STATUS: deployed") {
+		t.Errorf("helm status demo:\n%s", status)
+	}
+}
+
+// startControlPlane starts etcd and kube-apiserver without CRDs (the chart
+// brings its own) and returns the path of an admin kubeconfig.
+func startControlPlane(t *testing.T, root string) string {
+	t.Helper()
+	env, err := testenv.Environment(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.CRDDirectoryPaths = nil
+	env.ErrorIfCRDPathMissing = false
+	if _, err := env.Start(); err != nil {
+		t.Fatalf("starting envtest: %v", errors.Join(err, env.Stop()))
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	})
+	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// helmBinary is bin/helm, which `make helm` builds from helm.sh/helm/v4.
+func helmBinary(t *testing.T, root string) string {
+	t.Helper()
+	helm := filepath.Join(root, "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("no %s: run `make helm` (make test does) to build the pinned helm", helm)
+	}
+	// Keep helm's repository cache, config and plugins out of $HOME.
+	home := t.TempDir()
+	for _, v := range []string{"HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"} {
+		t.Setenv(v, filepath.Join(home, v))
+	}
+	return helm
+}
+
+// kubectlBinary is the kubectl on PATH, else the one hack/envtest-assets.sh
+// may have built beside kube-apiserver (as internal/devenv finds it).
+func kubectlBinary(t *testing.T, root string) string {
+	t.Helper()
+	if p, err := exec.LookPath("kubectl"); err == nil {
+		return p
+	}
+	if dir, err := testenv.AssetsDir(root); err == nil {
+		if p := filepath.Join(dir, "kubectl"); isFile(p) {
+			return p
+		}
+	}
+	t.Fatal("no kubectl on PATH (nor beside the envtest binaries); the chart tests compare with `kubectl kustomize`")
+	return ""
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
+func run(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", filepath.Base(bin), strings.Join(args, " "), err, out, stderr.Bytes())
+	}
+	return string(out)
+}
+
+func helmTemplate(t *testing.T, helm, root string, args ...string) map[string]object {
+	t.Helper()
+	args = append([]string{"template", release, filepath.Join(root, "config", "helm", "linkforge"), "--namespace", namespace}, args...)
+	return parse(t, []byte(run(t, helm, args...)))
+}
+
+func kustomizeBuild(t *testing.T, kubectl, dir string) map[string]object {
+	t.Helper()
+	return parse(t, []byte(run(t, kubectl, "kustomize", dir)))
+}
+
+// defaultWithPrometheus writes config/default's kustomization with the
+// ../prometheus line enabled into a temporary directory and returns it.
+func defaultWithPrometheus(t *testing.T, root string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(root, "config", "default", "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := string(src)
+	const off = "#- ../prometheus"
+	if !strings.Contains(k, off) {
+		t.Fatalf("config/default/kustomization.yaml has no %q line to enable", off)
+	}
+	dir := t.TempDir()
+	// kustomize takes no absolute paths of directories.
+	config, err := filepath.Rel(dir, filepath.Join(root, "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k = strings.Replace(k, off, "- ../prometheus", 1)
+	k = strings.ReplaceAll(k, "- ../", "- "+config+"/")
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// parse decodes a multi-document stream into objects keyed by
+// apiVersion, kind, namespace and name.
+func parse(t *testing.T, data []byte) map[string]object {
+	t.Helper()
+	set := map[string]object{}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var o object
+		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+			return set
+		} else if err != nil {
+			t.Fatalf("decoding manifests: %v", err)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		k := key(o)
+		if _, dup := set[k]; dup {
+			t.Fatalf("%s twice", k)
+		}
+		set[k] = o
+	}
+}
+
+func key(o object) string {
+	md, _ := o["metadata"].(map[string]any)
+	if ns, ok := md["namespace"]; ok {
+		return fmt.Sprintf("%v %v %v/%v", o["apiVersion"], o["kind"], ns, md["name"])
+	}
+	return fmt.Sprintf("%v %v %v", o["apiVersion"], o["kind"], md["name"])
+}
+
+func name(o object) string {
+	md, _ := o["metadata"].(map[string]any)
+	return fmt.Sprint(md["name"])
+}
+
+func countKind(set map[string]object, kind string) int {
+	n := 0
+	for _, o := range set {
+		if o["kind"] == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// compareSets fails for every object only one side has and every difference
+// in the objects both have, after normalizing both.
+func compareSets(t *testing.T, want, got map[string]object) {
+	t.Helper()
+	for _, k := range sortedKeys(want) {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("the chart does not render %s", k)
+			continue
+		}
+		if d := diff("", normalize(want[k]), normalize(g)); len(d) > 0 {
+			t.Errorf("%s differs (- config/default, + chart):\n%s", k, strings.Join(d, "\n"))
+		}
+	}
+	for _, k := range sortedKeys(got) {
+		if _, ok := want[k]; !ok {
+			t.Errorf("the chart renders %s, config/default does not", k)
+		}
+	}
+}
+
+// normalize returns a copy of o without the labels and annotations Helm
+// adds, with container args sorted (flag order does not matter) and env
+// sorted by name.
+func normalize(o object) object {
+	c := deepCopy(o)
+	md, _ := c["metadata"].(map[string]any)
+	for field, drop := range map[string][]string{"labels": helmLabels, "annotations": helmAnnotations} {
+		m, _ := md[field].(map[string]any)
+		for _, k := range drop {
+			delete(m, k)
+		}
+		if m != nil && len(m) == 0 {
+			delete(md, field)
+		}
+	}
+	if c["kind"] == "Deployment" {
+		spec, _ := c["spec"].(map[string]any)
+		tmpl, _ := spec["template"].(map[string]any)
+		pod, _ := tmpl["spec"].(map[string]any)
+		containers, _ := pod["containers"].([]any)
+		for _, ct := range containers {
+			ct, _ := ct.(map[string]any)
+			if args, ok := ct["args"].([]any); ok {
+				sort.Slice(args, func(i, j int) bool { return fmt.Sprint(args[i]) < fmt.Sprint(args[j]) })
+			}
+			if env, ok := ct["env"].([]any); ok {
+				sort.SliceStable(env, func(i, j int) bool {
+					return fmt.Sprint(env[i].(map[string]any)["name"]) < fmt.Sprint(env[j].(map[string]any)["name"])
+				})
+			}
+		}
+	}
+	return c
+}
+
+func deepCopy(o object) object {
+	b, err := json.Marshal(o)
+	if err != nil {
+		panic(err)
+	}
+	var c object
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// diff lists the paths where a and b differ.
+func diff(path string, a, b any) []string {
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		var out []string
+		keys := sortedKeys(av)
+		for k := range bv {
+			if _, ok := av[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			x, inA := av[k]
+			y, inB := bv[k]
+			switch {
+			case !inA:
+				out = append(out, fmt.Sprintf("+ %s.%s: %s", path, k, compact(y)))
+			case !inB:
+				out = append(out, fmt.Sprintf("- %s.%s: %s", path, k, compact(x)))
+			default:
+				out = append(out, diff(path+"."+k, x, y)...)
+			}
+		}
+		return out
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			break
+		}
+		var out []string
+		for i := range av {
+			out = append(out, diff(fmt.Sprintf("%s[%d]", path, i), av[i], bv[i])...)
+		}
+		return out
+	}
+	if reflect.DeepEqual(a, b) {
+		return nil
+	}
+	return []string{fmt.Sprintf("- %s: %s", path, compact(a)), fmt.Sprintf("+ %s: %s", path, compact(b))}
+}
+
+func compact(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,8 @@
+// Package chart holds the tests of the Helm chart in config/helm/linkforge:
+// with its default values the chart renders the same objects as
+// `kubectl kustomize config/default` (names, namespaces, labels, RBAC rules,
+// Deployments), its copies of the generated CRD and roles equal their sources,
+// and the rendered chart applies to an envtest API server.
+//
+// The tests run bin/helm, which `make helm` builds (`make test` does it first).
+package chart

@@ -1,0 +1,87 @@
+{{/*
+The chart name, for app.kubernetes.io/name.
+*/}}
+{{- define "linkforge.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every object's name, as namePrefix in config/default: the
+release name, with the chart name appended unless it is already in it. The
+release "linkforge" gives linkforge-manager, linkforge-redirector, ...
+*/}}
+{{- define "linkforge.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+chart-version, for helm.sh/chart.
+*/}}
+{{- define "linkforge.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels of every object: config/default's part-of label and Helm's own.
+*/}}
+{{- define "linkforge.commonLabels" -}}
+helm.sh/chart: {{ include "linkforge.chart" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- with .Chart.AppVersion }}
+app.kubernetes.io/version: {{ . | quote }}
+{{- end }}
+app.kubernetes.io/part-of: linkforge
+{{- end }}
+
+{{/*
+Labels of the namespaced objects and the roles: commonLabels and the name.
+*/}}
+{{- define "linkforge.labels" -}}
+{{ include "linkforge.commonLabels" . }}
+app.kubernetes.io/name: {{ include "linkforge.name" . }}
+{{- end }}
+
+{{/*
+Selector labels of a component's pods; call with
+(dict "ctx" $ "component" "manager"). Deployment selectors are immutable, so
+these equal config/default's: a release can take over a kustomize install.
+*/}}
+{{- define "linkforge.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "linkforge.name" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+Labels of a component's objects; call like selectorLabels.
+*/}}
+{{- define "linkforge.componentLabels" -}}
+{{ include "linkforge.commonLabels" .ctx }}
+{{ include "linkforge.selectorLabels" . }}
+{{- end }}
+
+{{/*
+The image of both Deployments.
+*/}}
+{{- define "linkforge.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/*
+The ServiceAccount names.
+*/}}
+{{- define "linkforge.managerServiceAccount" -}}
+{{ include "linkforge.fullname" . }}-manager
+{{- end }}
+{{- define "linkforge.redirectorServiceAccount" -}}
+{{ include "linkforge.fullname" . }}-redirector
+{{- end }}
