@@ -1,5 +1,6 @@
 // Command linkforge computes linkforge short codes offline, exactly as the
-// operator does (docs/algorithm.md), and imports links from other shorteners.
+// operator does (the algorithm is documented in package internal/shortcode),
+// and imports links from other shorteners.
 //
 //	linkforge code [-n NAMESPACE] [--salt N] URL...
 //	linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
