@@ -94,9 +94,11 @@ func (m *reaperMetrics) recordSweep(at time.Time, took time.Duration, queued int
 	m.sweeps.WithLabelValues(result).Inc()
 }
 
-// ReaperStats is the reaper's JSON summary, after the seed's cleanup stats,
-// read from its Prometheus metrics. A run is a sweep; totalReaped counts all
-// the reaper's deletes since the manager started, whatever queued them.
+// ReaperStats is the reaper's cleanup statistics as JSON (when it last ran,
+// how many links it deleted, how large the last batch was, how many runs
+// succeeded or failed and how long one takes), read from its Prometheus
+// metrics. A run is a sweep; totalReaped counts all the reaper's deletes since
+// the manager started, whatever queued them.
 type ReaperStats struct {
 	// LastRun is when the last sweep started (RFC 3339, UTC, whole seconds), or null.
 	LastRun *time.Time `json:"lastRun"`

@@ -59,7 +59,7 @@ type ShortLinkReconciler struct {
 	// shortcode.Codes; tests inject short codes to force collisions.
 	Codes func(canonical, namespace string) []string
 
-	recent recentHolds
+	expectations codeExpectations
 }
 
 // +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks,verbs=get;list;watch
@@ -201,19 +201,19 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 func (r *ShortLinkReconciler) decide(ctx context.Context, link *linkv1.ShortLink, canonical string, now time.Time) (claim.Decision, error) {
 	candidates := r.candidates(link, canonical)
 	self := r.claimLink(link, canonical)
-	r.recent.mu.Lock()
-	defer r.recent.mu.Unlock()
+	r.expectations.mu.Lock()
+	defer r.expectations.mu.Unlock()
 	rivals, err := r.rivals(ctx, link.Namespace, candidates)
 	if err != nil {
 		return claim.Decision{}, err
 	}
-	rivals = r.recent.lockedRivals(link.Namespace, candidates, rivals, now)
+	rivals = r.expectations.lockedExpectedHolders(link.Namespace, candidates, rivals, now)
 	d := claim.Decide(self, candidates, rivals)
 	self.Held, self.Confirmed = "", false
 	if d.Outcome != claim.Conflict {
 		self.Held, self.Confirmed = d.Code, d.Outcome == claim.Assigned
 	}
-	r.recent.lockedRecord(client.ObjectKeyFromObject(link), self, now)
+	r.expectations.lockedExpect(client.ObjectKeyFromObject(link), self, now)
 	return d, nil
 }
 
@@ -460,7 +460,7 @@ func (h *rivalsHandler) Update(ctx context.Context, e event.UpdateEvent, q workq
 }
 
 func (h *rivalsHandler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	h.r.recent.forget(client.ObjectKeyFromObject(e.Object))
+	h.r.expectations.deleteExpectations(client.ObjectKeyFromObject(e.Object))
 	h.enqueue(ctx, q, e.Object)
 }
 

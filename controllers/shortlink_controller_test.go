@@ -131,23 +131,23 @@ var _ = Describe("The ShortLink controller", func() {
 	It("reproduces every conformance vector's salt-0 code end to end", func() {
 		v, err := conformance.Load()
 		Expect(err).NotTo(HaveOccurred())
-		// The vectors' workspaces that are valid namespace names; this control
-		// plane is new for every test run, so the names are free.
+		// Only the vectors' namespaces that Kubernetes accepts as namespace
+		// names; this control plane is new for every test run, so they are free.
 		Expect(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}})).To(Succeed())
-		for _, ws := range []string{"default", "team-a"} {
-			runLinkManagers(ws, 1)
+		for _, ns := range []string{"default", "team-a"} {
+			runLinkManagers(ns, 1)
 		}
 		checked := 0
 		for i, vec := range v.Valid {
 			for _, c := range vec.Codes {
-				if c.Salt != 0 || (c.Workspace != "default" && c.Workspace != "team-a") {
+				if c.Salt != 0 || (c.Namespace != "default" && c.Namespace != "team-a") {
 					continue
 				}
 				name := fmt.Sprintf("vector-%02d", i)
-				Expect(k8sClient.Create(suiteCtx, newLink(c.Workspace, name, vec.URL))).To(Succeed())
-				l := eventuallyReady(c.Workspace, name)
+				Expect(k8sClient.Create(suiteCtx, newLink(c.Namespace, name, vec.URL))).To(Succeed())
+				l := eventuallyReady(c.Namespace, name)
 				Expect(l.Status.CanonicalURL).To(Equal(vec.Canonical), "vector %q", vec.URL)
-				Expect(l.Status.Code).To(Equal(c.Code), "vector %q in %s", vec.URL, c.Workspace)
+				Expect(l.Status.Code).To(Equal(c.Code), "vector %q in %s", vec.URL, c.Namespace)
 				checked++
 			}
 		}

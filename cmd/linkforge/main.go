@@ -1,5 +1,6 @@
 // Command linkforge computes linkforge short codes offline, exactly as the
-// operator does (docs/algorithm.md), and imports links from other shorteners.
+// operator does (the algorithm is documented in package internal/shortcode),
+// and imports links from other shorteners.
 //
 //	linkforge code [-n NAMESPACE] [--salt N] URL...
 //	linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
@@ -64,7 +65,7 @@ func runCode(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("linkforge code", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	namespace := "default"
-	fs.StringVar(&namespace, "n", namespace, "namespace (the workspace of the code)")
+	fs.StringVar(&namespace, "n", namespace, "namespace the code is computed in")
 	fs.StringVar(&namespace, "namespace", namespace, "same as -n")
 	salt := fs.Int("salt", 0, fmt.Sprintf("retry salt, 0-%d", shortcode.MaxSalt))
 	fs.Usage = func() {

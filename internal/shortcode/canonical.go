@@ -1,8 +1,3 @@
-// Package shortcode implements the linkforge short-code algorithm of
-// docs/algorithm.md: URL canonicalization, the hash input and the Base58 code.
-//
-// It is pure (no I/O, no Kubernetes imports) so that the controller, the
-// redirector and the CLI compute exactly the same codes.
 package shortcode
 
 import (
@@ -77,11 +72,12 @@ func makeCharset(extra string) *charset {
 var (
 	// unreserved is RFC 3986 unreserved; triplets encoding these are decoded.
 	unreserved = makeCharset("-._~")
-	// pathAllowed: unreserved, sub-delims, ':' and '@' (algorithm.md 6.2).
+	// pathAllowed: unreserved, sub-delims, ':' and '@' (path rule 6.2 of the
+	// package doc).
 	// '%' is absent on purpose: it is handled as a triplet or encoded.
 	pathAllowed = makeCharset("-._~!$&'()*+,;=:@/")
 	// queryAllowed: as the path, without '&' (the separator) and with '?'
-	// (algorithm.md 7.2).
+	// (query rule 7.2 of the package doc).
 	queryAllowed = makeCharset("-._~!$'()*+,;=:@/?")
 	// hostAllowed: what a registered name may hold after lower-casing/IDNA.
 	hostAllowed = makeCharset(".-_")
@@ -95,8 +91,8 @@ const upperHex = "0123456789ABCDEF"
 // canonicalizing an already canonical URL allocates nothing.
 const stackBuf = 512
 
-// Canonicalize returns the canonical form of raw per algorithm.md section 1,
-// or an *InvalidURLError.
+// Canonicalize returns the canonical form of raw per the Canonicalization
+// section of the package doc, or an *InvalidURLError.
 func Canonicalize(raw string) (string, error) {
 	// 1. Trim.
 	s := strings.TrimSpace(raw)
@@ -206,8 +202,8 @@ func controlName(c byte) string {
 	return fmt.Sprintf("0x%02X", c)
 }
 
-// appendAuthority validates the authority (algorithm.md step 5) and appends
-// host [":" port] in canonical form.
+// appendAuthority validates the authority (Canonicalization step 5 of the
+// package doc) and appends host [":" port] in canonical form.
 func appendAuthority(out []byte, raw, authority, scheme string) ([]byte, error) {
 	// Any '@' means userinfo: the authority ends before '/', '?' and '#', so
 	// an '@' here can only be a userinfo delimiter.

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// canonicalCases hold, per rule of algorithm.md section 1, inputs beyond the
-// conformance vectors. want is the canonical URL; reason, when set, is the
-// expected InvalidURLError reason instead.
+// canonicalCases hold, per Canonicalization rule of the package doc, inputs
+// beyond the conformance vectors. want is the canonical URL; reason, when set,
+// is the expected InvalidURLError reason instead.
 var canonicalCases = []struct {
 	rule, in, want, reason string
 }{

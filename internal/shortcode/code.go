@@ -20,17 +20,17 @@ const (
 	digits128 = 22
 )
 
-// HashInput is the SHA-256 input of algorithm.md section 2:
-// canonical "|" workspace, plus "|" salt for salts other than 0.
+// HashInput is the SHA-256 input (Hash input in the package doc):
+// canonical "|" namespace, plus "|" salt for salts other than 0.
 // Salts are 0..MaxSalt; other values are written in decimal all the same.
-func HashInput(canonical, workspace string, salt int) string {
-	return string(appendHashInput(nil, canonical, workspace, salt))
+func HashInput(canonical, namespace string, salt int) string {
+	return string(appendHashInput(nil, canonical, namespace, salt))
 }
 
-func appendHashInput(b []byte, canonical, workspace string, salt int) []byte {
+func appendHashInput(b []byte, canonical, namespace string, salt int) []byte {
 	b = append(b, canonical...)
 	b = append(b, '|')
-	b = append(b, workspace...)
+	b = append(b, namespace...)
 	if salt != 0 {
 		b = appendSalt(b, salt)
 	}
@@ -42,22 +42,22 @@ func appendSalt(b []byte, salt int) []byte {
 	return strconv.AppendInt(append(b, '|'), int64(salt), 10)
 }
 
-// Code is the short code of a canonical URL in a workspace at a salt
-// (algorithm.md section 3).
-func Code(canonical, workspace string, salt int) string {
+// Code is the short code of a canonical URL in a namespace at a salt
+// (Code derivation in the package doc).
+func Code(canonical, namespace string, salt int) string {
 	var buf [stackBuf]byte // the hash input stays on the stack for typical URLs
-	c := codeOf(sha256.Sum256(appendHashInput(buf[:0], canonical, workspace, salt)))
+	c := codeOf(sha256.Sum256(appendHashInput(buf[:0], canonical, namespace, salt)))
 	return string(c[:])
 }
 
 // Codes returns the codes for salts 0..MaxSalt, in salt order.
-func Codes(canonical, workspace string) [MaxSalt + 1]string {
+func Codes(canonical, namespace string) [MaxSalt + 1]string {
 	var buf [stackBuf]byte
-	base := appendHashInput(buf[:0], canonical, workspace, 0)
+	base := appendHashInput(buf[:0], canonical, namespace, 0)
 	n := len(base)
 	var all [(MaxSalt + 1) * Length]byte
 	for salt := 0; salt <= MaxSalt; salt++ {
-		// The canonical|workspace prefix is built once; each salt adds its suffix.
+		// The canonical|namespace prefix is built once; each salt adds its suffix.
 		in := base[:n]
 		if salt != 0 {
 			in = appendSalt(in, salt)

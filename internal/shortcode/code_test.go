@@ -10,7 +10,7 @@ import (
 
 func TestHashInput(t *testing.T) {
 	tests := []struct {
-		canonical, workspace string
+		canonical, namespace string
 		salt                 int
 		want                 string
 	}{
@@ -22,14 +22,14 @@ func TestHashInput(t *testing.T) {
 		{"http://x.test/", "ns", 10, "http://x.test/|ns|10"}, // out of range, still decimal
 	}
 	for _, tc := range tests {
-		if got := HashInput(tc.canonical, tc.workspace, tc.salt); got != tc.want {
-			t.Errorf("HashInput(%q, %q, %d) = %q, want %q", tc.canonical, tc.workspace, tc.salt, got, tc.want)
+		if got := HashInput(tc.canonical, tc.namespace, tc.salt); got != tc.want {
+			t.Errorf("HashInput(%q, %q, %d) = %q, want %q", tc.canonical, tc.namespace, tc.salt, got, tc.want)
 		}
 	}
 }
 
-// refCode is an independent, slow implementation of algorithm.md section 3
-// with math/big, to check the fast one.
+// refCode is an independent, slow implementation of the Code derivation of the
+// package doc with math/big, to check the fast one.
 func refCode(input string) string {
 	sum := sha256.Sum256([]byte(input))
 	return refBase58(new(big.Int).SetBytes(sum[:16]))
@@ -106,7 +106,7 @@ func be64(b []byte) uint64 {
 }
 
 func TestCode(t *testing.T) {
-	// The example of algorithm.md section 3.
+	// The example of Code derivation in the package doc.
 	if got := Code("http://example.com/path", "ws_abc123", 0); got != "WhpJT5u5Ka" {
 		t.Errorf("salt 0: got %q, want WhpJT5u5Ka", got)
 	}
@@ -114,10 +114,10 @@ func TestCode(t *testing.T) {
 		t.Errorf("salt 1: got %q, want 3Rg3B7UopT", got)
 	}
 	for _, c := range []string{"http://x.test/", "https://example.com/" + strings.Repeat("a", 3000)} {
-		for _, ws := range []string{"default", "", "team-a"} {
+		for _, ns := range []string{"default", "", "team-a"} {
 			for salt := 0; salt <= MaxSalt; salt++ {
-				if got, want := Code(c, ws, salt), refCode(HashInput(c, ws, salt)); got != want {
-					t.Errorf("Code(%q, %q, %d) = %q, want %q", c[:min(len(c), 40)], ws, salt, got, want)
+				if got, want := Code(c, ns, salt), refCode(HashInput(c, ns, salt)); got != want {
+					t.Errorf("Code(%q, %q, %d) = %q, want %q", c[:min(len(c), 40)], ns, salt, got, want)
 				}
 			}
 		}
@@ -142,6 +142,6 @@ func TestCodes(t *testing.T) {
 		}
 	}
 	if Codes("http://x.test/", "a") == Codes("http://x.test/", "b") {
-		t.Error("codes do not depend on the workspace")
+		t.Error("codes do not depend on the namespace")
 	}
 }

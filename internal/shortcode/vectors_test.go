@@ -30,11 +30,11 @@ func TestVectorsValid(t *testing.T) {
 			t.Errorf("vector %q has no codes", v.URL)
 		}
 		for _, c := range v.Codes {
-			if code := Code(v.Canonical, c.Workspace, c.Salt); code != c.Code {
-				t.Errorf("Code(%q, %q, %d) = %q, want %q", v.Canonical, c.Workspace, c.Salt, code, c.Code)
+			if code := Code(v.Canonical, c.Namespace, c.Salt); code != c.Code {
+				t.Errorf("Code(%q, %q, %d) = %q, want %q", v.Canonical, c.Namespace, c.Salt, code, c.Code)
 			}
-			if code := Codes(v.Canonical, c.Workspace)[c.Salt]; code != c.Code {
-				t.Errorf("Codes(%q, %q)[%d] = %q, want %q", v.Canonical, c.Workspace, c.Salt, code, c.Code)
+			if code := Codes(v.Canonical, c.Namespace)[c.Salt]; code != c.Code {
+				t.Errorf("Codes(%q, %q)[%d] = %q, want %q", v.Canonical, c.Namespace, c.Salt, code, c.Code)
 			}
 		}
 	}

@@ -18,16 +18,18 @@ type Vectors struct {
 	Invalid []Invalid `json:"invalid"`
 }
 
-// Valid is a URL, its canonical form and its codes in some workspaces and salts.
+// Valid is a URL, its canonical form and its codes in some namespaces and salts.
 type Valid struct {
 	URL       string `json:"url"`
 	Canonical string `json:"canonical"`
 	Codes     []Code `json:"codes"`
 }
 
-// Code is the code of a canonical URL in a workspace at a salt.
+// Code is the code of a canonical URL in a namespace at a salt.
 type Code struct {
-	Workspace string `json:"workspace"`
+	// Namespace is the namespace name in the hash input. The JSON key is
+	// the one of the shared vectors file, which is copied verbatim.
+	Namespace string `json:"workspace"`
 	Salt      int    `json:"salt"`
 	Code      string `json:"code"`
 }
