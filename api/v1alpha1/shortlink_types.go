@@ -279,4 +279,3 @@ type ShortLinkList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ShortLink `json:"items"`
 }
-

@@ -35,7 +35,7 @@ func freeAddr(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
@@ -57,7 +57,7 @@ func start(t *testing.T, bin string, args ...string) *proc {
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
-			<-p.done
+			t.Logf("killed after the test: %v", <-p.done)
 		}
 	})
 	return p

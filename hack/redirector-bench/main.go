@@ -90,6 +90,6 @@ func run() error {
 	go func() { _ = runSynthetic(ctx, r, *links, *nss) }()
 	probes := &http.Server{Addr: *probeAddr, Handler: r.ProbeHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = probes.ListenAndServe() }()
-	defer probes.Close()
+	defer func() { _ = probes.Close() }()
 	return srv.Start(ctx)
 }

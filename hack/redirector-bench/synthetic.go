@@ -79,11 +79,11 @@ func syntheticLink(i, nss int, created time.Time) *linkv1.ShortLink {
 			ManagedFields: []metav1.ManagedFieldsEntry{{
 				Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate,
 				APIVersion: "linkforge.io/v1alpha1", Time: &ts, FieldsType: "FieldsV1",
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}},"f:labels":{".":{},"f:app.kubernetes.io/part-of":{}}},"f:spec":{".":{},"f:redirectStatus":{},"f:url":{}}}`)},
+				FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}},"f:labels":{".":{},"f:app.kubernetes.io/part-of":{}}},"f:spec":{".":{},"f:redirectStatus":{},"f:url":{}}}`),
 			}, {
 				Manager: "linkforge-manager", Operation: metav1.ManagedFieldsOperationUpdate,
 				APIVersion: "linkforge.io/v1alpha1", Time: &ts, FieldsType: "FieldsV1", Subresource: "status",
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{".":{},"f:canonicalURL":{},"f:code":{},"f:conditions":{".":{},"k:{\"type\":\"Ready\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:observedGeneration":{},"f:shortURL":{}}}`)},
+				FieldsV1: metav1.NewFieldsV1(`{"f:status":{".":{},"f:canonicalURL":{},"f:code":{},"f:conditions":{".":{},"k:{\"type\":\"Ready\"}":{".":{},"f:lastTransitionTime":{},"f:message":{},"f:observedGeneration":{},"f:reason":{},"f:status":{},"f:type":{}}},"f:observedGeneration":{},"f:shortURL":{}}}`),
 			}},
 		},
 		Spec: linkv1.ShortLinkSpec{URL: url, RedirectStatus: 302},

@@ -102,7 +102,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "all ten salts taken: conflict names the salt-0 blocker", self: self, candidates: hashed,
 			rivals: func() []Link {
-				var r []Link
+				r := make([]Link, 0, len(hashed))
 				for i, c := range hashed {
 					r = append(r, Link{Name: "r" + c, Created: at(i), Target: "R" + c, Held: c, Confirmed: true})
 				}

@@ -115,7 +115,8 @@ func (l linkStatus) condition(typ string) string {
 }
 
 // readyCode applies a link and waits until every replica redirects it.
-func (u *usesEnv) readyCode(g *WithT, ns, name, spec string) string {
+func (u *usesEnv) readyCode(g *WithT, name, spec string) string {
+	const ns = "uses"
 	u.applyYAML(fmt.Sprintf("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: %s, namespace: %s}\nspec: %s\n", name, ns, spec))
 	var code string
 	g.Eventually(func(g Gomega) {
@@ -194,7 +195,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 
 	t.Run("an unlimited link counts every GET exactly, HEAD not at all", func(t *testing.T) {
 		g := newG(t)
-		code := u.readyCode(g, "uses", "plain", "{url: https://example.com/plain}")
+		code := u.readyCode(g, "plain", "{url: https://example.com/plain}")
 		path := "/uses/" + code
 		for i := range 900 {
 			g.Expect(u.hit(i, path)).To(Equal(http.StatusFound))
@@ -216,7 +217,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 
 	t.Run("maxUses 40 under a burst of 400 over three replicas: never more than 40, then exactly 40", func(t *testing.T) {
 		g := newG(t)
-		code := u.readyCode(g, "uses", "forty", "{url: https://example.com/forty, maxUses: 40}")
+		code := u.readyCode(g, "forty", "{url: https://example.com/forty, maxUses: 40}")
 		path := "/uses/" + code
 		got := u.burst(400, path)
 		t.Logf("burst answers: %v", got)
@@ -254,7 +255,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 
 	t.Run("quota an idle replica reserved comes back to the others within a lease", func(t *testing.T) {
 		g := newG(t)
-		code := u.readyCode(g, "uses", "idle", "{url: https://example.com/idle, maxUses: 10}")
+		code := u.readyCode(g, "idle", "{url: https://example.com/idle, maxUses: 10}")
 		defer func() {
 			if t.Failed() {
 				out, _ := u.kubectl("get", "shortlink", "-n", "uses", "idle", "-o", "yaml")
@@ -278,7 +279,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 
 	t.Run("maxUses 1: exactly one redirect across three replicas under 100 concurrent GETs", func(t *testing.T) {
 		g := newG(t)
-		code := u.readyCode(g, "uses", "once", "{url: https://example.com/once, maxUses: 1}")
+		code := u.readyCode(g, "once", "{url: https://example.com/once, maxUses: 1}")
 		got := u.burst(100, "/uses/"+code)
 		t.Logf("answers: %v", got)
 		g.Expect(got[http.StatusFound]).To(Equal(1))
@@ -290,7 +291,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 
 	t.Run("a replica SIGKILLed mid-burst never lets a link serve more than maxUses", func(t *testing.T) {
 		g := newG(t)
-		code := u.readyCode(g, "uses", "killed", "{url: https://example.com/killed, maxUses: 30}")
+		code := u.readyCode(g, "killed", "{url: https://example.com/killed, maxUses: 30}")
 		path := "/uses/" + code
 		var redirects atomic.Int64
 		var wg sync.WaitGroup
@@ -325,8 +326,8 @@ func TestUsesAcrossReplicas(t *testing.T) {
 
 	t.Run("a paused API server: unlimited links keep redirecting and their counts arrive after; limited links 503, never over", func(t *testing.T) {
 		g := newG(t)
-		plain := u.readyCode(g, "uses", "steady", "{url: https://example.com/steady}")
-		limited := u.readyCode(g, "uses", "scarce", "{url: https://example.com/scarce, maxUses: 500}")
+		plain := u.readyCode(g, "steady", "{url: https://example.com/steady}")
+		limited := u.readyCode(g, "scarce", "{url: https://example.com/scarce, maxUses: 500}")
 		pid, err := cp.APIServerPID()
 		g.Expect(err).NotTo(HaveOccurred())
 		// Reserve some quota on every replica before the pause.

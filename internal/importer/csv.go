@@ -37,16 +37,19 @@ type columnSet struct {
 	documented    string // the documented column names, for messages
 }
 
+// headerURL is the column of the target URL, in linkforge's CSV and YOURLS'.
+const headerURL = "url"
+
 // genericColumns is linkforge's own CSV: url,code,expires,max_uses.
 var genericColumns = columnSet{
 	format: "linkforge CSV",
 	columns: map[string]column{
-		"url":     columnURL,
+		headerURL: columnURL,
 		"code":    columnCode,
 		"expires": columnExpires,
 		"maxuses": columnMaxUses,
 	},
-	required:      []string{"url"},
+	required:      []string{headerURL},
 	strictUnknown: true,
 	documented:    "url, code, expires, max_uses",
 }
@@ -58,13 +61,13 @@ var yourlsColumns = columnSet{
 	format: "YOURLS",
 	columns: map[string]column{
 		"keyword":   columnCode,
-		"url":       columnURL,
+		headerURL:   columnURL,
 		"title":     columnIgnored,
 		"timestamp": columnIgnored,
 		"ip":        columnIgnored,
 		"clicks":    columnIgnored,
 	},
-	required:   []string{"keyword", "url"},
+	required:   []string{"keyword", headerURL},
 	documented: "keyword, url, title, timestamp, ip, clicks",
 }
 

@@ -205,7 +205,7 @@ func Detect(data []byte) (Format, error) {
 		return FormatYOURLS, nil
 	case names["shortcode"] || names["longurl"]:
 		return FormatShlink, nil
-	case names["url"]:
+	case names[headerURL]:
 		return FormatCSV, nil
 	}
 	return "", fmt.Errorf("cannot tell the format: tried JSON (it does not start with { or [) and CSV, whose header %q has no url column (linkforge CSV), no keyword column (YOURLS) and no shortCode or longUrl column (Shlink); fix the header or pass --format", header)

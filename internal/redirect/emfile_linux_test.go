@@ -50,7 +50,7 @@ func emfileHelper() {
 	if err := s.Listen(); err != nil {
 		panic(err)
 	}
-	os.Stdout.WriteString(s.Addr().String() + "\n")
+	_, _ = os.Stdout.WriteString(s.Addr().String() + "\n")
 	_ = s.Start(context.Background())
 }
 
@@ -74,7 +74,7 @@ func TestOutOfFileDescriptors(t *testing.T) {
 
 	// More connections than descriptors: the kernel completes them and
 	// queues those the server cannot accept.
-	var held []net.Conn
+	held := make([]net.Conn, 0, 2*emfileLimit)
 	for range 2 * emfileLimit {
 		c, err := net.Dial("tcp", addr)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -86,7 +86,7 @@ func TestOutOfFileDescriptors(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
 		if _, err := c.Write([]byte("GET /ns/a HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
 			return err

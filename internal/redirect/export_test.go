@@ -45,7 +45,7 @@ func (r *Redirector) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusTeapot)
 		return
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}

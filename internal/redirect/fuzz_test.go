@@ -66,7 +66,7 @@ func FuzzServe(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Write(input); err != nil {
 			return // the server may close on a bad request before reading it all

@@ -146,19 +146,23 @@ func link(ns, name, code, url string, mut ...func(*linkv1.ShortLink)) *linkv1.Sh
 	return l
 }
 
-// withReady sets the Ready condition and the typed status fields the
-// controller writes with it (the redirector reads only the latter).
-func withReady(status metav1.ConditionStatus, reason string) func(*linkv1.ShortLink) {
+// decided sets what the controller writes for a decision with the given
+// Ready reason: the condition, for people, and the typed fields the
+// redirector reads (confirmedGeneration, finishedAt).
+func decided(reason string) func(*linkv1.ShortLink) {
 	return func(l *linkv1.ShortLink) {
-		l.Status.Conditions = []metav1.Condition{{Type: linkv1.ConditionReady, Status: status, Reason: reason}}
+		ready := metav1.ConditionFalse
 		l.Status.ConfirmedGeneration, l.Status.FinishedAt = 0, nil
 		switch reason {
 		case linkv1.ReasonCodeAssigned:
+			ready = metav1.ConditionTrue
 			l.Status.ConfirmedGeneration = l.Generation
 		case linkv1.ReasonExpired, linkv1.ReasonExhausted:
+			ready = metav1.ConditionTrue // finished, as its spec asks
 			l.Status.ConfirmedGeneration = l.Generation
 			l.Status.FinishedAt = &metav1.Time{Time: epoch.Add(-time.Minute)}
 		}
+		l.Status.Conditions = []metav1.Condition{{Type: linkv1.ConditionReady, Status: ready, Reason: reason}}
 	}
 }
 
@@ -236,9 +240,9 @@ func handlerLinks(h *harness) {
 		l.Spec.RedirectStatus = 308
 		l.Spec.ExpiresAt = ptr.To(metav1.NewTime(epoch.Add(10 * time.Minute)))
 	}))
-	h.add(link(ns, "said-expired", "saidexp", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonExpired)))
-	h.add(link(ns, "pending", "pending", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonProgressing)))
-	h.add(link(ns, "conflict", "conflict", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonCodeConflict)))
+	h.add(link(ns, "said-expired", "saidexp", "https://example.com/x", decided(linkv1.ReasonExpired)))
+	h.add(link(ns, "pending", "pending", "https://example.com/x", decided(linkv1.ReasonProgressing)))
+	h.add(link(ns, "conflict", "conflict", "https://example.com/x", decided(linkv1.ReasonCodeConflict)))
 	h.add(link(ns, "unconfirmed", "noready", "https://example.com/x", func(l *linkv1.ShortLink) { l.Status.Conditions, l.Status.ConfirmedGeneration = nil, 0 }))
 	h.add(link("team-b", "docs", "docs", "https://example.com/b-docs"))
 	h.add(link("team-c", "docs", "docs", "https://example.com/c-docs"))
@@ -335,7 +339,7 @@ func TestTombstones(t *testing.T) {
 	// A new link taking the code replaces a tombstone.
 	h.add(exp)
 	h.clock.Step(-24 * time.Hour)
-	h.del(link("ns", "old", "gone", "https://example.com/x", withReady(metav1.ConditionFalse, linkv1.ReasonExpired)))
+	h.del(link("ns", "old", "gone", "https://example.com/x", decided(linkv1.ReasonExpired)))
 	check(t, "finished by the controller, deleted", h.do("GET", "", "/ns/gone"), want{410, "", "no-store", "", "Gone"}, false)
 	h.add(link("ns", "new", "gone", "https://example.com/new"))
 	check(t, "new holder over a tombstone", h.do("GET", "", "/ns/gone"), want{302, "https://example.com/new", "private, no-cache", "", "Found"}, false)
@@ -351,7 +355,7 @@ func TestUpdates(t *testing.T) {
 	h.update(v2, v3)
 	check(t, "code change: old code", h.do("GET", "", "/ns/code1"), want{404, "", "no-store", "", ""}, false)
 	check(t, "code change: new code", h.do("GET", "", "/ns/code2"), want{302, "https://example.com/v3", "private, no-cache", "", ""}, false)
-	v4 := link("ns", "a", "code2", "https://example.com/v3", rv("4"), withReady(metav1.ConditionFalse, linkv1.ReasonCodeConflict))
+	v4 := link("ns", "a", "code2", "https://example.com/v3", rv("4"), decided(linkv1.ReasonCodeConflict))
 	h.update(v3, v4)
 	check(t, "hold lost", h.do("GET", "", "/ns/code2"), want{404, "", "no-store", "", ""}, false)
 	if h.r.Index().Links() != 0 {
@@ -384,7 +388,7 @@ func TestTwoHoldersServeTheWinner(t *testing.T) {
 func TestUnconfirmedHolderNotServed(t *testing.T) {
 	h := newHarness(t)
 	pending := link("ns", "older-pending", "c", "https://example.com/pending",
-		created(epoch.Add(-3*time.Hour)), withReady(metav1.ConditionFalse, linkv1.ReasonProgressing))
+		created(epoch.Add(-3*time.Hour)), decided(linkv1.ReasonProgressing))
 	h.add(pending)
 	check(t, "only an unconfirmed holder", h.do("GET", "", "/ns/c"), want{404, "", "no-store", "", ""}, false)
 	h.add(link("ns", "confirmed", "c", "https://example.com/confirmed"))

@@ -14,23 +14,29 @@ type metrics struct {
 	accessLogDropped prometheus.Counter
 }
 
+// The names of the redirector's metrics: linkforge_redirector_*.
+const (
+	metricsNamespace = "linkforge"
+	metricsSubsystem = "redirector"
+)
+
 func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains) *metrics {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "linkforge",
-		Subsystem: "redirector",
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
 		Name:      "requests_total",
 		Help:      "Requests answered by the redirector, by status class (2xx, 3xx, 4xx, 5xx).",
 	}, []string{"code"})
 	m := &metrics{
 		accessLogDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "linkforge",
-			Subsystem: "redirector",
+			Namespace: metricsNamespace,
+			Subsystem: metricsSubsystem,
 			Name:      "access_log_dropped_total",
 			Help:      "Access-log lines dropped because the log output could not keep up (requests are never held up for the access log).",
 		}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "linkforge",
-			Subsystem: "redirector",
+			Namespace: metricsNamespace,
+			Subsystem: metricsSubsystem,
 			Name:      "request_duration_seconds",
 			Help:      "Time the redirector spent answering a request, from handler entry to the last byte handed to the connection.",
 			Buckets:   []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1},
@@ -45,20 +51,20 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains) *metric
 	}
 	reg.MustRegister(requests, m.latency, m.accessLogDropped,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: "linkforge",
-			Subsystem: "redirector",
+			Namespace: metricsNamespace,
+			Subsystem: metricsSubsystem,
 			Name:      "index_links",
 			Help:      "Namespace/code pairs the redirector serves from its index.",
 		}, func() float64 { return float64(idx.Links()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: "linkforge",
-			Subsystem: "redirector",
+			Namespace: metricsNamespace,
+			Subsystem: metricsSubsystem,
 			Name:      "index_tombstones",
 			Help:      "Codes of deleted finished links that still answer 410 Gone.",
 		}, func() float64 { return float64(idx.Tombstones()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace: "linkforge",
-			Subsystem: "redirector",
+			Namespace: metricsNamespace,
+			Subsystem: metricsSubsystem,
 			Name:      "domains",
 			Help:      "Hosts served from a namespace's linkforge.io/domain annotation.",
 		}, func() float64 { return float64(domains.Len()) }),

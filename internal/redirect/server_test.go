@@ -228,6 +228,13 @@ func TestServerProtocol(t *testing.T) {
 		})
 	}
 
+}
+
+// TestServerHeadsAndVersions: heads up to the limit, and the HTTP versions
+// and connection options of RFC 9112.
+func TestServerHeadsAndVersions(t *testing.T) {
+	_, s, _ := serverHarness(t)
+
 	// Defect 7: the epoll server refused heads over 8 KiB (431) and HTTP/1.2
 	// to 1.9 (400).
 	t.Run("a 16 KiB head is accepted", func(t *testing.T) {

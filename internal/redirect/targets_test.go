@@ -71,7 +71,7 @@ func rawAnswer(t *testing.T, addr, method, host, target string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write([]byte(method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n")); err != nil {
 		t.Fatal(err)

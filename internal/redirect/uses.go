@@ -674,7 +674,7 @@ type usesMetrics struct {
 
 func newUsesMetrics(reg prometheus.Registerer) *usesMetrics {
 	opts := func(name, help string) prometheus.Opts {
-		return prometheus.Opts{Namespace: "linkforge", Subsystem: "redirector", Name: name, Help: help}
+		return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
 	}
 	m := &usesMetrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_writes_total",

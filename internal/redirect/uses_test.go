@@ -67,8 +67,10 @@ func TestUseCounterTake(t *testing.T) {
 	}
 	c.quota.Store(2)
 	c.leaseEnd.Store(now + int64(time.Second))
-	if !c.take(now) || !c.take(now) {
-		t.Fatal("did not serve its quota")
+	for i := range 2 {
+		if !c.take(now) {
+			t.Fatalf("did not serve use %d of its quota of 2", i+1)
+		}
 	}
 	if c.take(now) {
 		t.Fatal("served beyond its quota")

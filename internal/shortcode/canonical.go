@@ -274,6 +274,12 @@ func appendAuthority(out []byte, raw, authority, scheme string) ([]byte, error) 
 		}
 	}
 
+	return appendPort(out, raw, port, scheme)
+}
+
+// appendPort validates the port of the authority and appends ":port" unless
+// it is empty or the scheme's default.
+func appendPort(out []byte, raw, port, scheme string) ([]byte, error) {
 	if port == "" {
 		return out, nil // "host:" means the default port
 	}
