@@ -28,36 +28,43 @@ type reaperMetrics struct {
 	lastBatch     prometheus.Gauge
 }
 
+
+// The names of the reaper's metrics: linkforge_reaper_*.
+const (
+	reaperMetricsNamespace = "linkforge"
+	reaperMetricsSubsystem = "reaper"
+)
+
 func newReaperMetrics() *reaperMetrics {
 	return &reaperMetrics{
 		reaped: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "linkforge", Subsystem: "reaper", Name: "reaped_total",
+			Namespace: reaperMetricsNamespace, Subsystem: reaperMetricsSubsystem, Name: "reaped_total",
 			Help: "Finished ShortLinks the reaper deleted.",
 		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "linkforge", Subsystem: "reaper", Name: "failures_total",
+			Namespace: reaperMetricsNamespace, Subsystem: reaperMetricsSubsystem, Name: "failures_total",
 			Help: "Failed reads or deletes of the reaper. Precondition conflicts are not failures.",
 		}),
 		deletionLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "linkforge", Subsystem: "reaper", Name: "deletion_lag_seconds",
+			Namespace: reaperMetricsNamespace, Subsystem: reaperMetricsSubsystem, Name: "deletion_lag_seconds",
 			Help:    "Time from a link's deletion deadline (finish + ttlSecondsAfterFinished) to its deletion.",
 			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600},
 		}),
 		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "linkforge", Subsystem: "reaper", Name: "sweeps_total",
+			Namespace: reaperMetricsNamespace, Subsystem: reaperMetricsSubsystem, Name: "sweeps_total",
 			Help: "Reaper sweeps, by result (success or failure).",
 		}, []string{"result"}),
 		sweepDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "linkforge", Subsystem: "reaper", Name: "sweep_duration_seconds",
+			Namespace: reaperMetricsNamespace, Subsystem: reaperMetricsSubsystem, Name: "sweep_duration_seconds",
 			Help:    "Wall time of a reaper sweep.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
 		lastSweep: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "linkforge", Subsystem: "reaper", Name: "last_sweep_timestamp_seconds",
+			Namespace: reaperMetricsNamespace, Subsystem: reaperMetricsSubsystem, Name: "last_sweep_timestamp_seconds",
 			Help: "Unix time when the last reaper sweep started.",
 		}),
 		lastBatch: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "linkforge", Subsystem: "reaper", Name: "last_sweep_batch",
+			Namespace: reaperMetricsNamespace, Subsystem: reaperMetricsSubsystem, Name: "last_sweep_batch",
 			Help: "Due links the last reaper sweep queued for deletion.",
 		}),
 	}
