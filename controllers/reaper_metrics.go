@@ -28,7 +28,6 @@ type reaperMetrics struct {
 	lastBatch     prometheus.Gauge
 }
 
-
 // The names of the reaper's metrics: linkforge_reaper_*.
 const (
 	reaperMetricsNamespace = "linkforge"
