@@ -73,6 +73,12 @@ type useCounter struct {
 	// that a request waits for them no longer than its own timeout.
 	// held is this replica's reservation quota as last written (0: none).
 	held int64
+	// block is the size of the next reservation and lastGrant when the last
+	// one was granted: a block used up within a flush interval doubles the
+	// next, a slower one halves it, so a replica holds about what it serves
+	// in an interval, and a killed replica takes little quota with it.
+	block     int64
+	lastGrant time.Time
 	// denied (Unix ns) is until when a failed reservation is not retried;
 	// deniedGone says the limit was reached (410), not merely busy (503).
 	denied     atomic.Int64
@@ -326,7 +332,7 @@ func (u *Uses) writeReservation(ctx context.Context, c *useCounter, grow, releas
 		now := time.Now()
 		st := &link.Status
 		served := c.pending.Swap(0)
-		plan := planReservation(st, link.Spec.MaxUses, u.opts.Holder, c.held, served, now)
+		plan := planReservation(st, link.Spec.MaxUses, u.opts.Holder, c.held, served, now, u.opts.FlushInterval)
 		if plan.lost {
 			// Our reservation lapsed and was taken back while we could not
 			// renew it: its whole quota, our unreported uses included, is
@@ -340,12 +346,14 @@ func (u *Uses) writeReservation(ctx context.Context, c *useCounter, grow, releas
 			c.quota.Store(0)
 			c.pending.Add(served)
 			served = c.pending.Swap(0)
-			plan = planReservation(st, link.Spec.MaxUses, u.opts.Holder, c.held, served, now)
+			plan = planReservation(st, link.Spec.MaxUses, u.opts.Holder, c.held, served, now, u.opts.FlushInterval)
 			mine = 0
 		}
 		granted := int64(0)
 		if grow && !release && link.Spec.MaxUses != nil {
-			granted = min(max(plan.free/int64(2*(len(plan.others)+1)), 1), plan.free, u.opts.MaxBlock)
+			// At most half of what is free, split among the holders: single
+			// uses at the limit's edge, whatever the demand.
+			granted = min(u.nextBlock(c, now), max(plan.free/int64(2*(len(plan.others)+1)), 1), plan.free)
 			granted = max(granted, 0)
 		}
 		mine += granted
@@ -369,6 +377,9 @@ func (u *Uses) writeReservation(ctx context.Context, c *useCounter, grow, releas
 			u.metrics.forfeited.Add(float64(plan.forfeited))
 			c.held = mine
 			c.quota.Add(granted)
+			if granted > 0 {
+				c.block, c.lastGrant = granted, now
+			}
 			if mine > 0 {
 				// Stop serving a quarter of a lease before it lapses, so that
 				// a replica whose clock runs up to that much behind the others'
@@ -402,6 +413,20 @@ func (u *Uses) writeReservation(ctx context.Context, c *useCounter, grow, releas
 	return 0, fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
 }
 
+// nextBlock is the size of c's next reservation: double the last if it was
+// used up within a flush interval, half of it if it took more than two.
+func (u *Uses) nextBlock(c *useCounter, now time.Time) int64 {
+	switch since := now.Sub(c.lastGrant); {
+	case c.block == 0:
+		return 1
+	case since < u.opts.FlushInterval:
+		return min(2*c.block, u.opts.MaxBlock)
+	case since > 2*u.opts.FlushInterval:
+		return max(c.block/2, 1)
+	}
+	return c.block
+}
+
 // maxWriteAttempts bounds the conflict retries of one write.
 const maxWriteAttempts = 4
 
@@ -422,19 +447,21 @@ type reservationPlan struct {
 // uses this replica served since its last write (held is its reservation's
 // quota as it last wrote it), counts lapsed reservations of other replicas
 // as used (their holders may have served them), and finds the quota left.
-func planReservation(st *linkv1.ShortLinkStatus, maxUses *int64, holder string, held, served int64, now time.Time) reservationPlan {
+func planReservation(st *linkv1.ShortLinkStatus, maxUses *int64, holder string, held, served int64, now time.Time, grace time.Duration) reservationPlan {
 	p := reservationPlan{uses: st.Uses}
 	inAPI := int64(0)
 	for _, res := range st.UseReservations {
 		switch {
 		case res.Holder == holder:
 			inAPI = res.Quota
-		case !now.Before(res.ExpiresAt.Time):
+		case !now.Before(res.ExpiresAt.Add(grace)):
+			// Lapsed a grace period ago: its holder had a flush interval
+			// past the lapse (say, after an API outage) to renew it.
 			p.uses += res.Quota
 			p.forfeited += res.Quota
 		default:
-			if p.busyUntil.IsZero() || res.ExpiresAt.Time.Before(p.busyUntil) {
-				p.busyUntil = res.ExpiresAt.Time
+			if until := res.ExpiresAt.Add(grace); p.busyUntil.IsZero() || until.Before(p.busyUntil) {
+				p.busyUntil = until
 			}
 			p.others = append(p.others, res)
 		}
