@@ -47,7 +47,7 @@ func (e *env) fetch(addrPath string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
 }
@@ -98,7 +98,7 @@ func (e *env) get(path string) (int, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, resp.Header.Get("Location"), nil
 }
@@ -192,7 +192,7 @@ func TestEndToEnd(t *testing.T) {
 		}}
 		resp, err := insecure.Get("https://" + mgrMetrics + "/metrics")
 		g.Expect(err).NotTo(HaveOccurred())
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
 	})
 

@@ -92,7 +92,7 @@ func BenchmarkUsesDrain(b *testing.B) {
 		if err != nil {
 			return err
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusFound {
 			return fmt.Errorf("link %d: %d", i, resp.StatusCode)
 		}
@@ -160,7 +160,7 @@ func metric(addr, name string) float64 {
 	if err != nil {
 		return 0
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	sum := 0.0
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {

@@ -60,7 +60,7 @@ func (u *usesEnv) hit(i int, path string) int {
 	if err != nil {
 		return 0
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	return resp.StatusCode
 }
 
@@ -96,9 +96,9 @@ type linkStatus struct {
 	} `json:"status"`
 }
 
-func (u *usesEnv) link(ns, name string) (linkStatus, error) {
+func (u *usesEnv) link(name string) (linkStatus, error) {
 	var l linkStatus
-	out, err := u.kubectl("get", "shortlink", "-n", ns, name, "-o", "json")
+	out, err := u.kubectl("get", "shortlink", "-n", "uses", name, "-o", "json")
 	if err != nil {
 		return l, fmt.Errorf("%v: %s", err, out)
 	}
@@ -120,7 +120,7 @@ func (u *usesEnv) readyCode(g *WithT, name, spec string) string {
 	u.applyYAML(fmt.Sprintf("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: %s, namespace: %s}\nspec: %s\n", name, ns, spec))
 	var code string
 	g.Eventually(func(g Gomega) {
-		l, err := u.link(ns, name)
+		l, err := u.link(name)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(l.condition("Ready")).To(Equal("True/CodeAssigned"))
 		code = l.Status.Code
@@ -133,7 +133,7 @@ func (u *usesEnv) readyCode(g *WithT, name, spec string) string {
 			if err != nil {
 				return 0
 			}
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			return resp.StatusCode
 		}).Should(Equal(http.StatusFound), r.name)
 	}
@@ -208,12 +208,12 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		}
 		served := time.Now()
 		g.Eventually(func() (int64, error) {
-			l, err := u.link("uses", "plain")
+			l, err := u.link("plain")
 			return l.Status.Uses, err
 		}).WithTimeout(2*usesFlush + 2*time.Second).Should(Equal(int64(900)))
 		t.Logf("status.uses reached 900 %s after the last GET", time.Since(served).Round(10*time.Millisecond))
 		g.Consistently(func() (int64, error) {
-			l, err := u.link("uses", "plain")
+			l, err := u.link("plain")
 			return l.Status.Uses, err
 		}).WithTimeout(2 * usesFlush).Should(Equal(int64(900)))
 		out := u.mustKubectl("get", "shortlink", "-n", "uses", "plain", "-o", "wide")
@@ -250,7 +250,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 			g.Expect(u.hit(j, path)).NotTo(Equal(http.StatusFound), "a 41st redirect")
 		}
 		g.Eventually(func(g Gomega) {
-			l, err := u.link("uses", "forty")
+			l, err := u.link("forty")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(l.Status.Uses).To(Equal(int64(40)))
 			g.Expect(l.condition("Exhausted")).To(Equal("True/Exhausted"))
@@ -290,7 +290,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		t.Logf("answers: %v", got)
 		g.Expect(got[http.StatusFound]).To(Equal(1))
 		g.Eventually(func() (int64, error) {
-			l, err := u.link("uses", "once")
+			l, err := u.link("once")
 			return l.Status.Uses, err
 		}).Should(Equal(int64(1)))
 	})
@@ -386,14 +386,14 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		t.Logf("during the pause: %d redirects of the unlimited link, %d of the limited one, 503 seen: %v", plainServed.Load(), limitedServed.Load(), saw503.Load())
 		g.Expect(saw503.Load()).To(BeTrue(), "no quota and none reservable: 503")
 		g.Eventually(func() (int64, error) {
-			l, err := u.link("uses", "steady")
+			l, err := u.link("steady")
 			return l.Status.Uses, err
 		}).Should(Equal(plainServed.Load()))
 		g.Eventually(func() (int64, error) {
-			l, err := u.link("uses", "scarce")
+			l, err := u.link("scarce")
 			return l.Status.Uses, err
 		}).Should(BeNumerically(">=", limitedRedirects))
-		l, err := u.link("uses", "scarce")
+		l, err := u.link("scarce")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(l.Status.Uses).To(BeNumerically("<=", 500))
 	})

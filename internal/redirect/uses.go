@@ -168,8 +168,10 @@ type Uses struct {
 func NewUses(opts UsesOptions) *Uses {
 	opts = opts.withDefaults()
 	u := &Uses{
-		opts:    opts,
-		budget:  rate.NewLimiter(rate.Limit(opts.WritesPerSecond), max(1, int(opts.WritesPerSecond))),
+		opts: opts,
+		// A burst of one: writes are spaced evenly, never more than the
+		// budget in any second.
+		budget:  rate.NewLimiter(rate.Limit(opts.WritesPerSecond), 1),
 		holding: map[*useCounter]struct{}{},
 	}
 	for i := range u.locks {
