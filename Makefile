@@ -76,9 +76,11 @@ test: manifests generate fmt vet lint envtest-assets build helm ## Run lint, uni
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
 
 .PHONY: bench
-bench: envtest-assets build ## Run the benchmarks: code algorithm, controller and reaper against envtest, redirector vs nginx.
+bench: envtest-assets build ## Run the benchmarks: code algorithm, controller and reaper against envtest, counting uses, redirector vs nginx.
 	go test ./internal/shortcode -run '^$$' -bench . -benchmem
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./controllers -run '^$$' -bench . -benchtime 1x -timeout 60m
+	go test ./internal/redirect -run '^$$' -bench CountingOverhead -benchtime 1x
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench UsesDrain -benchtime 1x -timeout 30m
 	hack/bench-redirect.sh
 
 ##@ Build
