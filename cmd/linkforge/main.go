@@ -1,8 +1,13 @@
 // Command linkforge computes linkforge short codes offline, exactly as the
-// operator does (docs/algorithm.md), and imports links from other shorteners.
+// operator does (docs/algorithm.md), imports links from other shorteners, and
+// creates and shows ShortLinks in a cluster. Installed on the PATH as
+// kubectl-linkforge it is a kubectl plugin: kubectl linkforge create ...
 //
 //	linkforge code [-n NAMESPACE] [--salt N] URL...
 //	linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
+//	linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N] [--status S] [--forward-query] [--dry-run=client -o yaml]
+//	linkforge get [NAME] [-A]
+//	linkforge open NAME [--browser]
 //	linkforge version
 package main
 
@@ -13,6 +18,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/linkforge/linkforge/internal/plugin"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -24,8 +30,22 @@ const usage = `usage:
         print "<code>\t<canonical URL>" for each URL
   linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
         write ShortLink manifests for the links of a CSV, YOURLS or Shlink export
+  linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N]
+        [--status 301|302|307|308] [--forward-query] [--overwrite] [--timeout 30s]
+        [--dry-run=client [-o yaml|json]]
+        create the ShortLink, wait until it is Ready and print its short URL
+  linkforge get [NAME] [-A]
+        show ShortLinks: short URL, code, target, uses/limit, expiry, state
+  linkforge open NAME [--browser]
+        print (and open) the short URL of a ShortLink
   linkforge version
         print the version
+
+create, get and open talk to the cluster of the kubeconfig and take kubectl's
+flags (--kubeconfig, --context, -n...). Installed on the PATH as
+kubectl-linkforge, the binary is a kubectl plugin: kubectl linkforge get.
+Exit status: 0 ok, 1 invalid URL, conflict or not Ready, 2 usage error,
+3 cluster error (no CRD, no permission, unreachable).
 `
 
 func main() {
@@ -33,7 +53,8 @@ func main() {
 }
 
 // run is the whole CLI; it returns the exit status: 0 success, 1 an invalid
-// URL (or an import row skipped), 2 a usage error.
+// URL (or an import row skipped, or a link not Ready), 2 a usage error, 3 a
+// cluster error (package plugin).
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -44,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCode(args[1:], stdout, stderr)
 	case "import":
 		return runImport(args[1:], stdout, stderr)
+	case "create", "get", "open":
+		return plugin.Run(args[0], args[1:], stdout, stderr)
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprint(stderr, "linkforge version takes no arguments\n"+usage)
