@@ -75,11 +75,11 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if len(rest) != 2 {
-		return usageErrorf(cmd.printUsage, "create takes NAME and URL, got %d argument(s)", len(rest))
+		return usageErrorf(cmd.name, "create takes NAME and URL, got %d argument(s)", len(rest))
 	}
 	name, rawURL := rest[0], rest[1]
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return usageErrorf(nil, "invalid NAME %q: %s", name, strings.Join(errs, "; "))
+		return usageErrorf(cmd.name, "invalid NAME %q: %s", name, strings.Join(errs, "; "))
 	}
 	link, err := o.link(name, rawURL, f.Changed)
 	if err != nil {
@@ -96,10 +96,10 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return printManifest(stdout, link, o.output)
 	case "none", "":
 		if o.output != "" {
-			return usageErrorf(nil, "-o is for --dry-run=client (it prints the manifest); create prints the short URL")
+			return usageErrorf(cmd.name, "-o is for --dry-run=client (it prints the manifest); create prints the short URL")
 		}
 	default:
-		return usageErrorf(nil, `invalid --dry-run %q: use "client" to print the manifest, or leave it out`, o.dryRun)
+		return usageErrorf(cmd.name, `invalid --dry-run %q: use "client" to print the manifest, or leave it out`, o.dryRun)
 	}
 
 	cl, namespace, err := cmd.client()
@@ -129,34 +129,34 @@ func (o *createOptions) link(name, rawURL string, changed func(string) bool) (*l
 		Spec:       linkv1.ShortLinkSpec{URL: rawURL, Code: o.code, ForwardQuery: o.forwardQuery},
 	}
 	if changed("code") && !codePattern.MatchString(o.code) {
-		return nil, usageErrorf(nil, "invalid --code %q: use 1 to 64 letters, digits, _ or -", o.code)
+		return nil, usageErrorf("create", "invalid --code %q: use 1 to 64 letters, digits, _ or -", o.code)
 	}
 	if changed("ttl") && changed("expires-at") {
-		return nil, usageErrorf(nil, "give at most one of --ttl and --expires-at: both set the link's expiry")
+		return nil, usageErrorf("create", "give at most one of --ttl and --expires-at: both set the link's expiry")
 	}
 	if changed("ttl") {
 		if o.ttl <= 0 {
-			return nil, usageErrorf(nil, "invalid --ttl %s: use a positive duration such as 168h or 30m", o.ttl)
+			return nil, usageErrorf("create", "invalid --ttl %s: use a positive duration such as 168h or 30m", o.ttl)
 		}
 		link.Spec.TTL = &metav1.Duration{Duration: o.ttl}
 	}
 	if changed("expires-at") {
 		at, err := time.Parse(time.RFC3339, o.expiresAt)
 		if err != nil {
-			return nil, usageErrorf(nil, "invalid --expires-at %q: use an RFC 3339 time such as 2030-01-02T15:04:05Z", o.expiresAt)
+			return nil, usageErrorf("create", "invalid --expires-at %q: use an RFC 3339 time such as 2030-01-02T15:04:05Z", o.expiresAt)
 		}
 		t := metav1.NewTime(at.UTC())
 		link.Spec.ExpiresAt = &t
 	}
 	if changed("max-uses") {
 		if o.maxUses < 1 {
-			return nil, usageErrorf(nil, "invalid --max-uses %d: use 1 or more, or leave it out for no limit", o.maxUses)
+			return nil, usageErrorf("create", "invalid --max-uses %d: use 1 or more, or leave it out for no limit", o.maxUses)
 		}
 		link.Spec.MaxUses = &o.maxUses
 	}
 	if changed("status") {
 		if !slices.Contains([]int32{301, 302, 307, 308}, o.status) {
-			return nil, usageErrorf(nil, "invalid --status %d: use 301, 302, 307 or 308", o.status)
+			return nil, usageErrorf("create", "invalid --status %d: use 301, 302, 307 or 308", o.status)
 		}
 		link.Spec.RedirectStatus = o.status
 	}
@@ -198,7 +198,7 @@ func printManifest(w io.Writer, link *linkv1.ShortLink, format string) error {
 		_, err = fmt.Fprintf(w, "%s\n", out)
 		return err
 	}
-	return usageErrorf(nil, "invalid -o %q: use yaml or json", format)
+	return usageErrorf("create", "invalid -o %q: use yaml or json", format)
 }
 
 // apply creates link, or leaves an existing one with the same spec alone, or
@@ -317,10 +317,12 @@ func specFields(s *linkv1.ShortLinkSpec) [][2]string {
 // spec: it returns the link when it is Ready, an error when it is not (a
 // conflict, an invalid URL, expired, exhausted) or when timeout passes.
 func waitReady(ctx context.Context, cl client.Client, link *linkv1.ShortLink, timeout time.Duration) (*linkv1.ShortLink, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	key := types.NamespacedName{Namespace: link.Namespace, Name: link.Name}
 	ref := fmt.Sprintf("shortlink %s/%s", link.Namespace, link.Name)
+	// The reads themselves get no deadline: one cut short by the timeout
+	// would read as a cluster error rather than as not Ready in time.
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	var last linkv1.ShortLink
@@ -333,14 +335,13 @@ func waitReady(ctx context.Context, cl client.Client, link *linkv1.ShortLink, ti
 			if done, err := readiness(&cur, ref); done {
 				return &cur, err
 			}
-		case ctx.Err() != nil:
 		case apierrors.IsNotFound(err) && !isResourceNotFound(err):
 			return nil, notReadyErrorf("%s was deleted while waiting for it to be Ready", ref)
 		default:
 			return nil, clusterError(err, "get", inNamespace(link.Namespace))
 		}
 		select {
-		case <-ctx.Done():
+		case <-deadline.C:
 			return nil, timeoutError(&last, ref, timeout)
 		case <-ticker.C:
 		}

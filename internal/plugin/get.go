@@ -30,10 +30,10 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if len(rest) > 1 {
-		return usageErrorf(cmd.printUsage, "get takes at most one NAME, got %d", len(rest))
+		return usageErrorf(cmd.name, "get takes at most one NAME, got %d", len(rest))
 	}
 	if len(rest) == 1 && *allNamespaces {
-		return usageErrorf(nil, "get NAME looks in one namespace: leave out -A, or give -n NAMESPACE")
+		return usageErrorf(cmd.name, "get NAME looks in one namespace: leave out -A, or give -n NAMESPACE")
 	}
 	cl, namespace, err := cmd.client()
 	if err != nil {

@@ -37,7 +37,7 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if len(rest) != 1 {
-		return usageErrorf(cmd.printUsage, "open takes one NAME, got %d argument(s)", len(rest))
+		return usageErrorf(cmd.name, "open takes one NAME, got %d argument(s)", len(rest))
 	}
 	cl, namespace, err := cmd.client()
 	if err != nil {

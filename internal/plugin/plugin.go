@@ -79,22 +79,22 @@ func Run(verb string, args []string, stdout, stderr io.Writer) int {
 	case "open":
 		err = runOpen(ctx, args, stdout, stderr)
 	default:
-		err = usageErrorf(nil, "unknown verb %q", verb)
+		err = usageErrorf("", "unknown verb %q", verb)
 	}
 	return report(err, stderr)
 }
 
 // exitError is an error with its exit status; its message is what the user reads.
 type exitError struct {
-	code  int
-	msg   string
-	usage func() // printed after the message for usage errors, if set
+	code int
+	msg  string
+	verb string // for usage errors: the verb whose --help to point to
 }
 
 func (e *exitError) Error() string { return e.msg }
 
-func usageErrorf(usage func(), format string, args ...any) error {
-	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, args...), usage: usage}
+func usageErrorf(verb, format string, args ...any) error {
+	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, args...), verb: verb}
 }
 
 func notReadyErrorf(format string, args ...any) error {
@@ -118,9 +118,8 @@ func report(err error, stderr io.Writer) int {
 		return ExitCluster
 	}
 	fmt.Fprintf(stderr, "error: %s\n", e.msg)
-	if e.usage != nil {
-		fmt.Fprintln(stderr)
-		e.usage()
+	if e.verb != "" {
+		fmt.Fprintf(stderr, "See '%s %s --help' for usage.\n", Name(), e.verb)
 	}
 	return e.code
 }
@@ -175,7 +174,7 @@ func (c *command) parse(args []string) ([]string, error) {
 			c.printUsage()
 			return nil, errHelp
 		}
-		return nil, usageErrorf(c.printUsage, "%s: %v", c.name, err)
+		return nil, usageErrorf(c.name, "%v", err)
 	}
 	return all.Args(), nil
 }
@@ -200,6 +199,8 @@ func (c *command) client() (client.Client, string, error) {
 		return nil, "", clusterErrorf("no cluster to talk to: %v (set --kubeconfig or KUBECONFIG, or pick one with --context)", err)
 	}
 	cfg.UserAgent = FieldManager
+	// client-go's default (5 per second) is for controllers; create polls.
+	cfg.QPS, cfg.Burst = 20, 40
 	scheme := runtime.NewScheme()
 	if err := linkv1.AddToScheme(scheme); err != nil {
 		return nil, "", err
