@@ -91,6 +91,14 @@ build: manifests generate fmt vet ## Build bin/manager, bin/redirector and bin/l
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/redirector ./cmd/redirector
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/linkforge ./cmd/linkforge
 
+# Where install-plugin puts kubectl-linkforge; a directory on your PATH.
+PLUGIN_DIR ?= $(HOME)/bin
+
+.PHONY: install-plugin
+install-plugin: ## Build the CLI as the kubectl plugin kubectl-linkforge into PLUGIN_DIR (default ~/bin).
+	mkdir -p $(PLUGIN_DIR)
+	go build -trimpath -ldflags "$(LDFLAGS)" -o $(PLUGIN_DIR)/kubectl-linkforge ./cmd/linkforge
+
 .PHONY: dev
 dev: build envtest-assets ## Run linkforge locally: control plane, manager, redirector on 127.0.0.1:8080, samples. Ctrl-C stops it.
 	go build -o bin/dev ./hack/dev

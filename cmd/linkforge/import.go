@@ -41,7 +41,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	namePrefix := fs.String("name-prefix", "", "prefix of every manifest's name, e.g. yourls-")
 	output := fs.String("o", "", "output: a file (all manifests), or a directory (existing, or a path ending in /) for one file per link (default: standard output)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, importUsage)
+		_, _ = fmt.Fprint(stderr, importUsage)
 		fs.PrintDefaults()
 	}
 
@@ -62,23 +62,23 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		rest = fs.Args()[1:]
 	}
 	if len(files) != 1 {
-		fmt.Fprintf(stderr, "linkforge import takes one FILE (or - for standard input), got %d\n", len(files))
+		_, _ = fmt.Fprintf(stderr, "linkforge import takes one FILE (or - for standard input), got %d\n", len(files))
 		fs.Usage()
 		return 2
 	}
 	file := files[0]
 	if *format != "" && !knownFormat(importer.Format(*format)) {
-		fmt.Fprintf(stderr, "invalid --format %q: use csv, yourls or shlink, or leave it out to guess from the content\n", *format)
+		_, _ = fmt.Fprintf(stderr, "invalid --format %q: use csv, yourls or shlink, or leave it out to guess from the content\n", *format)
 		return 2
 	}
 	if namespace != "" {
 		if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-			fmt.Fprintf(stderr, "invalid -n %q: %s\n", namespace, strings.Join(errs, "; "))
+			_, _ = fmt.Fprintf(stderr, "invalid -n %q: %s\n", namespace, strings.Join(errs, "; "))
 			return 2
 		}
 	}
 	if err := importer.ValidateNamePrefix(*namePrefix); err != nil {
-		fmt.Fprintf(stderr, "invalid --name-prefix: %v\n", err)
+		_, _ = fmt.Fprintf(stderr, "invalid --name-prefix: %v\n", err)
 		return 2
 	}
 
@@ -92,33 +92,33 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		data, err = os.ReadFile(file)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "linkforge import: %v\n", err)
+		_, _ = fmt.Fprintf(stderr, "linkforge import: %v\n", err)
 		return 1
 	}
 
 	result, err := importer.Parse(data, importer.Format(*format), now())
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", source, err)
+		_, _ = fmt.Fprintf(stderr, "%s: %v\n", source, err)
 		return 1
 	}
 	for _, note := range result.Notes {
-		fmt.Fprintf(stderr, "%s: note: %s\n", source, note)
+		_, _ = fmt.Fprintf(stderr, "%s: note: %s\n", source, note)
 	}
 	for _, skipped := range result.Skipped {
-		fmt.Fprintf(stderr, "%s: %s: skipped: %s\n", source, skipped.Position, skipped.Reason)
+		_, _ = fmt.Fprintf(stderr, "%s: %s: skipped: %s\n", source, skipped.Position, skipped.Reason)
 	}
 	manifests, err := importer.Manifests(result.Links, namespace, *namePrefix)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", source, err)
+		_, _ = fmt.Fprintf(stderr, "%s: %v\n", source, err)
 		return 1
 	}
 
 	destination, err := writeManifests(manifests, *output, stdout)
 	if err != nil {
-		fmt.Fprintf(stderr, "linkforge import: %v\n", err)
+		_, _ = fmt.Fprintf(stderr, "linkforge import: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "linkforge import: %d ShortLink(s) from %s (%s) written to %s; %d row(s) skipped\n",
+	_, _ = fmt.Fprintf(stderr, "linkforge import: %d ShortLink(s) from %s (%s) written to %s; %d row(s) skipped\n",
 		len(manifests), source, result.Format, destination, len(result.Skipped))
 	if len(result.Skipped) > 0 {
 		return 1

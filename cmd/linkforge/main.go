@@ -1,9 +1,14 @@
 // Command linkforge computes linkforge short codes offline, exactly as the
 // operator does (the algorithm is documented in package internal/shortcode),
-// and imports links from other shorteners.
+// imports links from other shorteners, and creates and shows ShortLinks in a
+// cluster. Installed on the PATH as kubectl-linkforge it is a kubectl plugin:
+// kubectl linkforge create ...
 //
 //	linkforge code [-n NAMESPACE] [--salt N] URL...
 //	linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
+//	linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N] [--status S] [--forward-query] [--dry-run=client -o yaml]
+//	linkforge get [NAME] [-A]
+//	linkforge open NAME [--browser]
 //	linkforge version
 package main
 
@@ -14,6 +19,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/linkforge/linkforge/internal/plugin"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -25,8 +31,22 @@ const usage = `usage:
         print "<code>\t<canonical URL>" for each URL
   linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
         write ShortLink manifests for the links of a CSV, YOURLS or Shlink export
+  linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N]
+        [--status 301|302|307|308] [--forward-query] [--overwrite] [--timeout 30s]
+        [--dry-run=client [-o yaml|json]]
+        create the ShortLink, wait until it is Ready and print its short URL
+  linkforge get [NAME] [-A]
+        show ShortLinks: short URL, code, target, uses/limit, expiry, state
+  linkforge open NAME [--browser]
+        print (and open) the short URL of a ShortLink
   linkforge version
         print the version
+
+create, get and open talk to the cluster of the kubeconfig and take kubectl's
+flags (--kubeconfig, --context, -n...). Installed on the PATH as
+kubectl-linkforge, the binary is a kubectl plugin: kubectl linkforge get.
+Exit status: 0 ok, 1 invalid URL, conflict or not Ready, 2 usage error,
+3 cluster error (no CRD, no permission, unreachable).
 `
 
 func main() {
@@ -34,10 +54,11 @@ func main() {
 }
 
 // run is the whole CLI; it returns the exit status: 0 success, 1 an invalid
-// URL (or an import row skipped), 2 a usage error.
+// URL (or an import row skipped, or a link not Ready), 2 a usage error, 3 a
+// cluster error (package plugin).
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		_, _ = fmt.Fprint(stderr, usage)
 		return 2
 	}
 	switch args[0] {
@@ -45,18 +66,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCode(args[1:], stdout, stderr)
 	case "import":
 		return runImport(args[1:], stdout, stderr)
+	case "create", "get", "open":
+		return plugin.Run(args[0], args[1:], stdout, stderr)
 	case "version":
 		if len(args) > 1 {
-			fmt.Fprint(stderr, "linkforge version takes no arguments\n"+usage)
+			_, _ = fmt.Fprint(stderr, "linkforge version takes no arguments\n"+usage)
 			return 2
 		}
-		fmt.Fprintln(stdout, version)
+		_, _ = fmt.Fprintln(stdout, version)
 		return 0
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stderr, usage)
+		_, _ = fmt.Fprint(stderr, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+		_, _ = fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
 		return 2
 	}
 }
@@ -69,7 +92,7 @@ func runCode(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&namespace, "namespace", namespace, "same as -n")
 	salt := fs.Int("salt", 0, fmt.Sprintf("retry salt, 0-%d", shortcode.MaxSalt))
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: linkforge code [-n NAMESPACE] [--salt N] URL...\n\nPrints \"<code>\\t<canonical URL>\" for each URL.\n\n")
+		_, _ = fmt.Fprint(stderr, "usage: linkforge code [-n NAMESPACE] [--salt N] URL...\n\nPrints \"<code>\\t<canonical URL>\" for each URL.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -79,17 +102,17 @@ func runCode(args []string, stdout, stderr io.Writer) int {
 		return 2 // the flag package has printed the error and the usage
 	}
 	if *salt < 0 || *salt > shortcode.MaxSalt {
-		fmt.Fprintf(stderr, "invalid --salt %d: must be 0-%d\n", *salt, shortcode.MaxSalt)
+		_, _ = fmt.Fprintf(stderr, "invalid --salt %d: must be 0-%d\n", *salt, shortcode.MaxSalt)
 		fs.Usage()
 		return 2
 	}
 	if namespace == "" {
-		fmt.Fprintln(stderr, "invalid -n: the namespace must not be empty")
+		_, _ = fmt.Fprintln(stderr, "invalid -n: the namespace must not be empty")
 		fs.Usage()
 		return 2
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "no URL given")
+		_, _ = fmt.Fprintln(stderr, "no URL given")
 		fs.Usage()
 		return 2
 	}
@@ -99,11 +122,11 @@ func runCode(args []string, stdout, stderr io.Writer) int {
 		canonical, err := shortcode.Canonicalize(raw)
 		if err != nil {
 			// %q keeps control characters of a bad URL off the terminal.
-			fmt.Fprintf(stderr, "invalid URL %q: %v\n", raw, err)
+			_, _ = fmt.Fprintf(stderr, "invalid URL %q: %v\n", raw, err)
 			status = 1
 			continue
 		}
-		fmt.Fprintf(stdout, "%s\t%s\n", shortcode.Code(canonical, namespace, *salt), canonical)
+		_, _ = fmt.Fprintf(stdout, "%s\t%s\n", shortcode.Code(canonical, namespace, *salt), canonical)
 	}
 	return status
 }

@@ -152,3 +152,22 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// The cluster verbs are package plugin's; run hands them their arguments.
+func TestRunHandsClusterVerbsToThePlugin(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"create", "docs", "https://example.com/docs", "--dry-run=client", "-n", "team-a"}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "kind: ShortLink\nmetadata:\n  name: docs\n  namespace: team-a\n") {
+		t.Errorf("create --dry-run=client: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"get", "a", "b"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "get takes at most one NAME") {
+		t.Errorf("get a b: exit %d, stderr %q", code, stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"open"}, &stdout, &stderr); code != 2 {
+		t.Errorf("open: exit %d, stderr %q", code, stderr.String())
+	}
+}

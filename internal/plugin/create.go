@@ -1,0 +1,385 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/shortcode"
+)
+
+const createUsage = `create NAME URL [--code CODE] [--ttl DURATION | --expires-at TIME] [--max-uses N]
+       [--status 301|302|307|308] [--forward-query] [--overwrite] [--timeout 30s]
+       [--dry-run=client [-o yaml|json]]
+
+Creates the ShortLink NAME for URL, waits until the controller has made it
+Ready and prints its short URL. With --dry-run=client it only prints the
+manifest (for a GitOps repository) and talks to no cluster.
+
+An existing ShortLink NAME with the same spec is left alone; one with another
+spec is refused unless --overwrite.
+`
+
+// codePattern is spec.code's pattern in the CRD.
+var codePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// pollInterval is how often create reads the link while it waits.
+var pollInterval = 250 * time.Millisecond
+
+type createOptions struct {
+	code         string
+	ttl          time.Duration
+	expiresAt    string
+	maxUses      int64
+	status       int32
+	forwardQuery bool
+	overwrite    bool
+	timeout      time.Duration
+	dryRun       string
+	output       string
+}
+
+func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newCommand("create", createUsage, stderr)
+	var o createOptions
+	f := cmd.flags
+	f.StringVar(&o.code, "code", "", "a custom code instead of the computed one ([A-Za-z0-9_-], at most 64)")
+	f.DurationVar(&o.ttl, "ttl", 0, "the link expires this long after its creation, e.g. 168h")
+	f.StringVar(&o.expiresAt, "expires-at", "", "the link expires at this RFC 3339 time, e.g. 2030-01-02T15:04:05Z")
+	f.Int64Var(&o.maxUses, "max-uses", 0, "the link serves at most this many redirects (default: unlimited)")
+	f.Int32Var(&o.status, "status", 0, "the HTTP status of the redirect: 301, 302, 307 or 308 (default 302)")
+	f.BoolVar(&o.forwardQuery, "forward-query", false, "append the short URL's query string to the target")
+	f.BoolVar(&o.overwrite, "overwrite", false, "replace the spec of an existing ShortLink NAME that differs")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the link to be Ready; 0 does not wait")
+	f.StringVar(&o.dryRun, "dry-run", "none", `"client" prints the manifest and creates nothing`)
+	f.StringVarP(&o.output, "output", "o", "", "with --dry-run=client: yaml (default) or json")
+
+	rest, err := cmd.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 2 {
+		return usageErrorf(cmd.name, "create takes NAME and URL, got %d argument(s)", len(rest))
+	}
+	name, rawURL := rest[0], rest[1]
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return usageErrorf(cmd.name, "invalid NAME %q: %s", name, strings.Join(errs, "; "))
+	}
+	link, err := o.link(name, rawURL, f.Changed)
+	if err != nil {
+		return err
+	}
+	if _, err := shortcode.Canonicalize(rawURL); err != nil {
+		// %q keeps control characters of a bad URL off the terminal.
+		return notReadyErrorf("invalid URL %q: %v", rawURL, err)
+	}
+
+	switch o.dryRun {
+	case "client":
+		link.Namespace = cmd.explicitNamespace()
+		return printManifest(stdout, link, o.output)
+	case "none", "":
+		if o.output != "" {
+			return usageErrorf(cmd.name, "-o is for --dry-run=client (it prints the manifest); create prints the short URL")
+		}
+	default:
+		return usageErrorf(cmd.name, `invalid --dry-run %q: use "client" to print the manifest, or leave it out`, o.dryRun)
+	}
+
+	cl, namespace, err := cmd.client()
+	if err != nil {
+		return err
+	}
+	link.Namespace = namespace
+	if err := apply(ctx, cl, link, o.overwrite, stderr); err != nil {
+		return err
+	}
+	if o.timeout == 0 {
+		return nil
+	}
+	ready, err := waitReady(ctx, cl, link, o.timeout)
+	if err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintln(stdout, shortURL(ready, stderr))
+	return nil
+}
+
+// link builds the ShortLink of the flags; changed reports the flags given.
+func (o *createOptions) link(name, rawURL string, changed func(string) bool) (*linkv1.ShortLink, error) {
+	link := &linkv1.ShortLink{
+		TypeMeta:   metav1.TypeMeta{APIVersion: linkv1.GroupVersion.String(), Kind: "ShortLink"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       linkv1.ShortLinkSpec{URL: rawURL, Code: o.code, ForwardQuery: o.forwardQuery},
+	}
+	if changed("code") && !codePattern.MatchString(o.code) {
+		return nil, usageErrorf("create", "invalid --code %q: use 1 to 64 letters, digits, _ or -", o.code)
+	}
+	if changed("ttl") && changed("expires-at") {
+		return nil, usageErrorf("create", "give at most one of --ttl and --expires-at: both set the link's expiry")
+	}
+	if changed("ttl") {
+		if o.ttl <= 0 {
+			return nil, usageErrorf("create", "invalid --ttl %s: use a positive duration such as 168h or 30m", o.ttl)
+		}
+		link.Spec.TTL = &metav1.Duration{Duration: o.ttl}
+	}
+	if changed("expires-at") {
+		at, err := time.Parse(time.RFC3339, o.expiresAt)
+		if err != nil {
+			return nil, usageErrorf("create", "invalid --expires-at %q: use an RFC 3339 time such as 2030-01-02T15:04:05Z", o.expiresAt)
+		}
+		t := metav1.NewTime(at.UTC())
+		link.Spec.ExpiresAt = &t
+	}
+	if changed("max-uses") {
+		if o.maxUses < 1 {
+			return nil, usageErrorf("create", "invalid --max-uses %d: use 1 or more, or leave it out for no limit", o.maxUses)
+		}
+		link.Spec.MaxUses = &o.maxUses
+	}
+	if changed("status") {
+		if !slices.Contains([]int32{301, 302, 307, 308}, o.status) {
+			return nil, usageErrorf("create", "invalid --status %d: use 301, 302, 307 or 308", o.status)
+		}
+		link.Spec.RedirectStatus = o.status
+	}
+	return link, nil
+}
+
+// manifest is what --dry-run=client prints: no status, no server fields.
+type manifest struct {
+	APIVersion string               `json:"apiVersion"`
+	Kind       string               `json:"kind"`
+	Metadata   manifestMetadata     `json:"metadata"`
+	Spec       linkv1.ShortLinkSpec `json:"spec"`
+}
+
+type manifestMetadata struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+func printManifest(w io.Writer, link *linkv1.ShortLink, format string) error {
+	m := manifest{
+		APIVersion: link.APIVersion, Kind: link.Kind,
+		Metadata: manifestMetadata{Name: link.Name, Namespace: link.Namespace},
+		Spec:     link.Spec,
+	}
+	switch format {
+	case "", "yaml":
+		out, err := yaml.Marshal(m)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(out)
+		return err
+	case "json":
+		out, err := json.MarshalIndent(m, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", out)
+		return err
+	}
+	return usageErrorf("create", "invalid -o %q: use yaml or json", format)
+}
+
+// apply creates link, or leaves an existing one with the same spec alone, or
+// replaces the spec of one that differs when overwrite is set. It reports
+// what it did as kubectl apply does, on stderr: stdout is the short URL's.
+func apply(ctx context.Context, cl client.Client, link *linkv1.ShortLink, overwrite bool, stderr io.Writer) error {
+	where := inNamespace(link.Namespace)
+	var existing linkv1.ShortLink
+	err := cl.Get(ctx, client.ObjectKeyFromObject(link), &existing)
+	switch {
+	case apierrors.IsNotFound(err) && !isResourceNotFound(err):
+		if err := cl.Create(ctx, link, client.FieldOwner(FieldManager)); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return notReadyErrorf("shortlink %s/%s was created by someone else meanwhile: run the command again to compare it", link.Namespace, link.Name)
+			}
+			return writeError(err, "create", where)
+		}
+		_, _ = fmt.Fprintf(stderr, "shortlink.linkforge.io/%s created\n", link.Name)
+		return nil
+	case err != nil:
+		return clusterError(err, "get", where)
+	}
+
+	diff := specDiff(&existing.Spec, &link.Spec)
+	if len(diff) == 0 {
+		link.ObjectMeta = existing.ObjectMeta
+		_, _ = fmt.Fprintf(stderr, "shortlink.linkforge.io/%s unchanged\n", link.Name)
+		return nil
+	}
+	if !overwrite {
+		return notReadyErrorf("shortlink %s/%s already exists with another spec:\n  %s\n"+
+			"Pick another NAME, or run again with --overwrite to replace its spec", link.Namespace, link.Name, strings.Join(diff, "\n  "))
+	}
+	existing.Spec = link.Spec
+	if err := cl.Update(ctx, &existing, client.FieldOwner(FieldManager)); err != nil {
+		if apierrors.IsConflict(err) {
+			return notReadyErrorf("shortlink %s/%s changed while it was being overwritten: run the command again", link.Namespace, link.Name)
+		}
+		return writeError(err, "update", where)
+	}
+	link.ObjectMeta = existing.ObjectMeta
+	_, _ = fmt.Fprintf(stderr, "shortlink.linkforge.io/%s configured\n", link.Name)
+	return nil
+}
+
+// writeError explains a failed create or update: the API server's refusal
+// of the spec (its CEL rules) is the user's to fix, so it is exit status 1.
+func writeError(err error, verb, where string) error {
+	if !apierrors.IsInvalid(err) {
+		return clusterError(err, verb, where)
+	}
+	var status apierrors.APIStatus
+	msg := err.Error()
+	if errors.As(err, &status) && status.Status().Details != nil && len(status.Status().Details.Causes) > 0 {
+		var causes []string
+		for _, c := range status.Status().Details.Causes {
+			causes = append(causes, fmt.Sprintf("%s: %s", c.Field, c.Message))
+		}
+		msg = strings.Join(causes, "\n  ")
+	}
+	return notReadyErrorf("the API server refused the ShortLink:\n  %s", msg)
+}
+
+// specDiff lists the fields in which have and want differ, as
+// "field: have → want", with the CRD's defaults applied.
+func specDiff(have, want *linkv1.ShortLinkSpec) []string {
+	h, w := specFields(have), specFields(want)
+	var diff []string
+	for i := range h {
+		if h[i][1] != w[i][1] {
+			diff = append(diff, fmt.Sprintf("%s: %s (wanted %s)", h[i][0], h[i][1], w[i][1]))
+		}
+	}
+	return diff
+}
+
+func specFields(s *linkv1.ShortLinkSpec) [][2]string {
+	unset := "<unset>"
+	str := func(v string) string {
+		if v == "" {
+			return unset
+		}
+		return strconv.Quote(v)
+	}
+	expiresAt, ttl, maxUses, ttlAfter := unset, unset, unset, unset
+	if s.ExpiresAt != nil {
+		expiresAt = s.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if s.TTL != nil {
+		ttl = s.TTL.Duration.String()
+	}
+	if s.MaxUses != nil {
+		maxUses = strconv.FormatInt(*s.MaxUses, 10)
+	}
+	if s.TTLSecondsAfterFinished != nil {
+		ttlAfter = strconv.Itoa(int(*s.TTLSecondsAfterFinished))
+	}
+	status := s.RedirectStatus
+	if status == 0 {
+		status = linkv1.DefaultRedirectStatus
+	}
+	return [][2]string{
+		{"url", str(s.URL)},
+		{"code", str(s.Code)},
+		{"expiresAt", expiresAt},
+		{"ttl", ttl},
+		{"maxUses", maxUses},
+		{"redirectStatus", strconv.Itoa(int(status))},
+		{"forwardQuery", strconv.FormatBool(s.ForwardQuery)},
+		{"reapPolicy", str(string(s.ReapPolicy))},
+		{"ttlSecondsAfterFinished", ttlAfter},
+	}
+}
+
+// waitReady polls the link until the controller has reconciled its current
+// spec: it returns the link when it is Ready, an error when it is not (a
+// conflict, an invalid URL, expired, exhausted) or when timeout passes.
+func waitReady(ctx context.Context, cl client.Client, link *linkv1.ShortLink, timeout time.Duration) (*linkv1.ShortLink, error) {
+	key := types.NamespacedName{Namespace: link.Namespace, Name: link.Name}
+	ref := fmt.Sprintf("shortlink %s/%s", link.Namespace, link.Name)
+	// The reads themselves get no deadline: one cut short by the timeout
+	// would read as a cluster error rather than as not Ready in time.
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	var last linkv1.ShortLink
+	for {
+		var cur linkv1.ShortLink
+		err := cl.Get(ctx, key, &cur)
+		switch {
+		case err == nil:
+			last = cur
+			if done, err := readiness(&cur, ref); done {
+				return &cur, err
+			}
+		case apierrors.IsNotFound(err) && !isResourceNotFound(err):
+			return nil, notReadyErrorf("%s was deleted while waiting for it to be Ready", ref)
+		default:
+			return nil, clusterError(err, "get", inNamespace(link.Namespace))
+		}
+		select {
+		case <-deadline.C:
+			return nil, timeoutError(&last, ref, timeout)
+		case <-ticker.C:
+		}
+	}
+}
+
+// readiness tells whether the controller is done with link's current spec,
+// and if so, the error that says why the link is not Ready.
+func readiness(link *linkv1.ShortLink, ref string) (done bool, err error) {
+	ready := meta.FindStatusCondition(link.Status.Conditions, linkv1.ConditionReady)
+	if link.Generation == 0 || link.Status.ObservedGeneration != link.Generation ||
+		ready == nil || ready.ObservedGeneration != link.Generation {
+		return false, nil
+	}
+	if ready.Status == metav1.ConditionTrue {
+		return true, nil
+	}
+	switch link.Status.State {
+	case linkv1.StatePending, "":
+		return false, nil // a younger holder is moving off the code
+	}
+	return true, notReadyErrorf("%s is %s: %s", ref, link.Status.State, ready.Message)
+}
+
+func timeoutError(last *linkv1.ShortLink, ref string, timeout time.Duration) error {
+	ready := meta.FindStatusCondition(last.Status.Conditions, linkv1.ConditionReady)
+	if last.Generation == 0 || ready == nil || last.Status.ObservedGeneration < 1 {
+		return notReadyErrorf("%s is not Ready after %s: no controller has reconciled it. "+
+			"Is the linkforge manager running? (kubectl get deployments -A -l app.kubernetes.io/name=linkforge). "+
+			"The link is created; wait longer with: kubectl wait --for=condition=Ready -n %s shortlink/%s", ref, timeout, last.Namespace, last.Name)
+	}
+	if last.Status.ObservedGeneration != last.Generation {
+		return notReadyErrorf("%s is not Ready after %s: the controller has not caught up with its current spec (generation %d, observed %d); is the linkforge manager running?",
+			ref, timeout, last.Generation, last.Status.ObservedGeneration)
+	}
+	state := last.Status.State
+	if state == "" {
+		state = "not Ready"
+	}
+	return notReadyErrorf("%s is not Ready after %s: it is %s: %s", ref, timeout, state, ready.Message)
+}

@@ -1,0 +1,507 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/controllers"
+	"github.com/linkforge/linkforge/internal/shortcode"
+	"github.com/linkforge/linkforge/internal/testenv"
+)
+
+// The suite runs two control planes: one with the ShortLink CRD and the real
+// controller (watching namespace linked only), one without the CRD.
+const (
+	linked       = "linked"       // the controller reconciles links here
+	nocontroller = "nocontroller" // and not here
+	baseURL      = "https://go.example.com"
+)
+
+var (
+	admin     client.Client
+	adminKube string // kubeconfig of a system:masters user
+	bobKube   string // kubeconfig of a user without any RBAC rule
+	noCRDKube string // kubeconfig of the control plane without the CRD
+	suiteCtx  = context.Background()
+)
+
+func TestMain(m *testing.M) {
+	pollInterval = 50 * time.Millisecond
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "linkforge-plugin-test")
+	if err != nil {
+		_, _ = fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+
+	// Start both control planes at once: each takes seconds.
+	var (
+		wg              sync.WaitGroup
+		env, bare       *envtest.Environment
+		cfg             *rest.Config
+		envErr, bareErr error
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		env, cfg, envErr = testenv.Start()
+	}()
+	go func() {
+		defer wg.Done()
+		bare, bareErr = startWithoutCRD()
+	}()
+	wg.Wait()
+	defer func() {
+		for _, e := range []*envtest.Environment{env, bare} {
+			if e != nil {
+				_ = e.Stop()
+			}
+		}
+	}()
+	if err := errors.Join(envErr, bareErr); err != nil {
+		_, _ = fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	stop, err := setup(env, cfg, bare, dir)
+	if err != nil {
+		_, _ = fmt.Fprintln(os.Stderr, "setting up the suite:", err)
+		return 1
+	}
+	defer stop()
+	return m.Run()
+}
+
+func startWithoutCRD() (*envtest.Environment, error) {
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	env, err := testenv.Environment(root)
+	if err != nil {
+		return nil, err
+	}
+	env.CRDDirectoryPaths, env.ErrorIfCRDPathMissing = nil, false
+	if _, err := env.Start(); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	return env, nil
+}
+
+// setup writes the kubeconfigs, creates the namespaces and starts the
+// controller; stop stops it.
+func setup(env *envtest.Environment, cfg *rest.Config, bare *envtest.Environment, dir string) (stop func(), err error) {
+	kubeconfig := func(e *envtest.Environment, user envtest.User) (string, error) {
+		u, err := e.AddUser(user, nil)
+		if err != nil {
+			return "", err
+		}
+		data, err := u.KubeConfig()
+		if err != nil {
+			return "", err
+		}
+		path := filepath.Join(dir, user.Name+fmt.Sprintf("-%p", e)+".kubeconfig")
+		return path, os.WriteFile(path, data, 0o600)
+	}
+	masters := envtest.User{Name: "admin", Groups: []string{"system:masters"}}
+	if adminKube, err = kubeconfig(env, masters); err != nil {
+		return nil, err
+	}
+	if bobKube, err = kubeconfig(env, envtest.User{Name: "bob"}); err != nil {
+		return nil, err
+	}
+	if noCRDKube, err = kubeconfig(bare, masters); err != nil {
+		return nil, err
+	}
+
+	scheme := runtime.NewScheme()
+	if err := errors.Join(linkv1.AddToScheme(scheme), corev1.AddToScheme(scheme)); err != nil {
+		return nil, err
+	}
+	if admin, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, err
+	}
+	for _, ns := range []string{linked, nocontroller} {
+		if err := admin.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return nil, err
+		}
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{linked: {}}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(suiteCtx)
+	r := &controllers.ShortLinkReconciler{
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("plugin-test"), RedirectBaseURL: baseURL,
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		cancel()
+		return nil, errors.New("the controller's cache did not sync")
+	}
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			_, _ = fmt.Fprintln(os.Stderr, "controller:", err)
+		}
+	}, nil
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runVerb runs the verb in-process with --kubeconfig kubeconfig.
+func runVerb(t *testing.T, kubeconfig, verb string, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if kubeconfig != "" {
+		args = append(args, "--kubeconfig", kubeconfig)
+	}
+	code := Run(verb, args, &stdout, &stderr)
+	t.Logf("%s %s: exit %d\nstdout:\n%sstderr:\n%s", verb, strings.Join(args, " "), code, stdout.String(), stderr.String())
+	return result{code, stdout.String(), stderr.String()}
+}
+
+func (r result) expect(t *testing.T, code int, stdout string, stderr ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit status %d, want %d", r.code, code)
+	}
+	if stdout != "*" && r.stdout != stdout {
+		t.Errorf("stdout %q, want %q", r.stdout, stdout)
+	}
+	for _, s := range stderr {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("stderr lacks %q", s)
+		}
+	}
+}
+
+// wantURL is the short URL the controller gives rawURL in the namespace linked.
+func wantURL(t *testing.T, rawURL string) string {
+	namespace := linked
+	t.Helper()
+	canonical, err := shortcode.Canonicalize(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return baseURL + "/" + namespace + "/" + shortcode.Code(canonical, namespace, 0)
+}
+
+func getLinkT(t *testing.T, namespace, name string) *linkv1.ShortLink {
+	t.Helper()
+	var l linkv1.ShortLink
+	if err := admin.Get(suiteCtx, types.NamespacedName{Namespace: namespace, Name: name}, &l); err != nil {
+		t.Fatal(err)
+	}
+	return &l
+}
+
+func TestCreateWaitsAndPrintsTheShortURL(t *testing.T) {
+	const target = "https://example.com/docs"
+	want := wantURL(t, target)
+
+	runVerb(t, adminKube, "create", "docs", target, "-n", linked, "--max-uses", "10").
+		expect(t, ExitOK, want+"\n", "shortlink.linkforge.io/docs created")
+
+	// Again with the same spec: nothing to change, same answer.
+	runVerb(t, adminKube, "create", "-n", linked, "docs", target, "--max-uses=10").
+		expect(t, ExitOK, want+"\n", "shortlink.linkforge.io/docs unchanged")
+
+	l := getLinkT(t, linked, "docs")
+	if l.Spec.URL != target || l.Spec.MaxUses == nil || *l.Spec.MaxUses != 10 {
+		t.Errorf("spec %+v", l.Spec)
+	}
+	if !hasManager(l, FieldManager) {
+		t.Errorf("managed fields %v lack %s", l.ManagedFields, FieldManager)
+	}
+}
+
+func hasManager(l *linkv1.ShortLink, manager string) bool {
+	for _, f := range l.ManagedFields {
+		if f.Manager == manager {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCreateRefusesAnotherSpecUnlessOverwrite(t *testing.T) {
+	const first, second = "https://example.com/first", "https://example.com/second"
+	runVerb(t, adminKube, "create", "moving", first, "-n", linked).expect(t, ExitOK, wantURL(t, first)+"\n")
+
+	runVerb(t, adminKube, "create", "moving", second, "-n", linked, "--ttl", "24h").
+		expect(t, ExitNotReady, "",
+			"shortlink linked/moving already exists with another spec",
+			`url: "https://example.com/first" (wanted "https://example.com/second")`,
+			"ttl: <unset> (wanted 24h0m0s)",
+			"--overwrite")
+	if got := getLinkT(t, linked, "moving").Spec.URL; got != first {
+		t.Fatalf("the refused create changed spec.url to %s", got)
+	}
+
+	runVerb(t, adminKube, "create", "moving", second, "-n", linked, "--ttl", "24h", "--overwrite").
+		expect(t, ExitOK, wantURL(t, second)+"\n", "shortlink.linkforge.io/moving configured")
+	if l := getLinkT(t, linked, "moving"); l.Spec.URL != second || l.Spec.TTL == nil {
+		t.Errorf("spec after --overwrite: %+v", l.Spec)
+	}
+}
+
+func TestCreateReportsACodeHeldByAnotherLink(t *testing.T) {
+	runVerb(t, adminKube, "create", "promo", "https://example.com/promo", "-n", linked, "--code", "sale").
+		expect(t, ExitOK, baseURL+"/linked/sale\n")
+	runVerb(t, adminKube, "create", "promo2", "https://example.com/other", "-n", linked, "--code", "sale").
+		expect(t, ExitNotReady, "", "shortlink linked/promo2 is Conflict: ", "promo")
+}
+
+func TestCreateDryRunPrintsAManifestAndCreatesNothing(t *testing.T) {
+	res := runVerb(t, adminKube, "create", "gitops", "https://example.com/gitops", "--dry-run=client",
+		"--code", "gitops", "--expires-at", "2030-01-02T15:04:05Z", "--status", "308", "--forward-query")
+	res.expect(t, ExitOK, `apiVersion: linkforge.io/v1alpha1
+kind: ShortLink
+metadata:
+  name: gitops
+spec:
+  code: gitops
+  expiresAt: "2030-01-02T15:04:05Z"
+  forwardQuery: true
+  redirectStatus: 308
+  url: https://example.com/gitops
+`)
+
+	// The manifest is one the API server accepts as it is.
+	var l linkv1.ShortLink
+	if err := yaml.UnmarshalStrict([]byte(res.stdout), &l); err != nil {
+		t.Fatal(err)
+	}
+	l.Namespace = linked
+	if err := admin.Create(suiteCtx, &l, client.DryRunAll); err != nil {
+		t.Errorf("the API server refuses the manifest: %v", err)
+	}
+	err := admin.Get(suiteCtx, types.NamespacedName{Namespace: linked, Name: "gitops"}, &linkv1.ShortLink{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("--dry-run=client created the link (get: %v)", err)
+	}
+
+	// With -n the manifest names its namespace; -o json; no cluster needed.
+	runVerb(t, "", "create", "gitops", "https://example.com/gitops", "--dry-run=client", "-n", "team-a", "-o", "json",
+		"--kubeconfig", filepath.Join(t.TempDir(), "none")).
+		expect(t, ExitOK, `{
+  "apiVersion": "linkforge.io/v1alpha1",
+  "kind": "ShortLink",
+  "metadata": {
+    "name": "gitops",
+    "namespace": "team-a"
+  },
+  "spec": {
+    "url": "https://example.com/gitops"
+  }
+}
+`)
+}
+
+func TestGet(t *testing.T) {
+	const target = "https://example.com/get"
+	runVerb(t, adminKube, "create", "listed", target, "-n", linked, "--max-uses", "5", "--expires-at", "2031-01-01T00:00:00Z").
+		expect(t, ExitOK, "*")
+	code := strings.TrimPrefix(wantURL(t, target), baseURL+"/linked/")
+
+	res := runVerb(t, adminKube, "get", "listed", "-n", linked)
+	res.expect(t, ExitOK, "*")
+	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want a header and one row, got %q", res.stdout)
+	}
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME SHORT URL CODE TARGET USES EXPIRES STATE" {
+		t.Errorf("header %q", lines[0])
+	}
+	wantRow := []string{"listed", baseURL + "/linked/" + code, code, target, "0/5", "2031-01-01T00:00:00Z", "Active"}
+	if got := strings.Fields(lines[1]); strings.Join(got, " ") != strings.Join(wantRow, " ") {
+		t.Errorf("row %q, want %q", got, wantRow)
+	}
+
+	// The namespace's table lists every link of it; -A adds a NAMESPACE column.
+	res = runVerb(t, adminKube, "get", "-n", linked)
+	res.expect(t, ExitOK, "*")
+	if !strings.Contains(res.stdout, "\nlisted ") {
+		t.Errorf("the namespace's table lacks listed")
+	}
+	res = runVerb(t, adminKube, "get", "-A")
+	res.expect(t, ExitOK, "*")
+	if !strings.HasPrefix(res.stdout, "NAMESPACE ") || !strings.Contains(res.stdout, "\nlinked ") {
+		t.Errorf("get -A: %q", res.stdout)
+	}
+
+	runVerb(t, adminKube, "get", "nosuchlink", "-n", linked).
+		expect(t, ExitNotReady, "", `shortlink "nosuchlink" not found in namespace linked`)
+	runVerb(t, adminKube, "get", "-n", "default").expect(t, ExitOK, "", "No shortlinks found in default namespace.")
+}
+
+func TestOpen(t *testing.T) {
+	const target = "https://example.com/open"
+	want := wantURL(t, target)
+	runVerb(t, adminKube, "create", "opened", target, "-n", linked).expect(t, ExitOK, want+"\n")
+
+	runVerb(t, adminKube, "open", "opened", "-n", linked).expect(t, ExitOK, want+"\n")
+
+	// --browser hands the URL to the opener.
+	dir := t.TempDir()
+	opener := filepath.Join(dir, "opener")
+	if err := os.WriteFile(opener, []byte("#!/bin/sh\necho \"$1\" > "+filepath.Join(dir, "opened")+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() (string, error)) { browserCommand = f }(browserCommand)
+	browserCommand = func() (string, error) { return opener, nil }
+	runVerb(t, adminKube, "open", "opened", "-n", linked, "--browser").expect(t, ExitOK, want+"\n")
+	if got, _ := os.ReadFile(filepath.Join(dir, "opened")); string(got) != want+"\n" {
+		t.Errorf("the browser was handed %q, want %q", got, want)
+	}
+
+	runVerb(t, adminKube, "open", "nosuchlink", "-n", linked).expect(t, ExitNotReady, "", "not found")
+}
+
+// Without a controller, create times out; once a status says Ready (as a
+// manager without --redirect-base-url writes it), the short URL is a path.
+func TestWithoutControllerAndWithoutBaseURL(t *testing.T) {
+	const target = "https://example.com/slow"
+	runVerb(t, adminKube, "create", "slow", target, "-n", nocontroller, "--timeout", "1s").
+		expect(t, ExitNotReady, "", "shortlink.linkforge.io/slow created",
+			"shortlink nocontroller/slow is not Ready after 1s: no controller has reconciled it",
+			"Is the linkforge manager running?")
+
+	runVerb(t, adminKube, "open", "slow", "-n", nocontroller).
+		expect(t, ExitNotReady, "", "shortlink nocontroller/slow has no short URL yet")
+
+	// What the controller writes, without a redirect base URL.
+	l := getLinkT(t, nocontroller, "slow")
+	l.Status.State, l.Status.Code = linkv1.StateActive, "slowcode"
+	l.Status.ObservedGeneration, l.Status.ConfirmedGeneration = l.Generation, l.Generation
+	meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
+		Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, Reason: linkv1.ReasonActive,
+		Message: "serving", ObservedGeneration: l.Generation,
+	})
+	if err := admin.Status().Update(suiteCtx, l); err != nil {
+		t.Fatal(err)
+	}
+
+	runVerb(t, adminKube, "create", "slow", target, "-n", nocontroller).
+		expect(t, ExitOK, "/nocontroller/slowcode\n", "unchanged", "runs without --redirect-base-url")
+	runVerb(t, adminKube, "open", "slow", "-n", nocontroller).
+		expect(t, ExitOK, "/nocontroller/slowcode\n", "runs without --redirect-base-url")
+	runVerb(t, adminKube, "open", "slow", "-n", nocontroller, "--browser").
+		expect(t, ExitNotReady, "/nocontroller/slowcode\n", "it has no host")
+}
+
+func TestInvalidURL(t *testing.T) {
+	runVerb(t, adminKube, "create", "bad", "ftp://example.com/file", "-n", linked).
+		expect(t, ExitNotReady, "", `invalid URL "ftp://example.com/file": scheme`)
+	runVerb(t, adminKube, "create", "bad", "not a url", "--dry-run=client").
+		expect(t, ExitNotReady, "", `invalid URL "not a url"`)
+
+	// Past the client-side check, the API server's CEL rule refuses it too.
+	link := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: linked}, Spec: linkv1.ShortLinkSpec{URL: "ftp://example.com/file"}}
+	var stderr bytes.Buffer
+	code := report(apply(suiteCtx, admin, link, false, &stderr), &stderr)
+	if code != ExitNotReady || !strings.Contains(stderr.String(), "the API server refused the ShortLink") ||
+		!strings.Contains(stderr.String(), "url must be an absolute URL starting with http:// or https://") {
+		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestForbidden(t *testing.T) {
+	runVerb(t, bobKube, "get", "-n", linked).
+		expect(t, ExitCluster, "", "you may not list shortlinks.linkforge.io in namespace linked",
+			`User "bob" cannot list resource "shortlinks"`, "kubectl auth can-i list shortlinks.linkforge.io -n linked")
+	runVerb(t, bobKube, "get", "-A").
+		expect(t, ExitCluster, "", "you may not list shortlinks.linkforge.io in all namespaces", "can-i list shortlinks.linkforge.io -A")
+	runVerb(t, bobKube, "create", "mine", "https://example.com/", "-n", linked).
+		expect(t, ExitCluster, "", "you may not get shortlinks.linkforge.io in namespace linked")
+	runVerb(t, bobKube, "open", "docs", "-n", linked).
+		expect(t, ExitCluster, "", "you may not get shortlinks.linkforge.io in namespace linked")
+}
+
+func TestMissingCRD(t *testing.T) {
+	for _, args := range [][]string{
+		{"get"},
+		{"get", "docs"},
+		{"create", "docs", "https://example.com/"},
+		{"open", "docs"},
+	} {
+		runVerb(t, noCRDKube, args[0], args[1:]...).
+			expect(t, ExitCluster, "", "the ShortLink CRD is not installed in this cluster: run `make install` or `kubectl apply -k config/crd`")
+	}
+}
+
+func TestClusterUnreachable(t *testing.T) {
+	runVerb(t, adminKube, "get", "--server", "https://127.0.0.1:1").
+		expect(t, ExitCluster, "", "cannot reach the cluster")
+	runVerb(t, "", "get", "--kubeconfig", filepath.Join(t.TempDir(), "missing")).
+		expect(t, ExitCluster, "", "error: ")
+}
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "onlyname"}, "create takes NAME and URL, got 1 argument(s)"},
+		{[]string{"create", "a", "https://example.com/", "extra"}, "got 3 argument(s)"},
+		{[]string{"create", "Not_A_Name", "https://example.com/"}, `invalid NAME "Not_A_Name"`},
+		{[]string{"create", "a", "https://example.com/", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"create", "a", "https://example.com/", "--ttl", "1h", "--expires-at", "2030-01-01T00:00:00Z"}, "at most one of --ttl and --expires-at"},
+		{[]string{"create", "a", "https://example.com/", "--ttl", "-1h"}, "invalid --ttl -1h0m0s"},
+		{[]string{"create", "a", "https://example.com/", "--expires-at", "tomorrow"}, `invalid --expires-at "tomorrow"`},
+		{[]string{"create", "a", "https://example.com/", "--max-uses", "0"}, "invalid --max-uses 0"},
+		{[]string{"create", "a", "https://example.com/", "--status", "200"}, "invalid --status 200"},
+		{[]string{"create", "a", "https://example.com/", "--code", "no/slash"}, `invalid --code "no/slash"`},
+		{[]string{"create", "a", "https://example.com/", "--dry-run=server"}, `invalid --dry-run "server"`},
+		{[]string{"create", "a", "https://example.com/", "-o", "yaml"}, "-o is for --dry-run=client"},
+		{[]string{"create", "a", "https://example.com/", "--dry-run=client", "-o", "wide"}, `invalid -o "wide"`},
+		{[]string{"get", "a", "b"}, "get takes at most one NAME, got 2"},
+		{[]string{"get", "a", "-A"}, "get NAME looks in one namespace"},
+		{[]string{"open"}, "open takes one NAME, got 0 argument(s)"},
+	} {
+		runVerb(t, "", tc.args[0], tc.args[1:]...).expect(t, ExitUsage, "", "error: ", tc.want, "See 'linkforge "+tc.args[0]+" --help' for usage.")
+	}
+	runVerb(t, "", "create", "--help").expect(t, ExitOK, "", "usage: linkforge create NAME URL", "--kubeconfig string", "-n, --namespace string")
+}
