@@ -434,9 +434,10 @@ func (r *ShortLinkReconciler) indexCodes(obj client.Object) []string {
 	return codes
 }
 
+// inConflict reads the typed state the controller wrote, not a condition
+// reason: reasons are for people.
 func inConflict(link *linkv1.ShortLink) bool {
-	ready := meta.FindStatusCondition(link.Status.Conditions, linkv1.ConditionReady)
-	return ready != nil && ready.Reason == linkv1.ReasonCodeConflict
+	return link.Status.State == linkv1.StateConflict
 }
 
 // rivalsHandler enqueues the links that hold, declare or wait for a code that
