@@ -141,8 +141,8 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 			"subjectaccessreviews.authorization.k8s.io create", "tokenreviews.authentication.k8s.io create",
 		}
 		g.Expect(e.grantedBeyondAuthenticated(managerSA, "default")).To(Equal(managerAnywhere))
-		// Its own namespace adds the leader election Lease, and no more.
-		managerHome := append(slices.Clone(managerAnywhere),
+		// Its own namespace adds the leader election Lease and its event, and no more.
+		managerHome := append(slices.Clone(managerAnywhere), "events create", "events patch",
 			"leases.coordination.k8s.io create", "leases.coordination.k8s.io get", "leases.coordination.k8s.io update")
 		slices.Sort(managerHome)
 		g.Expect(e.grantedBeyondAuthenticated(managerSA, systemNamespace)).To(Equal(managerHome))
