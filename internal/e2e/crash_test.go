@@ -100,10 +100,34 @@ func crashLinks(ns string) []string {
 	return docs
 }
 
-// applyBatches applies batches first to last-1 of 50 docs, in one kubectl apply.
-func (c *crashEnv) applyBatches(t *testing.T, docs []string, first, last int) {
+// applyInBackground starts one kubectl apply of all docs (it creates them one
+// by one, over seconds) and returns a channel that yields its error.
+func (c *crashEnv) applyInBackground(docs []string) <-chan error {
+	done := make(chan error, 1)
+	cmd := c.cp.KubectlCmd(context.Background(), "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(strings.Join(docs, "---\n"))
+	go func() {
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("kubectl apply: %w\n%s", err, tail(string(out), 2000))
+		}
+		done <- err
+	}()
+	return done
+}
+
+// killMidApply applies docs and SIGKILLs p once some links are Ready while
+// the apply still runs, then waits for the apply to finish.
+func (c *crashEnv) killMidApply(t *testing.T, g *WithT, ns string, docs []string, p *devenv.Process) {
 	t.Helper()
-	c.applyYAML(strings.Join(docs[first*50:last*50], "---\n"))
+	applied := c.applyInBackground(docs)
+	g.Eventually(func() (int, error) { return c.countReady(ns) }).WithPolling(20 * time.Millisecond).Should(BeNumerically(">=", 10))
+	c.kill(t, p)
+	links, _ := c.links(ns)
+	ready, _ := c.countReady(ns)
+	t.Logf("%s killed with %d links applied, %d Ready", p.Name, len(links), ready)
+	g.Expect(len(links)).To(BeNumerically("<", len(docs)), "killed while the apply was still running")
+	g.Expect(<-applied).To(Succeed())
 }
 
 type crashLink struct {
@@ -226,14 +250,7 @@ func TestCrashRecovery(t *testing.T) {
 		const ns = "crash"
 		c.mustKubectl("create", "namespace", ns)
 		docs := crashLinks(ns)
-		killed := c.start(t, "manager", managerProbes)
-		// Kill it mid-work: 200 links applied at once, the first decided.
-		c.applyBatches(t, docs, 0, 4)
-		g.Eventually(func() (int, error) { return c.countReady(ns) }).WithPolling(20 * time.Millisecond).Should(BeNumerically(">=", 1))
-		c.kill(t, killed)
-		c.applyBatches(t, docs, 4, 8)
-		ready, _ := c.countReady(ns)
-		t.Logf("manager killed with %d of 400 links Ready", ready)
+		c.killMidApply(t, g, ns, docs, c.start(t, "manager", managerProbes))
 
 		restarted := time.Now()
 		manager = c.start(t, "manager-restarted", managerProbes)
@@ -340,13 +357,8 @@ func TestCrashRecovery(t *testing.T) {
 		}).Should(BeTrue(), "a leader is elected")
 		g.Expect(acquired(follower)).To(BeFalse(), "only one leader")
 
-		c.applyBatches(t, docs, 0, 4)
-		g.Eventually(func() (int, error) { return c.countReady(ns) }).WithPolling(20 * time.Millisecond).Should(BeNumerically(">=", 1))
-		c.kill(t, leader)
+		c.killMidApply(t, g, ns, docs, leader)
 		killedAt := time.Now()
-		c.applyBatches(t, docs, 4, 8)
-		ready, _ := c.countReady(ns)
-		t.Logf("leader %s killed with %d of 400 links Ready", leader.Name, ready)
 
 		g.Eventually(func() bool { return acquired(follower) }).WithTimeout(leaseDuration+10*time.Second).Should(BeTrue(), "the follower takes the lease")
 		t.Logf("%s took the lease %s after the kill", follower.Name, time.Since(killedAt).Round(100*time.Millisecond))

@@ -197,6 +197,8 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("URLs the canonicalizer refuses are refused at admission or by the controller, never served", e.testURLAdmission)
 
+	t.Run("a vanity host serves its namespace's /<code> and every namespace's /<namespace>/<code>", e.testVanityHost)
+
 	t.Run("unknown codes are 404", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
 		status, _, err := e.get("/default/nope")
