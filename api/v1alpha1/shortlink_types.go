@@ -73,6 +73,13 @@ type ShortLinkSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.trim().lowerAscii().startsWith('http://') || self.trim().lowerAscii().startsWith('https://')",message="url must be an absolute URL starting with http:// or https://"
+	// URLs that cannot work are refused when applied: control characters, a
+	// user name or password, no host, a port outside 1-65535. The controller
+	// checks the rest (status reason InvalidURL).
+	// +kubebuilder:validation:XValidation:rule=`!self.trim().matches('[\x00-\x1f\x7f]')`,message="url must not contain control characters (bytes 0x00-0x1F or 0x7F), such as CR or LF"
+	// +kubebuilder:validation:XValidation:rule=`!self.trim().matches('^[A-Za-z]+://[^/?#]*@')`,message="url must not hold a user name or password before '@': it can disguise the real host"
+	// +kubebuilder:validation:XValidation:rule=`!self.trim().matches('^[A-Za-z]+://(:[0-9]*)?([/?#]|$)')`,message="url must have a host, e.g. https://example.com/"
+	// +kubebuilder:validation:XValidation:rule=`!self.trim().matches('^[A-Za-z]+://[^/?#]*:[^]/?#:]+([/?#]|$)') || self.trim().matches('^[A-Za-z]+://[^/?#]*:0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])([/?#]|$)')`,message="url port must be a number from 1 to 65535"
 	URL string `json:"url"`
 
 	// code is an optional custom short code (1-64 of A-Z a-z 0-9 _ -). When set,

@@ -51,9 +51,9 @@ type options struct {
 
 func run() error {
 	var o options
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint, e.g. :8443 (HTTPS) or :8080 (with --metrics-secure=false); 0 disables it.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of /metrics and the reaper's /reaper summary, e.g. :8443 (HTTPS) or :8080 (with --metrics-secure=false); 0 disables both.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, to callers the API server authenticates and authorizes for GET /metrics.")
-	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /readyz and /reaper.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz (no authentication: for the kubelet).")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one manager replica is active.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	flag.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
@@ -121,8 +121,16 @@ func run() error {
 		return err
 	}
 
+	// /reaper is served beside /metrics, behind the same authentication and
+	// authorization: it tells what the manager deletes and when, which is
+	// not for whoever reaches the pod. The probe port stays open for the kubelet.
+	if o.metricsAddr != "0" {
+		if err := mgr.AddMetricsServerExtraHandler("/reaper", reaper.StatsHandler()); err != nil {
+			return err
+		}
+	}
 	if o.probeAddr != "0" {
-		if err := addProbeServer(mgr, o.probeAddr, reaper.StatsHandler()); err != nil {
+		if err := addProbeServer(mgr, o.probeAddr); err != nil {
 			return err
 		}
 	}
@@ -131,9 +139,10 @@ func run() error {
 	return mgr.Start(ctx)
 }
 
-// metricsOptions serves metrics the way kubebuilder's scaffold does: over
-// HTTPS with a self-signed certificate, each caller checked with a
-// TokenReview and a SubjectAccessReview (see config/rbac/metrics_*.yaml).
+// metricsOptions serves metrics (and /reaper) the way kubebuilder's scaffold
+// does: over HTTPS with a self-signed certificate, each caller checked with a
+// TokenReview and a SubjectAccessReview for GET on the path (see
+// config/rbac/metrics_*.yaml).
 func metricsOptions(o options) metricsserver.Options {
 	opts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure}
 	if o.metricsSecure {
@@ -142,9 +151,9 @@ func metricsOptions(o options) metricsserver.Options {
 	return opts
 }
 
-// addProbeServer serves /healthz, /readyz and the reaper's JSON summary on one
-// port. readyz waits for the informer caches.
-func addProbeServer(mgr manager.Manager, addr string, reaperStats http.Handler) error {
+// addProbeServer serves /healthz and /readyz, unauthenticated, as the kubelet
+// calls them; nothing else is on this port. readyz waits for the informer caches.
+func addProbeServer(mgr manager.Manager, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s for probes: %w", addr, err)
@@ -167,7 +176,6 @@ func addProbeServer(mgr manager.Manager, addr string, reaperStats http.Handler) 
 	}
 	probe("/healthz", map[string]healthz.Checker{"ping": healthz.Ping})
 	probe("/readyz", map[string]healthz.Checker{"ping": healthz.Ping, "informers": synced})
-	mux.Handle("/reaper", reaperStats)
 	return mgr.Add(&manager.Server{
 		Name:     "probes",
 		Server:   &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},

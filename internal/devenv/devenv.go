@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/linkforge/linkforge/internal/testenv"
@@ -60,6 +61,23 @@ func StartControlPlane(root, dir string) (*ControlPlane, error) {
 		return nil, errors.Join(err, cp.Stop())
 	}
 	return cp, nil
+}
+
+// ServiceAccountKubeconfig writes into dir a copy of the admin kubeconfig that
+// impersonates the service account namespace/name with the groups the API
+// server gives a service account's token, and returns its path. A binary run
+// with it has exactly the RBAC of that service account, as in a pod.
+func (c *ControlPlane) ServiceAccountKubeconfig(dir, namespace, name string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	for _, user := range cfg.AuthInfos {
+		user.Impersonate = "system:serviceaccount:" + namespace + ":" + name
+		user.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace}
+	}
+	path := filepath.Join(dir, "kubeconfig-"+namespace+"-"+name)
+	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
 // Stop stops kube-apiserver and etcd and removes their data.
@@ -198,7 +216,25 @@ type Linkforge struct {
 // StartLinkforge runs the manager and the redirector of binDir against cp,
 // their logs in logDir, the redirector on redirectAddr (empty: a free port),
 // and returns once both are ready. managerArgs are added to the manager's flags.
+// Both use the admin kubeconfig.
 func StartLinkforge(ctx context.Context, cp *ControlPlane, binDir, logDir, redirectAddr string, managerArgs ...string) (*Linkforge, error) {
+	return StartLinkforgeAs(ctx, cp, Kubeconfigs{}, binDir, logDir, redirectAddr, managerArgs...)
+}
+
+// Kubeconfigs are the kubeconfigs the binaries run with; empty means the
+// control plane's admin kubeconfig.
+type Kubeconfigs struct {
+	Manager, Redirector string
+}
+
+// StartLinkforgeAs is StartLinkforge with each binary's own kubeconfig, e.g.
+// one from ServiceAccountKubeconfig.
+func StartLinkforgeAs(ctx context.Context, cp *ControlPlane, kc Kubeconfigs, binDir, logDir, redirectAddr string, managerArgs ...string) (*Linkforge, error) {
+	for _, path := range []*string{&kc.Manager, &kc.Redirector} {
+		if *path == "" {
+			*path = cp.Kubeconfig
+		}
+	}
 	l := &Linkforge{RedirectAddr: redirectAddr}
 	var err error
 	for _, addr := range []*string{&l.ManagerProbes, &l.RedirectorProbes, &l.RedirectAddr} {
@@ -208,13 +244,13 @@ func StartLinkforge(ctx context.Context, cp *ControlPlane, binDir, logDir, redir
 			}
 		}
 	}
-	args := append([]string{"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", l.ManagerProbes,
+	args := append([]string{"--kubeconfig", kc.Manager, "--health-probe-bind-address", l.ManagerProbes,
 		"--redirect-base-url", "http://" + l.RedirectAddr}, managerArgs...)
 	if l.Manager, err = Start("manager", filepath.Join(logDir, "manager.log"), filepath.Join(binDir, "manager"), args...); err != nil {
 		return nil, err
 	}
 	if l.Redirector, err = Start("redirector", filepath.Join(logDir, "redirector.log"), filepath.Join(binDir, "redirector"),
-		"--kubeconfig", cp.Kubeconfig, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes); err != nil {
+		"--kubeconfig", kc.Redirector, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes); err != nil {
 		return nil, errors.Join(err, l.Stop(10*time.Second))
 	}
 	for _, probe := range []string{l.ManagerProbes, l.RedirectorProbes} {

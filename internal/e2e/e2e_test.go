@@ -5,8 +5,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,6 +37,9 @@ type env struct {
 	mgrProbes string
 	// redirectProbes is host:port of the redirector's probes and metrics.
 	redirectProbes string
+	// mgrMetrics is host:port of the manager's /metrics and /reaper (HTTPS),
+	// and scraperToken a token bound to the linkforge-metrics-reader ClusterRole.
+	mgrMetrics, scraperToken string
 }
 
 // fetch returns the body of GET http://addrPath.
@@ -128,12 +129,14 @@ func TestEndToEnd(t *testing.T) {
 	cp, err := devenv.StartControlPlane(root, tmp)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = cp.Stop() })
+	// The binaries run as the service accounts of config/default.
+	kubeconfigs := installOperator(t, cp, tmp)
 
 	mgrMetrics, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	lf, err := devenv.StartLinkforge(ctx, cp, bin, tmp, "",
+	lf, err := devenv.StartLinkforgeAs(ctx, cp, kubeconfigs, bin, tmp, "",
 		"--metrics-bind-address", mgrMetrics,
 		// Reap quickly so the test sees it: 1s after finishing, sweeping every second.
 		"--default-ttl-after-finished", "1s", "--reap-interval", "1s")
@@ -143,6 +146,7 @@ func TestEndToEnd(t *testing.T) {
 		if err := lf.Stop(15 * time.Second); err != nil {
 			t.Error(err)
 		}
+		expectNoForbidden(t, lf.Manager, lf.Redirector)
 		if t.Failed() {
 			for _, p := range []*devenv.Process{lf.Manager, lf.Redirector} {
 				if b, err := os.ReadFile(p.Log); err == nil {
@@ -152,7 +156,9 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
-	e := &env{t: t, cp: cp, redirect: "http://" + lf.RedirectAddr, mgrProbes: lf.ManagerProbes, redirectProbes: lf.RedirectorProbes}
+	e := &env{t: t, cp: cp, redirect: "http://" + lf.RedirectAddr, mgrProbes: lf.ManagerProbes, redirectProbes: lf.RedirectorProbes,
+		mgrMetrics: mgrMetrics}
+	e.scraperToken = e.serviceAccountToken("scraper", "linkforge-metrics-reader")
 
 	t.Run("samples become Ready and redirect", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
@@ -185,16 +191,13 @@ func TestEndToEnd(t *testing.T) {
 			To(Equal(e.redirect + "/default/" + code))
 	})
 
-	t.Run("the manager's metrics need an authorized caller", func(t *testing.T) {
-		g := newG(t)
-		insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the manager's self-signed certificate
-		}}
-		resp, err := insecure.Get("https://" + mgrMetrics + "/metrics")
-		g.Expect(err).NotTo(HaveOccurred())
-		_ = resp.Body.Close()
-		g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
-	})
+	t.Run("the probe port is open and serves only probes; /metrics and /reaper need an authorized caller", e.testProbePortPolicy)
+
+	t.Run("least privilege", func(t *testing.T) { e.testLeastPrivilege(t, kubeconfigs) })
+
+	t.Run("URLs the canonicalizer refuses are refused at admission or by the controller, never served", e.testURLAdmission)
+
+	t.Run("a vanity host serves its namespace's /<code> and every namespace's /<namespace>/<code>", e.testVanityHost)
 
 	t.Run("unknown codes are 404", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
@@ -246,13 +249,7 @@ func TestEndToEnd(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(status).To(Equal(http.StatusGone), "the redirector's tombstone")
 
-		var stats struct {
-			TotalReaped int `json:"totalReaped"`
-		}
-		body, err := e.fetch(e.mgrProbes + "/reaper")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(json.Unmarshal([]byte(body), &stats)).To(Succeed())
-		g.Expect(stats.TotalReaped).To(BeNumerically(">=", 1))
+		g.Expect(e.reaperStats()).To(BeNumerically(">=", 1))
 	})
 
 	t.Run("the deploy manifests are accepted by the API server", func(t *testing.T) {

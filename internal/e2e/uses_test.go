@@ -149,6 +149,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 	cp, err := devenv.StartControlPlane(root, tmp)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = cp.Stop() })
+	kc := installOperator(t, cp, tmp)
 	u := &usesEnv{
 		env: &env{t: t, cp: cp},
 		client: &http.Client{
@@ -161,13 +162,14 @@ func TestUsesAcrossReplicas(t *testing.T) {
 	mgrProbes, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
 	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
-		"--kubeconfig", cp.Kubeconfig, "--health-probe-bind-address", mgrProbes)
+		"--kubeconfig", kc.Manager, "--health-probe-bind-address", mgrProbes)
 	g.Expect(err).NotTo(HaveOccurred())
 	procs := []*devenv.Process{mgr}
 	t.Cleanup(func() {
 		for _, r := range u.replicas {
 			procs = append(procs, r.proc)
 		}
+		defer expectNoForbidden(t, procs...)
 		for _, p := range procs {
 			_ = p.Stop(10 * time.Second)
 			if t.Failed() {
@@ -183,7 +185,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		r.probes, err = devenv.FreeAddr()
 		g.Expect(err).NotTo(HaveOccurred())
-		r.args = []string{"--kubeconfig", cp.Kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes,
+		r.args = []string{"--kubeconfig", kc.Redirector, "--bind-address", r.addr, "--health-probe-bind-address", r.probes,
 			"--uses-flush-interval", usesFlush.String(), "--uses-lease", usesLease.String()}
 		u.replicas = append(u.replicas, r)
 		u.start(t, r)
