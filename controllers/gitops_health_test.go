@@ -179,7 +179,7 @@ var _ = Describe("GitOps health", func() {
 		Expect(k8sClient.Create(suiteCtx, wanter)).To(Succeed())
 		eventuallyState(ns, "wanter", metav1.ConditionFalse, linkv1.ReasonCodeConflict, linkv1.StateConflict)
 
-		Expect(k8sClient.Create(suiteCtx, newLink(ns, "invalid", "https://bank.example@evil.example/"))).To(Succeed())
+		Expect(k8sClient.Create(suiteCtx, newLink(ns, "invalid", "https://bank example.com/"))).To(Succeed())
 		eventuallyState(ns, "invalid", metav1.ConditionFalse, linkv1.ReasonInvalidURL, linkv1.StateInvalid)
 
 		By("links the controller has not seen, or reconciled one at a time by hand")

@@ -291,6 +291,9 @@ var _ = Describe("Reaper", func() {
 			names = append([]string{name}, names...)
 		}
 		remaining := func() []string { return reaperNames(k8sClient, ns) }
+		// What the next sweep sees: the reaper's cache, which follows the
+		// deletes a moment after the API server.
+		cachedRemaining := func() []string { return reaperNames(cached, ns) }
 		// The reaper's cache has them all; without the deadline path nothing happens before a sweep.
 		Eventually(func() []string { return reaperNames(cached, ns) }).Should(HaveLen(10))
 		Consistently(remaining).WithTimeout(time.Second).Should(HaveLen(10))
@@ -307,10 +310,12 @@ var _ = Describe("Reaper", func() {
 		Eventually(remaining).Should(Equal(names[4:]))
 		// No further deletes until the next interval.
 		Consistently(remaining).WithTimeout(time.Second).Should(Equal(names[4:]))
+		Eventually(cachedRemaining).Should(Equal(names[4:]))
 
 		sweepOnce(2)
 		Expect(reaper.Stats().LastBatch).To(Equal(4))
 		Eventually(remaining).Should(Equal(names[8:]))
+		Eventually(cachedRemaining).Should(Equal(names[8:]))
 
 		sweepOnce(3)
 		Expect(reaper.Stats().LastBatch).To(Equal(2))

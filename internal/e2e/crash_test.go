@@ -219,12 +219,7 @@ func expectAllDecided(g Gomega, links map[string]crashLink, err error) {
 
 func TestCrashRecovery(t *testing.T) {
 	g := newG(t)
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "bin")
-	buildBinaries(t, bin)
-	cp, err := devenv.StartControlPlane(root, tmp)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = cp.Stop() })
+	bin, tmp, cp := newCluster(t)
 	c := &crashEnv{env: &env{t: t, cp: cp}, bin: bin, dir: tmp, kc: installOperator(t, cp, tmp)}
 	t.Cleanup(func() {
 		for _, p := range c.procs {

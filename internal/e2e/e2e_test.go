@@ -119,16 +119,25 @@ func (e *env) in(t *testing.T) *env {
 	return &c
 }
 
+// newCluster builds this tree's binaries into a temporary directory and
+// starts a control plane there, stopped when the test ends. It returns the
+// binaries' directory, the temporary directory and the control plane.
+func newCluster(t testing.TB) (bin, tmp string, cp *devenv.ControlPlane) {
+	t.Helper()
+	tmp = t.TempDir()
+	bin = filepath.Join(tmp, "bin")
+	buildBinaries(t, bin)
+	cp, err := devenv.StartControlPlane(root, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	return bin, tmp, cp
+}
+
 func TestEndToEnd(t *testing.T) {
 	g := newG(t)
-
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "bin")
-	buildBinaries(t, bin)
-
-	cp, err := devenv.StartControlPlane(root, tmp)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = cp.Stop() })
+	bin, tmp, cp := newCluster(t)
 	// The binaries run as the service accounts of config/default.
 	kubeconfigs := installOperator(t, cp, tmp)
 

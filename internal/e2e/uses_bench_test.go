@@ -35,14 +35,7 @@ func BenchmarkUsesDrain(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("USES_BENCH_N")); err == nil && v > 0 {
 		n = v
 	}
-	tmp := b.TempDir()
-	bin := filepath.Join(tmp, "bin")
-	buildBinaries(b, bin)
-	cp, err := devenv.StartControlPlane(root, tmp)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = cp.Stop() }()
+	bin, tmp, cp := newCluster(b)
 
 	scheme := runtime.NewScheme()
 	_ = linkv1.AddToScheme(scheme)

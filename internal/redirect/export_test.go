@@ -52,3 +52,7 @@ func (r *Redirector) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }
+
+// Decided sets what the controller writes for a decision with the given
+// Ready reason (see decided), for the envtest suite.
+var Decided = decided

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -162,7 +163,10 @@ func decided(reason string) func(*linkv1.ShortLink) {
 			l.Status.ConfirmedGeneration = l.Generation
 			l.Status.FinishedAt = &metav1.Time{Time: epoch.Add(-time.Minute)}
 		}
-		l.Status.Conditions = []metav1.Condition{{Type: linkv1.ConditionReady, Status: ready, Reason: reason}}
+		meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
+			Type: linkv1.ConditionReady, Status: ready, Reason: reason, Message: "set by the test",
+			ObservedGeneration: l.Generation,
+		})
 	}
 }
 
