@@ -48,48 +48,43 @@ type options struct {
 	qps                     float64
 	burst                   int
 	reaper                  controllers.ReaperOptions
-	readBeforeDelete        bool
-	showVersion             bool
-}
-
-// bindFlags registers the manager's flags on fs, with their defaults, into o.
-func bindFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint, e.g. :8443 (HTTPS) or :8080 (with --metrics-secure=false); 0 disables it.")
-	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, to callers the API server authenticates and authorizes for GET /metrics.")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /readyz and /reaper.")
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one manager replica is active.")
-	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
-	fs.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
-	fs.StringVar(&o.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default: "+controllers.DefaultLeaderElectionID+
-		", or one derived from --namespaces, so each shard elects its own leader).")
-	fs.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces whose ShortLinks this manager caches and reconciles (a shard); empty: all. "+
-		"Run one manager per disjoint set; the RBAC may then be namespaced Roles.")
-	fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", controllers.Defaults.MaxConcurrentReconciles,
-		"ShortLinks reconciled in parallel. A reconcile is about one status patch, so this bounds the manager's writes in flight.")
-	fs.Float64Var(&o.qps, "kube-api-qps", float64(controllers.Defaults.QPS), "Client-side rate limit of API requests per second; negative: none. "+
-		"The default is none, as in controller-runtime: the API server's Priority and Fairness queues and sheds load across all clients, "+
-		"while a client-side limit only slows this manager (N new links need N status patches and N Events).")
-	fs.IntVar(&o.burst, "kube-api-burst", controllers.Defaults.Burst, "Client-side burst of API requests, with a non-negative --kube-api-qps.")
-	fs.DurationVar(&o.reaper.DefaultTTLAfterFinished, "default-ttl-after-finished", time.Hour, "How long a finished link is kept when it sets no ttlSecondsAfterFinished.")
-	fs.DurationVar(&o.reaper.SweepInterval, "reap-interval", 15*time.Minute, "Interval of the reaper's sweep for finished links that are due.")
-	fs.IntVar(&o.reaper.BatchSize, "reap-batch-size", 1000, "Most links one sweep deletes.")
-	fs.Float64Var(&o.reaper.DeletesPerSecond, "reap-rate", 50, "Most deletes per second the reaper sends.")
-	fs.BoolVar(&o.readBeforeDelete, "reap-read-before-delete", false, "Read each link from the API server before deleting it, as Kubernetes' TTL-after-finished controller does. "+
-		"Off by default: the delete carries the UID and resourceVersion of the copy judged due, so the API server refuses it for any other version, and a refused delete is re-read and re-checked.")
-	fs.BoolVar(&o.showVersion, "version", false, "Print the version and exit.")
 }
 
 func run() error {
 	var o options
-	bindFlags(flag.CommandLine, &o)
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint, e.g. :8443 (HTTPS) or :8080 (with --metrics-secure=false); 0 disables it.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, to callers the API server authenticates and authorizes for GET /metrics.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz, /readyz and /reaper.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one manager replica is active.")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	flag.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
+	flag.StringVar(&o.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default: "+controllers.DefaultLeaderElectionID+
+		", or one derived from --namespaces, so each shard elects its own leader).")
+	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces whose ShortLinks this manager caches and reconciles (a shard); empty: all. "+
+		"Run one manager per disjoint set of namespaces.")
+	// The scaling defaults live in controllers.Defaults, which the
+	// convergence benchmark runs too; see there and the README for why.
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", controllers.Defaults.MaxConcurrentReconciles,
+		"ShortLinks reconciled in parallel. A reconcile is about one status patch, so this bounds the manager's writes in flight.")
+	flag.Float64Var(&o.qps, "kube-api-qps", float64(controllers.Defaults.QPS), "Client-side rate limit of API requests per second; negative: none. "+
+		"The default is none, as in controller-runtime: the API server's Priority and Fairness queues and sheds load across all clients, "+
+		"while a client-side limit only slows this manager (N new links need N status patches and N Events).")
+	flag.IntVar(&o.burst, "kube-api-burst", controllers.Defaults.Burst, "Client-side burst of API requests, with a non-negative --kube-api-qps (0: client-go's 10).")
+	flag.DurationVar(&o.reaper.DefaultTTLAfterFinished, "default-ttl-after-finished", time.Hour, "How long a finished link is kept when it sets no ttlSecondsAfterFinished.")
+	flag.DurationVar(&o.reaper.SweepInterval, "reap-interval", 15*time.Minute, "Interval of the reaper's sweep for finished links that are due.")
+	flag.IntVar(&o.reaper.BatchSize, "reap-batch-size", 1000, "Most links one sweep deletes.")
+	flag.Float64Var(&o.reaper.DeletesPerSecond, "reap-rate", 50, "Most deletes per second the reaper sends.")
+	readBeforeDelete := flag.Bool("reap-read-before-delete", false, "Read each link from the API server before deleting it, as Kubernetes' TTL-after-finished controller does. "+
+		"Off by default: the delete carries the UID and resourceVersion of the copy judged due, so the API server refuses it for any other version, and a refused delete is re-read and re-checked.")
+	showVersion := flag.Bool("version", false, "Print the version and exit.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	if o.showVersion {
+	if *showVersion {
 		fmt.Println(version)
 		return nil
 	}
-	o.reaper.OptimisticDelete = !o.readBeforeDelete
+	o.reaper.OptimisticDelete = !*readBeforeDelete
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 

@@ -2,58 +2,40 @@ package main
 
 import (
 	"flag"
-	"io"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/linkforge/linkforge/controllers"
 )
 
-// TestFlagDefaults checks that the scaling flags default to
-// controllers.Defaults, which the convergence benchmark runs and the README
-// documents.
+// TestFlagDefaults runs the manager's flag setup (run with --version, which
+// returns after parsing) and checks that the scaling flags default to
+// controllers.Defaults, which the convergence benchmark runs, and to the
+// values the README documents.
 func TestFlagDefaults(t *testing.T) {
-	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var o options
-	bindFlags(fs, &o)
-	if err := fs.Parse(nil); err != nil {
+	args := os.Args
+	defer func() { os.Args = args }()
+	os.Args = []string{"manager", "--version"}
+	if err := run(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := o.qps, float64(controllers.Defaults.QPS); got != want {
-		t.Errorf("--kube-api-qps defaults to %v, want %v", got, want)
+	def := func(name string) string {
+		f := flag.CommandLine.Lookup(name)
+		if f == nil {
+			t.Fatalf("no flag --%s", name)
+		}
+		return f.DefValue
 	}
-	if got, want := o.burst, controllers.Defaults.Burst; got != want {
-		t.Errorf("--kube-api-burst defaults to %v, want %v", got, want)
-	}
-	if got, want := o.maxConcurrentReconciles, controllers.Defaults.MaxConcurrentReconciles; got != want {
-		t.Errorf("--max-concurrent-reconciles defaults to %v, want %v", got, want)
-	}
-	// The documented values (README, performance section).
-	if o.qps >= 0 {
-		t.Errorf("--kube-api-qps defaults to %v: want no client-side limit (negative), as documented", o.qps)
-	}
-	if o.maxConcurrentReconciles != 16 {
-		t.Errorf("--max-concurrent-reconciles defaults to %d, want the documented 16", o.maxConcurrentReconciles)
-	}
-	if o.namespaces != "" || o.leaderElectionID != "" {
-		t.Errorf("--namespaces=%q --leader-election-id=%q: want both empty (all namespaces, %s)", o.namespaces, o.leaderElectionID, controllers.DefaultLeaderElectionID)
-	}
-	if o.readBeforeDelete {
-		t.Error("--reap-read-before-delete defaults to true, want false")
-	}
-}
-
-func TestFlagsParse(t *testing.T) {
-	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
-	var o options
-	bindFlags(fs, &o)
-	if err := fs.Parse([]string{"--namespaces", "a, b,,a", "--kube-api-qps", "50", "--max-concurrent-reconciles", "3"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := controllers.ParseNamespaces(o.namespaces); len(got) != 2 || got[0] != "a" || got[1] != "b" {
-		t.Errorf("--namespaces %q parsed as %q, want [a b]", o.namespaces, got)
-	}
-	if o.qps != 50 || o.maxConcurrentReconciles != 3 {
-		t.Errorf("qps=%v workers=%d, want 50 and 3", o.qps, o.maxConcurrentReconciles)
+	for _, c := range []struct{ flag, want, documented string }{
+		{"kube-api-qps", strconv.FormatFloat(float64(controllers.Defaults.QPS), 'g', -1, 64), "-1"},
+		{"kube-api-burst", strconv.Itoa(controllers.Defaults.Burst), "0"},
+		{"max-concurrent-reconciles", strconv.Itoa(controllers.Defaults.MaxConcurrentReconciles), "16"},
+		{"namespaces", "", ""},
+		{"leader-election-id", "", ""},
+	} {
+		if got := def(c.flag); got != c.want || got != c.documented {
+			t.Errorf("--%s defaults to %q, want %q (controllers.Defaults) and %q (README)", c.flag, got, c.want, c.documented)
+		}
 	}
 }
