@@ -27,6 +27,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -443,12 +444,20 @@ func (b *bench) namespace(ctx context.Context, name string) error {
 	return client.IgnoreAlreadyExists(b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 }
 
+// deleteAll deletes the links of ns and waits until they are gone. A
+// collection delete of tens of thousands outlives the API server's request
+// timeout (60s) while the server goes on deleting: then it is sent again.
 func (b *bench) deleteAll(ctx context.Context, ns string) error {
-	if err := b.c.DeleteAllOf(ctx, &linkv1.ShortLink{}, client.InNamespace(ns)); err != nil {
-		return err
+	for range 30 {
+		err := b.c.DeleteAllOf(ctx, &linkv1.ShortLink{}, client.InNamespace(ns))
+		if err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+			return err
+		}
+		if _, err := b.waitGone(ctx, ns, time.Minute); err == nil {
+			return nil
+		}
 	}
-	_, err := b.waitGone(ctx, ns, 30*time.Minute)
-	return err
+	return fmt.Errorf("could not delete the links of %s", ns)
 }
 
 // waitGone waits until ns has no ShortLinks and returns how long that took.
