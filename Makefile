@@ -83,6 +83,11 @@ bench: envtest-assets build ## Run the benchmarks: code algorithm, controller an
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench UsesDrain -benchtime 1x -timeout 30m
 	hack/bench-redirect.sh
 
+.PHONY: bench-scale
+bench-scale: envtest-assets build ## Measure linkforge at N links (default 100000; N=10000 make bench-scale): local control plane, the real binaries (not part of make test).
+	go build -o bin/bench-scale ./hack/bench-scale
+	KUBEBUILDER_ASSETS="$(ASSETS)" bin/bench-scale $(if $(N),-n $(N))
+
 ##@ Build
 
 .PHONY: build

@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -91,6 +91,15 @@ func benchLink(ns string, i int) *linkv1.ShortLink {
 //	go test ./controllers -run '^$' -bench ShortLinksReady -benchtime 1x
 func BenchmarkShortLinksReady(b *testing.B) {
 	n := benchN(b, "READY_BENCH_N", 2000)
+	// The binary's defaults; READY_BENCH_QPS and READY_BENCH_WORKERS try others.
+	qps := float64(Defaults.QPS)
+	if v := os.Getenv("READY_BENCH_QPS"); v != "" {
+		var err error
+		if qps, err = strconv.ParseFloat(v, 64); err != nil {
+			b.Fatalf("READY_BENCH_QPS=%q: %v", v, err)
+		}
+	}
+	workers := benchN(b, "READY_BENCH_WORKERS", Defaults.MaxConcurrentReconciles)
 	cfg, c := benchEnv(b)
 	ctx := context.Background()
 
@@ -110,20 +119,25 @@ func BenchmarkShortLinksReady(b *testing.B) {
 		})
 		floor := time.Since(start)
 
-		// The controller, started and synced before the clock starts.
+		// The controller as bin/manager runs it (Defaults: client limits,
+		// workers; its cache options; an event recorder), started and synced
+		// before the clock starts.
 		ns := benchNamespace(b, c, "ready")
-		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		mcfg := rest.CopyConfig(cfg)
+		mcfg.QPS, mcfg.Burst = float32(qps), Defaults.Burst
+		mgr, err := ctrl.NewManager(mcfg, ctrl.Options{
 			Scheme:                 scheme,
 			Metrics:                metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress: "0",
 			Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-			Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+			Cache:                  ManagerCacheOptions([]string{ns}),
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
 		mctx, stop := context.WithCancel(ctx)
-		r := &ShortLinkReconciler{Client: mgr.GetClient(), Clock: clock.RealClock{}, MaxConcurrentReconciles: benchWorkers}
+		r := &ShortLinkReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("linkforge-manager"),
+			Clock: clock.RealClock{}, MaxConcurrentReconciles: workers}
 		if err := r.SetupWithManager(mctx, mgr); err != nil {
 			b.Fatal(err)
 		}
@@ -171,7 +185,7 @@ func BenchmarkShortLinksReady(b *testing.B) {
 		b.ReportMetric(floor.Seconds(), "floor-s")
 		b.ReportMetric(withController.Seconds(), "controller-s")
 		b.ReportMetric(withController.Seconds()/floor.Seconds(), "ratio")
-		b.Logf("N=%d workers=%d: floor (plain creates + status patches) %.2fs, controller (creates until all Ready) %.2fs, ratio %.2f",
-			n, benchWorkers, floor.Seconds(), withController.Seconds(), withController.Seconds()/floor.Seconds())
+		b.Logf("N=%d clients=%d qps=%g reconcilers=%d: floor (plain creates + status patches) %.2fs, controller (creates until all Ready) %.2fs, ratio %.2f",
+			n, benchWorkers, qps, workers, floor.Seconds(), withController.Seconds(), withController.Seconds()/floor.Seconds())
 	}
 }

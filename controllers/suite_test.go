@@ -85,9 +85,9 @@ func inNamespace(ns string) ctrl.Options {
 }
 
 // startManagerWith runs a manager with opts (a namespace-scoped cache, say)
-// and what setup registers until the test ends. It returns once the
-// manager's caches have synced.
-func startManagerWith(opts ctrl.Options, setup func(ctx context.Context, mgr ctrl.Manager) error) {
+// and what setup registers until the test ends, or until stop is called. It
+// returns once the manager's caches have synced.
+func startManagerWith(opts ctrl.Options, setup func(ctx context.Context, mgr ctrl.Manager) error) (stop func()) {
 	GinkgoHelper()
 	opts.Scheme = scheme
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
@@ -104,9 +104,11 @@ func startManagerWith(opts ctrl.Options, setup func(ctx context.Context, mgr ctr
 		defer close(done)
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	DeferCleanup(func() {
+	stop = func() {
 		cancel()
 		Eventually(done).WithTimeout(30 * time.Second).Should(BeClosed())
-	})
+	}
+	DeferCleanup(stop)
 	Expect(mgr.GetCache().WaitForCacheSync(ctx)).To(BeTrue())
+	return stop
 }

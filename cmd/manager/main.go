@@ -16,7 +16,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -42,6 +41,8 @@ type options struct {
 	probeAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
+	leaderElectionID        string
+	namespaces              string
 	redirectBaseURL         string
 	maxConcurrentReconciles int
 	qps                     float64
@@ -57,9 +58,18 @@ func run() error {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one manager replica is active.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	flag.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
-	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "ShortLinks reconciled in parallel.")
-	flag.Float64Var(&o.qps, "kube-api-qps", 100, "Client-side rate limit of API requests per second.")
-	flag.IntVar(&o.burst, "kube-api-burst", 200, "Client-side burst of API requests.")
+	flag.StringVar(&o.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default: "+controllers.DefaultLeaderElectionID+
+		", or one derived from --namespaces, so each shard elects its own leader).")
+	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces whose ShortLinks this manager caches and reconciles (a shard); empty: all. "+
+		"Run one manager per disjoint set of namespaces.")
+	// The scaling defaults live in controllers.Defaults, which the
+	// convergence benchmark runs too; see there and the README for why.
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", controllers.Defaults.MaxConcurrentReconciles,
+		"ShortLinks reconciled in parallel. A reconcile is about one status patch, so this bounds the manager's writes in flight.")
+	flag.Float64Var(&o.qps, "kube-api-qps", float64(controllers.Defaults.QPS), "Client-side rate limit of API requests per second; negative: none. "+
+		"The default is none, as in controller-runtime: the API server's Priority and Fairness queues and sheds load across all clients, "+
+		"while a client-side limit only slows this manager (N new links need N status patches and N Events).")
+	flag.IntVar(&o.burst, "kube-api-burst", controllers.Defaults.Burst, "Client-side burst of API requests, with a non-negative --kube-api-qps (0: client-go's 10).")
 	flag.DurationVar(&o.reaper.DefaultTTLAfterFinished, "default-ttl-after-finished", time.Hour, "How long a finished link is kept when it sets no ttlSecondsAfterFinished.")
 	flag.DurationVar(&o.reaper.SweepInterval, "reap-interval", 15*time.Minute, "Interval of the reaper's sweep for finished links that are due.")
 	flag.IntVar(&o.reaper.BatchSize, "reap-batch-size", 1000, "Most links one sweep deletes.")
@@ -87,15 +97,21 @@ func run() error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	namespaces := controllers.ParseNamespaces(o.namespaces)
+	leaderElectionID := o.leaderElectionID
+	if leaderElectionID == "" {
+		leaderElectionID = controllers.LeaderElectionID(namespaces)
+	}
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
-		// Nothing here reads managedFields; dropping them halves the cache.
-		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Lean objects (no managedFields, no last-applied copy of the spec),
+		// of the --namespaces shard if one is given.
+		Cache:                   controllers.ManagerCacheOptions(namespaces),
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  "0", // served below, with /reaper beside the probes
 		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "manager.linkforge.io",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNamespace,
 		// The manager exits soon after losing the lease, so a new leader never
 		// overlaps with it for long.
@@ -135,7 +151,8 @@ func run() error {
 		}
 	}
 
-	log.Info("starting manager", "version", version, "leaderElect", o.leaderElect)
+	log.Info("starting manager", "version", version, "leaderElect", o.leaderElect, "leaderElectionID", leaderElectionID,
+		"namespaces", namespaces, "maxConcurrentReconciles", o.maxConcurrentReconciles, "qps", o.qps)
 	return mgr.Start(ctx)
 }
 

@@ -99,17 +99,24 @@ type Decision struct {
 // unblocked (stability: published codes do not move because a lower salt
 // became free); otherwise it takes the first unblocked candidate.
 func Decide(self Link, candidates []string, rivals []Link) Decision {
+	// blockedBy names the blocker that precedes the others, not the first
+	// found: rivals come in cache order, and a name that changed with it
+	// would rewrite the Conflict message (a status write) on every pass.
 	blockedBy := func(code string) (string, bool) {
+		var best *Link
 		for i := range rivals {
 			o := &rivals[i]
 			if o.Name == self.Name || o.Target == self.Target {
 				continue
 			}
-			if (o.Held == code || o.Custom == code) && Precedes(*o, self) {
-				return o.Name, true
+			if (o.Held == code || o.Custom == code) && Precedes(*o, self) && (best == nil || Precedes(*o, *best)) {
+				best = o
 			}
 		}
-		return "", false
+		if best == nil {
+			return "", false
+		}
+		return best.Name, true
 	}
 	// The code to keep: the one self holds, else the one a link with the
 	// same target holds (duplicates share one code even when a lower salt

@@ -223,3 +223,20 @@ func TestTargetKey(t *testing.T) {
 		t.Error("equal fields give different target keys")
 	}
 }
+
+// TestDecideRivalIsStable: the Conflict's rival does not depend on the order
+// of rivals (cache order), or the status message would change on each pass.
+func TestDecideRivalIsStable(t *testing.T) {
+	self := Link{Name: "l9", Created: at(0), Target: "t9", Custom: "taken"}
+	rivals := []Link{
+		{Name: "l5", Created: at(0), Target: "t5", Custom: "taken"},
+		{Name: "l2", Created: at(0), Target: "t2", Custom: "taken", Held: "taken", Confirmed: true},
+		{Name: "l7", Created: at(0), Target: "t7", Custom: "taken"},
+	}
+	for i := range rivals {
+		order := append(append([]Link{}, rivals[i:]...), rivals[:i]...)
+		if d := Decide(self, []string{"taken"}, order); d.Outcome != Conflict || d.Rival != "l2" {
+			t.Errorf("rivals from %s first: %+v, want Conflict with l2", order[0].Name, d)
+		}
+	}
+}

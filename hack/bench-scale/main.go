@@ -1,0 +1,745 @@
+// Command bench-scale measures linkforge at N links on this machine (make
+// bench-scale): a local control plane (envtest's etcd and kube-apiserver),
+// the real bin/manager and bin/redirector with their default flags, and N
+// ShortLinks created by 8 parallel clients. It prints one table: convergence
+// against a floor measured in the same run, memory per link, the
+// redirector's start with N links, a manager restart with N unchanged links,
+// and the reaper deleting 10% of N at once against its floor.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/testenv"
+)
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = linkv1.AddToScheme(scheme)
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	n, clients int
+	root, dir  string
+	env        *envtest.Environment
+	cfg        *rest.Config
+	kubeconfig string
+	c          client.WithWatch
+	rows       [][2]string
+	mgr, rdr   *proc
+	mgrProbe   string
+	mgrMetrics string
+	rdrProbe   string
+	conv       time.Duration
+}
+
+func (b *bench) row(name, format string, args ...any) {
+	v := fmt.Sprintf(format, args...)
+	b.rows = append(b.rows, [2]string{name, v})
+	fmt.Printf("    %s: %s\n", name, v)
+}
+
+func step(format string, args ...any) {
+	fmt.Printf("==> %s  (load %s)\n", fmt.Sprintf(format, args...), loadavg())
+}
+
+func run() error {
+	defN := 100000
+	if v := os.Getenv("N"); v != "" {
+		var err error
+		if defN, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("N=%q: %w", v, err)
+		}
+	}
+	b := &bench{}
+	flag.IntVar(&b.n, "n", defN, "Links to create (or N=).")
+	flag.IntVar(&b.clients, "clients", 8, "Parallel clients creating links, on both sides of each comparison.")
+	flag.StringVar(&b.root, "root", ".", "Repository root (bin/manager and bin/redirector are run from root/bin).")
+	flag.Parse()
+	var err error
+	if b.root, err = filepath.Abs(b.root); err != nil {
+		return err
+	}
+	b.dir = filepath.Join(b.root, ".bench-scale")
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return err
+	}
+	start := time.Now()
+	fmt.Printf("bench-scale N=%d clients=%d, %s, load %s, %d CPUs\n", b.n, b.clients, time.Now().UTC().Format(time.RFC3339), loadavg(), numCPU())
+
+	step("starting the control plane")
+	if err := b.startControlPlane(); err != nil {
+		return err
+	}
+	defer func() {
+		for _, p := range []*proc{b.rdr, b.mgr} {
+			if p != nil {
+				_ = p.stop(10 * time.Second)
+			}
+		}
+		_ = b.env.Stop()
+	}()
+	err = b.measure()
+	fmt.Printf("\nN=%d clients=%d, took %s, load at the end %s (logs in %s)\n", b.n, b.clients, time.Since(start).Round(time.Second), loadavg(), b.dir)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "| measure\t| value\t|")
+	fmt.Fprintln(w, "|---\t|---\t|")
+	for _, r := range b.rows {
+		fmt.Fprintf(w, "| %s\t| %s\t|\n", r[0], r[1])
+	}
+	_ = w.Flush()
+	return err
+}
+
+func (b *bench) measure() error {
+	ctx := context.Background()
+	n := b.n
+
+	// A fresh API server is slow on its first requests (connections, the
+	// CRD's handlers, etcd's first pages): warm it up outside the clocks.
+	if err := b.namespace(ctx, "warmup"); err != nil {
+		return err
+	}
+	if err := b.parallel(min(n, 500), func(i int) error { return b.c.Create(ctx, link("warmup", i)) }); err != nil {
+		return err
+	}
+	if err := b.deleteAll(ctx, "warmup"); err != nil {
+		return err
+	}
+
+	// The control plane's memory before any link; the floor's links, deleted
+	// before the binaries start, leave garbage and history behind.
+	time.Sleep(2 * time.Second)
+	cold := b.memory()
+
+	// Floor: the same creates, and one status write each, by a plain client.
+	step("floor: %d creates + %d status patches by %d plain clients", n, n, b.clients)
+	if err := b.namespace(ctx, "floor"); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := b.parallel(n, func(i int) error {
+		l := link("floor", i)
+		if err := b.c.Create(ctx, l); err != nil {
+			return err
+		}
+		base := l.DeepCopy()
+		l.Status.Code, l.Status.CanonicalURL, l.Status.ObservedGeneration = fmt.Sprintf("c%09d", i), l.Spec.URL, l.Generation
+		meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, Reason: linkv1.ReasonCodeAssigned, Message: "floor"})
+		return b.c.Status().Patch(ctx, l, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}); err != nil {
+		return err
+	}
+	floor := time.Since(t0)
+	b.row("floor: N creates + N status patches (plain client)", "%.1fs (%.0f links/s), load %s", floor.Seconds(), float64(n)/floor.Seconds(), loadavg())
+	// Gone before the manager starts, so it does not reconcile them.
+	if err := b.deleteAll(ctx, "floor"); err != nil {
+		return err
+	}
+
+	step("starting bin/manager and bin/redirector (default flags)")
+	if err := b.startManager(ctx); err != nil {
+		return err
+	}
+	if err := b.startRedirector(ctx); err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second)
+	idle := b.memory()
+
+	step("convergence: %d creates by %d clients until all Ready", n, b.clients)
+	if err := b.namespace(ctx, "links"); err != nil {
+		return err
+	}
+	allReady, stopWatch, err := b.watchReady(ctx, "links", n)
+	if err != nil {
+		return err
+	}
+	t0 = time.Now()
+	if err := b.parallel(n, func(i int) error { return b.c.Create(ctx, link("links", i)) }); err != nil {
+		return err
+	}
+	created := time.Since(t0)
+	select {
+	case <-allReady:
+	case <-time.After(max(30*time.Minute, 20*floor)):
+		stopWatch()
+		return errors.New("not all links became Ready")
+	}
+	conv := time.Since(t0)
+	b.conv = conv
+	stopWatch()
+	b.row("convergence: N creates until all Ready (manager)", "%.1fs (creates done at %.1fs), load %s", conv.Seconds(), created.Seconds(), loadavg())
+	b.row("ratio convergence / floor", "%.2f", conv.Seconds()/floor.Seconds())
+
+	time.Sleep(5 * time.Second) // let the watchers catch up and the heaps settle
+	full := b.memory()
+	perLink := func(after, before int64) string {
+		return fmt.Sprintf("%.0f MiB (before %.0f MiB): %.2f KiB/link", mib(after), mib(before), float64(after-before)/1024/float64(n))
+	}
+	b.row("manager RSS", "%s", perLink(full.manager, idle.manager))
+	b.row("redirector RSS", "%s", perLink(full.redirector, idle.redirector))
+	// The control plane against its memory before the floor: an upper bound,
+	// as the floor's deleted links are in it too (garbage, etcd history).
+	b.row("kube-apiserver RSS (vs before the floor)", "%s", perLink(full.apiserver, cold.apiserver))
+	b.row("etcd RSS (vs before the floor)", "%s", perLink(full.etcd, cold.etcd))
+	b.row("etcd DB size (vs before the floor)", "%s", perLink(full.etcdDB, cold.etcdDB))
+
+	step("redirector restart with %d links", n)
+	before, err := b.apiMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	if err := b.rdr.stop(30 * time.Second); err != nil {
+		return err
+	}
+	t0 = time.Now()
+	if err := b.startRedirector(ctx); err != nil {
+		return err
+	}
+	rdrStart := time.Since(t0)
+	after, err := b.apiMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	lists := after.sum("shortlinks", "LIST") - before.sum("shortlinks", "LIST")
+	watches := after.sum("shortlinks", "WATCH") - before.sum("shortlinks", "WATCH")
+	streamed := int64(after.watchList - before.watchList)
+	how := "paginated LIST, then WATCH"
+	if lists == 0 && streamed > 0 {
+		how = "WatchList (streaming watch, sendInitialEvents)"
+	}
+	b.row("redirector start to ready", "%.1fs; initial sync by %s (shortlinks: %d LIST, %d WATCH, %d watch-list requests)", rdrStart.Seconds(), how, lists, watches, streamed)
+
+	step("manager restart with %d unchanged links", n)
+	if err := b.mgr.stop(30 * time.Second); err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second) // the last writes of the old manager land
+	before, err = b.apiMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	t0 = time.Now()
+	if err := b.startManager(ctx); err != nil {
+		return err
+	}
+	mgrReady := time.Since(t0)
+	if err := b.waitReconciled(ctx, n); err != nil {
+		return err
+	}
+	mgrReconciled := time.Since(t0)
+	time.Sleep(5 * time.Second)
+	after, err = b.apiMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	writes := after.writes() - before.writes()
+	b.row("manager restart: ready / all N reconciled", "%.1fs / %.1fs", mgrReady.Seconds(), mgrReconciled.Seconds())
+	b.row("manager restart: API writes (goal 0)", "%d (%s)", writes, after.writeDetail(before))
+
+	return b.reaper(ctx)
+}
+
+// reaper: N/10 links that fall due at one instant, until all are gone,
+// against the floor: the same number of deletes (with preconditions, as the
+// reaper sends them) by plain clients.
+func (b *bench) reaper(ctx context.Context) error {
+	m := max(1, b.n/10)
+	step("reaper: %d links falling due at once", m)
+	if err := b.namespace(ctx, "reap"); err != nil {
+		return err
+	}
+	allReady, stopWatch, err := b.watchReady(ctx, "reap", m)
+	if err != nil {
+		return err
+	}
+	// Due a while after they are created and Ready; a minute at least.
+	// Twice the time the first N took, scaled to m, and 30s more.
+	t0 := time.Now()
+	est := time.Duration(2*float64(b.conv)*float64(m)/float64(b.n)) + 30*time.Second
+	at := metav1.NewTime(time.Now().Add(est).Truncate(time.Second))
+	if err := b.parallel(m, func(i int) error {
+		l := link("reap", i)
+		l.Spec.ExpiresAt = &at
+		l.Spec.TTLSecondsAfterFinished = ptr.To[int32](0)
+		return b.c.Create(ctx, l)
+	}); err != nil {
+		return err
+	}
+	select {
+	case <-allReady:
+	case <-time.After(time.Until(at.Time)):
+		// fallthrough: the links must be Ready before they fall due
+	}
+	stopWatch()
+	if time.Now().After(at.Time) {
+		return fmt.Errorf("the %d reap links were not Ready %s after their creation, before they fell due", m, time.Since(t0).Round(time.Second))
+	}
+	time.Sleep(time.Until(at.Time))
+	gone, err := b.waitGone(ctx, "reap", 30*time.Minute)
+	if err != nil {
+		return err
+	}
+	b.row("reaper: N/10 due at once, until all deleted", "%d links in %.1fs (%.0f/s; --reap-rate default 50/s), load %s", m, gone.Seconds(), float64(m)/gone.Seconds(), loadavg())
+
+	step("reaper floor: %d deletes with preconditions by %d plain clients", m, b.clients)
+	if err := b.namespace(ctx, "reapfloor"); err != nil {
+		return err
+	}
+	links := make([]*linkv1.ShortLink, m)
+	if err := b.parallel(m, func(i int) error {
+		links[i] = link("reapfloor", i)
+		return b.c.Create(ctx, links[i])
+	}); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := b.parallel(m, func(i int) error {
+		l := links[i]
+		return client.IgnoreNotFound(b.c.Delete(ctx, l, client.Preconditions{UID: &l.UID}))
+	}); err != nil {
+		return err
+	}
+	fl := time.Since(start)
+	b.row("reaper floor: N/10 deletes (plain client)", "%.1fs (%.0f/s); reaper/floor %.1f", fl.Seconds(), float64(m)/fl.Seconds(), gone.Seconds()/fl.Seconds())
+	return nil
+}
+
+func (b *bench) startControlPlane() error {
+	var err error
+	b.env, b.cfg, err = testenv.StartAt(b.root)
+	if err != nil {
+		return err
+	}
+	user, err := b.env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	b.kubeconfig = filepath.Join(b.dir, "kubeconfig")
+	if err := os.WriteFile(b.kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	b.cfg = rest.CopyConfig(b.cfg)
+	b.cfg.QPS, b.cfg.Burst = -1, 0 // the floor is not throttled on the client
+	b.c, err = client.NewWithWatch(b.cfg, client.Options{Scheme: scheme})
+	return err
+}
+
+func (b *bench) startManager(ctx context.Context) error {
+	var err error
+	if b.mgrProbe == "" {
+		if b.mgrProbe, err = devenv.FreeAddr(); err != nil {
+			return err
+		}
+		if b.mgrMetrics, err = devenv.FreeAddr(); err != nil {
+			return err
+		}
+	}
+	// Default flags, but for where to listen: metrics over plain HTTP, to
+	// read the reconcile count.
+	b.mgr, err = start("manager", filepath.Join(b.dir, "manager.log"), filepath.Join(b.root, "bin", "manager"),
+		"--kubeconfig", b.kubeconfig, "--health-probe-bind-address", b.mgrProbe,
+		"--metrics-bind-address", b.mgrMetrics, "--metrics-secure=false")
+	if err != nil {
+		return err
+	}
+	return b.waitReady(ctx, b.mgr, b.mgrProbe)
+}
+
+func (b *bench) startRedirector(ctx context.Context) error {
+	var err error
+	if b.rdrProbe == "" {
+		if b.rdrProbe, err = devenv.FreeAddr(); err != nil {
+			return err
+		}
+	}
+	addr, err := devenv.FreeAddr()
+	if err != nil {
+		return err
+	}
+	b.rdr, err = start("redirector", filepath.Join(b.dir, "redirector.log"), filepath.Join(b.root, "bin", "redirector"),
+		"--kubeconfig", b.kubeconfig, "--bind-address", addr, "--health-probe-bind-address", b.rdrProbe)
+	if err != nil {
+		return err
+	}
+	return b.waitReady(ctx, b.rdr, b.rdrProbe)
+}
+
+func (b *bench) waitReady(ctx context.Context, p *proc, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := devenv.WaitHTTP(ctx, "http://"+addr+"/readyz", http.StatusOK); err != nil {
+		return fmt.Errorf("%s (log %s): %w", p.name, p.log, err)
+	}
+	return nil
+}
+
+// waitReconciled waits until the manager's shortlink controller has
+// reconciled n links since it started.
+func (b *bench) waitReconciled(ctx context.Context, n int) error {
+	deadline := time.Now().Add(30 * time.Minute)
+	for time.Now().Before(deadline) {
+		body, err := get(ctx, http.DefaultClient, "http://"+b.mgrMetrics+"/metrics")
+		if err == nil {
+			var total float64
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, `controller="shortlink"`) {
+					total += value(line)
+				}
+			}
+			if total >= float64(n) {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return errors.New("the restarted manager did not reconcile every link")
+}
+
+func (b *bench) namespace(ctx context.Context, name string) error {
+	return client.IgnoreAlreadyExists(b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+}
+
+// deleteAll deletes the links of ns and waits until they are gone. A
+// collection delete of tens of thousands outlives the API server's request
+// timeout (60s) while the server goes on deleting: then it is sent again.
+func (b *bench) deleteAll(ctx context.Context, ns string) error {
+	for range 30 {
+		err := b.c.DeleteAllOf(ctx, &linkv1.ShortLink{}, client.InNamespace(ns))
+		if err != nil && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+			return err
+		}
+		if _, err := b.waitGone(ctx, ns, time.Minute); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("could not delete the links of %s", ns)
+}
+
+// waitGone waits until ns has no ShortLinks and returns how long that took.
+func (b *bench) waitGone(ctx context.Context, ns string, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for time.Since(start) < limit {
+		var list metav1.PartialObjectMetadataList
+		list.SetGroupVersionKind(linkv1.GroupVersion.WithKind("ShortLinkList"))
+		if err := b.c.List(ctx, &list, client.InNamespace(ns), client.Limit(1)); err != nil {
+			return 0, err
+		}
+		if len(list.Items) == 0 {
+			return time.Since(start), nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("links left in %s after %s", ns, limit)
+}
+
+// watchReady reports when n links of ns are Ready.
+func (b *bench) watchReady(ctx context.Context, ns string, n int) (<-chan struct{}, func(), error) {
+	w, err := b.c.Watch(ctx, &linkv1.ShortLinkList{}, client.InNamespace(ns))
+	if err != nil {
+		return nil, nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		ready := make(map[string]bool, n)
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*linkv1.ShortLink)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			if meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionReady) && !ready[l.Name] {
+				ready[l.Name] = true
+				if len(ready) == n {
+					close(done)
+					return
+				}
+			}
+		}
+	}()
+	return done, w.Stop, nil
+}
+
+func (b *bench) parallel(n int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	var first atomic.Pointer[error]
+	next := make(chan int)
+	for range b.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := first.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+func link(ns string, i int) *linkv1.ShortLink {
+	return &linkv1.ShortLink{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("l%07d", i)},
+		Spec:       linkv1.ShortLinkSpec{URL: fmt.Sprintf("https://example.com/articles/%d?utm_source=bench&b=2&a=1", i)},
+	}
+}
+
+// Memory.
+
+type usage struct{ manager, redirector, apiserver, etcd, etcdDB int64 }
+
+func (b *bench) memory() usage {
+	var u usage
+	if b.mgr != nil && b.rdr != nil {
+		u.manager, u.redirector = rss(b.mgr.cmd.Process.Pid), rss(b.rdr.cmd.Process.Pid)
+	}
+	port := b.env.ControlPlane.APIServer.SecureServing.Port
+	u.apiserver = rss(findPid("kube-apiserver", "--secure-port="+port))
+	etcdDir := b.env.ControlPlane.Etcd.DataDir
+	u.etcd = rss(findPid("etcd", etcdDir))
+	if fi, err := os.Stat(filepath.Join(etcdDir, "member", "snap", "db")); err == nil {
+		u.etcdDB = fi.Size()
+	}
+	return u
+}
+
+func rss(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = f.Close() }()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if kb, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			return v * 1024
+		}
+	}
+	return 0
+}
+
+// findPid finds the process whose executable is named exe and whose command
+// line contains arg.
+func findPid(exe, arg string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == exe && strings.Contains(string(cmdline), arg) {
+			return pid
+		}
+	}
+	return 0
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// API server metrics.
+
+type apiMetrics struct {
+	requests  map[[2]string]float64 // resource, verb
+	watchList float64
+}
+
+func (m apiMetrics) sum(resource, verb string) int64 {
+	return int64(m.requests[[2]string{resource, verb}])
+}
+
+var writeVerbs = []string{"POST", "PUT", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"}
+
+// writes counts writes of ShortLinks (and their status) and Events.
+func (m apiMetrics) writes() int64 {
+	var n int64
+	for _, r := range []string{"shortlinks", "events"} {
+		for _, v := range writeVerbs {
+			n += m.sum(r, v)
+		}
+	}
+	return n
+}
+
+func (m apiMetrics) writeDetail(before apiMetrics) string {
+	var parts []string
+	for _, r := range []string{"shortlinks", "events"} {
+		for _, v := range writeVerbs {
+			if d := m.sum(r, v) - before.sum(r, v); d != 0 {
+				parts = append(parts, fmt.Sprintf("%s %s %d", v, r, d))
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "apiserver_request_total: no PATCH/PUT/POST/DELETE of shortlinks or events"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (b *bench) apiMetrics(ctx context.Context) (apiMetrics, error) {
+	hc, err := rest.HTTPClientFor(b.cfg)
+	if err != nil {
+		return apiMetrics{}, err
+	}
+	body, err := get(ctx, hc, strings.TrimRight(b.cfg.Host, "/")+"/metrics")
+	if err != nil {
+		return apiMetrics{}, err
+	}
+	m := apiMetrics{requests: map[[2]string]float64{}}
+	for _, line := range strings.Split(body, "\n") {
+		switch {
+		case strings.HasPrefix(line, "apiserver_request_total{"):
+			m.requests[[2]string{label(line, "resource"), label(line, "verb")}] += value(line)
+		case strings.HasPrefix(line, "apiserver_watch_list_duration_seconds_count{") && strings.Contains(line, `resource="shortlinks"`):
+			m.watchList += value(line)
+		}
+	}
+	return m, nil
+}
+
+func get(ctx context.Context, hc *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(data), err
+}
+
+func label(line, name string) string {
+	_, rest, ok := strings.Cut(line, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
+}
+
+func value(line string) float64 {
+	i := strings.LastIndexByte(line, ' ')
+	v, _ := strconv.ParseFloat(line[i+1:], 64)
+	return v
+}
+
+// Processes.
+
+type proc struct {
+	name, log string
+	cmd       *exec.Cmd
+	done      chan struct{}
+}
+
+func start(name, logPath, bin string, args ...string) (*proc, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &proc{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = f.Close(); close(p.done) }()
+	return p, nil
+}
+
+func (p *proc) stop(grace time.Duration) error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+		return fmt.Errorf("%s did not exit within %s of SIGTERM", p.name, grace)
+	}
+}
+
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	return strings.Join(f[:3], " ")
+}
+
+func numCPU() int {
+	data, _ := os.ReadFile("/proc/cpuinfo")
+	return max(1, strings.Count(string(data), "processor\t:"))
+}
