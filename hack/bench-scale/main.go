@@ -87,7 +87,7 @@ func run() error {
 	if v := os.Getenv("N"); v != "" {
 		var err error
 		if defN, err = strconv.Atoi(v); err != nil {
-			return fmt.Errorf("N=%q: %w", v, err)
+			return fmt.Errorf("environment variable N=%q: %w", v, err)
 		}
 	}
 	b := &bench{}
@@ -121,10 +121,10 @@ func run() error {
 	err = b.measure()
 	fmt.Printf("\nN=%d clients=%d, took %s, load at the end %s (logs in %s)\n", b.n, b.clients, time.Since(start).Round(time.Second), loadavg(), b.dir)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "| measure\t| value\t|")
-	fmt.Fprintln(w, "|---\t|---\t|")
+	_, _ = fmt.Fprintln(w, "| measure\t| value\t|")
+	_, _ = fmt.Fprintln(w, "|---\t|---\t|")
 	for _, r := range b.rows {
-		fmt.Fprintf(w, "| %s\t| %s\t|\n", r[0], r[1])
+		_, _ = fmt.Fprintf(w, "| %s\t| %s\t|\n", r[0], r[1])
 	}
 	_ = w.Flush()
 	return err
@@ -552,7 +552,7 @@ func (b *bench) memory() usage {
 	if b.mgr != nil && b.rdr != nil {
 		u.manager, u.redirector = rss(b.mgr.cmd.Process.Pid), rss(b.rdr.cmd.Process.Pid)
 	}
-	port := b.env.ControlPlane.APIServer.SecureServing.Port
+	port := b.env.ControlPlane.APIServer.Port
 	u.apiserver = rss(findPid("kube-apiserver", "--secure-port="+port))
 	etcdDir := b.env.ControlPlane.Etcd.DataDir
 	u.etcd = rss(findPid("etcd", etcdDir))
@@ -679,11 +679,11 @@ func get(ctx context.Context, hc *http.Client, url string) (string, error) {
 }
 
 func label(line, name string) string {
-	_, rest, ok := strings.Cut(line, name+`="`)
+	_, after, ok := strings.Cut(line, name+`="`)
 	if !ok {
 		return ""
 	}
-	v, _, _ := strings.Cut(rest, `"`)
+	v, _, _ := strings.Cut(after, `"`)
 	return v
 }
 
