@@ -45,7 +45,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	step("starting the control plane (etcd + kube-apiserver; the first run builds them, which takes minutes)")
+	step("starting the control plane (etcd + kube-apiserver, found or built by make envtest-assets)")
 	cp, err := devenv.StartControlPlane(abs, dir)
 	if err != nil {
 		return err
