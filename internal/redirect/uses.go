@@ -43,15 +43,16 @@ import (
 // flushInterval*writesPerSecond links per round (200 with the defaults).
 //
 // A link with maxUses is served only from quota this replica reserved in
-// status.useReservations (a block at a time, shrinking as the limit nears),
-// so the sum of all replicas' redirects never exceeds maxUses whatever the
+// status.useReservations (a block at a time, sized to what it serves in a
+// flush interval and shrinking as the limit nears), so the sum of all
+// replicas' redirects never exceeds maxUses whatever the
 // concurrency, crashes or API outages: a replica that cannot reserve answers
 // 503. Reservations are leases: the holder renews its own at each flush, and
 // stops serving from it a safety margin before it lapses if it cannot. A
 // replica that stops serving a link (idle for a round, or shutting down)
-// returns the unused quota. A lapsed reservation (its holder was killed) is
-// taken back by the next reservation: what it held counts as used, because
-// its holder may have served it.
+// returns the unused quota. A reservation lapsed for more than a flush
+// interval (its holder was killed) is taken back by the next reservation:
+// what it held counts as used, because its holder may have served it.
 
 // useCounter is the per-link state of uses in this replica. It outlives the
 // Link versions that point at it (the informer handler hands it from one
