@@ -190,16 +190,13 @@ var _ = Describe("The manager at scale", func() {
 		before := settled(ns, n)
 		Expect(first.writes.Load()).To(BeNumerically(">=", n), "the first manager wrote every status")
 		// Losers of a code conflict may be rewritten as the winner settles:
-		// wait until no link changes for 2s.
-		for deadline := time.Now().Add(60 * time.Second); ; {
-			time.Sleep(2 * time.Second)
+		// wait until no link changes between two polls 2s apart.
+		Eventually(func() bool {
 			now := settled(ns, n)
-			if maps.Equal(now, before) {
-				break
-			}
-			Expect(time.Now()).To(BeTemporally("<", deadline), "the links never settled")
+			same := maps.Equal(now, before)
 			before = now
-		}
+			return same
+		}).WithPolling(2*time.Second).WithTimeout(60*time.Second).Should(BeTrue(), "the links never settled")
 		stop()
 
 		var links, reaps writeCounter

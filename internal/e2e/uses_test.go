@@ -279,6 +279,56 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g.Eventually(func() int { return u.hit(0, path) }).Should(Equal(http.StatusGone))
 	})
 
+	t.Run("SIGTERM writes the pending uses and returns unused quota", func(t *testing.T) {
+		g := newG(t)
+		// A fourth replica that never flushes on its own: only its shutdown
+		// can write its counts, and its lease would hold quota for hours.
+		slow := &replica{name: "redirector-slow", bin: filepath.Join(bin, "redirector"), log: filepath.Join(tmp, "redirector-slow.log")}
+		var err error
+		slow.addr, err = devenv.FreeAddr()
+		g.Expect(err).NotTo(HaveOccurred())
+		slow.probes, err = devenv.FreeAddr()
+		g.Expect(err).NotTo(HaveOccurred())
+		slow.args = []string{"--kubeconfig", kc.Redirector, "--bind-address", slow.addr, "--health-probe-bind-address", slow.probes,
+			"--uses-flush-interval", "1h", "--uses-lease", "2h"}
+		u.start(t, slow)
+		getSlow := func(path string) int {
+			resp, err := u.client.Get("http://" + slow.addr + path)
+			if err != nil {
+				return 0
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		plain := "/uses/" + u.readyCode(g, "graceful", "{url: https://example.com/graceful}")
+		limited := "/uses/" + u.readyCode(g, "returned", "{url: https://example.com/returned, maxUses: 10}")
+		g.Eventually(func() int { return getSlow(plain) }).Should(Equal(http.StatusFound))
+		for range 24 {
+			g.Expect(getSlow(plain)).To(Equal(http.StatusFound))
+		}
+		// Four uses in quick succession: blocks of 1, 2 and 3, so the slow
+		// replica holds 2 it has not served.
+		for range 4 {
+			g.Expect(getSlow(limited)).To(Equal(http.StatusFound))
+		}
+		g.Expect(slow.proc.Stop(30 * time.Second)).To(Succeed())
+		l, err := u.link("graceful")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(l.Status.Uses).To(Equal(int64(25)), "written by the shutdown, not by a flush round")
+		// The other replicas get the rest at once, not when the 2h lease lapses.
+		redirects := 4
+		g.Eventually(func() int {
+			if u.hit(redirects, limited) == http.StatusFound {
+				redirects++
+			}
+			return redirects
+		}).WithTimeout(5 * usesFlush).WithPolling(50 * time.Millisecond).Should(Equal(10))
+		g.Eventually(func() (int64, error) {
+			l, err := u.link("returned")
+			return l.Status.Uses, err
+		}).Should(Equal(int64(10)))
+	})
+
 	t.Run("maxUses 1: exactly one redirect across three replicas under 100 concurrent GETs", func(t *testing.T) {
 		g := newG(t)
 		code := u.readyCode(g, "once", "{url: https://example.com/once, maxUses: 1}")
@@ -368,30 +418,36 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		var plainServed, plainFailed, limitedOther atomic.Int64
 		var saw503 atomic.Bool
 		var wg sync.WaitGroup
-		wg.Go(func() { // the unlimited link, paced
-			for i := 0; time.Since(pausedAt) < 8*time.Second; i++ {
-				if u.hit(i, "/uses/"+plain) == http.StatusFound {
-					plainServed.Add(1)
-				} else {
-					plainFailed.Add(1)
+		// Each load is paced at 50 requests/s: steady traffic through the
+		// pause, not a flood.
+		paced := func(each func(i int)) func() {
+			return func() {
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
+				for i := 0; time.Since(pausedAt) < 8*time.Second; i++ {
+					each(i)
+					<-tick.C
 				}
-				time.Sleep(20 * time.Millisecond) // pacing the load, not synchronising
 			}
-		})
+		}
+		wg.Go(paced(func(i int) { // the unlimited link
+			if u.hit(i, "/uses/"+plain) == http.StatusFound {
+				plainServed.Add(1)
+			} else {
+				plainFailed.Add(1)
+			}
+		}))
 		var limitedServed atomic.Int64
-		wg.Go(func() { // the limited link, on its own: its 503s may wait for a reservation
-			for i := 0; time.Since(pausedAt) < 8*time.Second; i++ {
-				switch u.hit(i, "/uses/"+limited) {
-				case http.StatusFound:
-					limitedServed.Add(1)
-				case http.StatusServiceUnavailable:
-					saw503.Store(true)
-				default:
-					limitedOther.Add(1)
-				}
-				time.Sleep(20 * time.Millisecond)
+		wg.Go(paced(func(i int) { // the limited link, on its own: its 503s may wait for a reservation
+			switch u.hit(i, "/uses/"+limited) {
+			case http.StatusFound:
+				limitedServed.Add(1)
+			case http.StatusServiceUnavailable:
+				saw503.Store(true)
+			default:
+				limitedOther.Add(1)
 			}
-		})
+		}))
 		wg.Wait()
 		limitedRedirects += int(limitedServed.Load())
 		g.Expect(plainFailed.Load()).To(BeZero(), "an unlimited link keeps redirecting while the API server is paused")
