@@ -106,7 +106,10 @@ func cacheControl(e *Link, now int64) string {
 // with the linkforge.io/domain annotation. It reads the in-memory index
 // only: no API call, no write lock, and on a hit no allocation.
 func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
-	start := time.Now()
+	start := ctx.Time() // read once a request (the server sets LazyRequestTime)
+	if start.IsZero() { // a RequestCtx not from a fasthttp.Server
+		start = time.Now()
+	}
 	method := bstr(ctx.Method())
 	target := bstr(ctx.Request.Header.RequestURI())
 	var a answer
@@ -121,7 +124,7 @@ func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
 		a = r.answer(method, host, path, rawQuery, start)
 	}
 	writeAnswer(ctx, &a)
-	r.metrics.observe(a.resp.status, time.Since(start).Seconds())
+	r.metrics.count(a.resp.status)
 	if r.accessLog != nil {
 		r.accessLog.record(ctx, a.resp.status, a.location, start)
 	}

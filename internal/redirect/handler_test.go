@@ -530,7 +530,6 @@ func TestProbesAndMetrics(t *testing.T) {
 	for _, s := range []string{
 		`linkforge_redirector_requests_total{code="3xx"} 2`,
 		`linkforge_redirector_requests_total{code="4xx"} 1`,
-		`linkforge_redirector_request_duration_seconds_count 3`,
 		`linkforge_redirector_index_links 1`,
 		`linkforge_redirector_index_tombstones 0`,
 	} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,18 +71,31 @@ type Server struct {
 
 	mu    sync.Mutex
 	ln    net.Listener
-	conns map[net.Conn]struct{} // open connections, closed after ShutdownTimeout
+	conns map[*timedConn]struct{} // open connections: timed by watch, closed after ShutdownTimeout
+
+	// clock is the watchdog's last reading of the time (UnixNano): the
+	// connections' phases are stamped with it, not with time.Now.
+	clock atomic.Int64
+	tick  time.Duration
 }
 
 // NewServer returns the redirect server of r on addr (host:port).
 func NewServer(addr string, r *Redirector, opts ServerOptions) *Server {
-	s := &Server{addr: addr, opts: opts, log: r.log.WithName("server"), conns: map[net.Conn]struct{}{}}
+	s := &Server{addr: addr, opts: opts, log: r.log.WithName("server"), conns: map[*timedConn]struct{}{}, tick: watchdogTick(opts)}
+	s.clock.Store(time.Now().UnixNano())
 	s.srv = &fasthttp.Server{
-		Handler:                      r.handle,
-		ErrorHandler:                 serveError,
-		ReadTimeout:                  opts.HeaderTimeout,
-		IdleTimeout:                  opts.IdleTimeout,
-		WriteTimeout:                 opts.WriteTimeout,
+		Handler: func(ctx *fasthttp.RequestCtx) {
+			if c, ok := ctx.Conn().(*timedConn); ok {
+				c.enter(phaseRespond, s.clock.Load())
+			}
+			r.handle(ctx)
+		},
+		ErrorHandler: serveError,
+		// No ReadTimeout, IdleTimeout or WriteTimeout: fasthttp would set
+		// two or three deadlines (and read the clock as often) on every
+		// request. The watchdog (watch) enforces the same timeouts from the
+		// connection phases instead; see timedConn.
+		LazyRequestTime:              true,
 		ReadBufferSize:               opts.MaxHeaderBytes,
 		Concurrency:                  opts.MaxConnections,
 		MaxRequestsPerConn:           opts.MaxRequestsPerConnection,
@@ -115,7 +129,7 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("redirect port: %w", err)
 	}
-	s.ln = &retryListener{Listener: ln, log: s.log}
+	s.ln = &retryListener{Listener: ln, log: s.log, clock: &s.clock}
 	return nil
 }
 
@@ -136,8 +150,12 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.Listen(); err != nil {
 		return err
 	}
+	s.clock.Store(time.Now().UnixNano())
 	served := make(chan error, 1)
 	go func() { served <- s.srv.Serve(s.ln) }()
+	watching, stopWatching := context.WithCancel(context.Background())
+	defer stopWatching()
+	go s.watch(watching)
 	select {
 	case err := <-served:
 		return err
@@ -158,21 +176,133 @@ func (s *Server) Start(ctx context.Context) error {
 	return <-served
 }
 
-// track keeps the set of open connections. It runs on every state change,
-// twice a request, so it locks only when a connection opens or closes.
-func (s *Server) track(c net.Conn, state fasthttp.ConnState) {
-	switch state {
-	case fasthttp.StateNew:
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-	case fasthttp.StateClosed, fasthttp.StateHijacked:
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
+// track keeps the set of open connections and the phase each is in. It
+// runs on every state change, twice a request, so it locks only when a
+// connection opens or closes.
+func (s *Server) track(nc net.Conn, state fasthttp.ConnState) {
+	if c, ok := nc.(*timedConn); ok {
+		switch state {
+		case fasthttp.StateNew:
+			s.mu.Lock()
+			s.conns[c] = struct{}{}
+			s.mu.Unlock()
+		case fasthttp.StateActive:
+			c.enter(phaseHead, s.clock.Load())
+		case fasthttp.StateIdle:
+			c.enter(phaseIdle, s.clock.Load())
+		case fasthttp.StateClosed, fasthttp.StateHijacked:
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}
 	}
 	if s.opts.connState != nil {
-		s.opts.connState(c, state)
+		s.opts.connState(nc, state)
+	}
+}
+
+// connPhase is what a connection is waiting for; each phase has its timeout.
+type connPhase uint32
+
+const (
+	// phaseHead: a request head, from the connection's accept or from the
+	// first byte of a later request (HeaderTimeout).
+	phaseHead connPhase = iota
+	// phaseIdle: the first byte of the next request (IdleTimeout).
+	phaseIdle
+	// phaseRespond: the handler, then the client reading the response (WriteTimeout).
+	phaseRespond
+	// phaseExpired: a timeout fired; the connection is being closed.
+	phaseExpired
+)
+
+// timedConn is an accepted connection with the phase it is in and when
+// (the watchdog's clock) that phase began. Stamping a phase is two atomic
+// stores, where a deadline costs a clock read and a timer update.
+type timedConn struct {
+	net.Conn
+	state atomic.Uint64 // phase<<62 | UnixNano at its start
+}
+
+func (c *timedConn) enter(p connPhase, now int64) {
+	c.state.Store(uint64(p)<<62 | uint64(now)&(1<<62-1))
+}
+
+func (c *timedConn) phase() (connPhase, int64) {
+	v := c.state.Load()
+	return connPhase(v >> 62), int64(v & (1<<62 - 1))
+}
+
+// watchdogTick is how often the watchdog reads the clock and checks the
+// connections: a tenth of the shortest timeout, within 5ms and 1s. A
+// timeout fires between its duration and its duration plus two ticks.
+func watchdogTick(o ServerOptions) time.Duration {
+	shortest := time.Duration(0)
+	for _, d := range []time.Duration{o.HeaderTimeout, o.IdleTimeout, o.WriteTimeout} {
+		if d > 0 && (shortest == 0 || d < shortest) {
+			shortest = d
+		}
+	}
+	if shortest == 0 {
+		return time.Second
+	}
+	return min(max(shortest/10, 5*time.Millisecond), time.Second)
+}
+
+// timeout is the timeout of phase p (0: none).
+func (s *Server) timeout(p connPhase) time.Duration {
+	switch p {
+	case phaseHead:
+		return s.opts.HeaderTimeout
+	case phaseIdle:
+		return s.opts.IdleTimeout
+	case phaseRespond:
+		return s.opts.WriteTimeout
+	}
+	return 0
+}
+
+// watch advances the clock every tick and times out the connections that
+// have been in one phase for longer than its timeout (plus a tick, as their
+// phase was stamped with a clock up to a tick old). A timed-out connection
+// gets a deadline in the past, so that fasthttp sees what a deadline of its
+// own would have given it: a timeout error from the blocked read (a 408 for
+// a partial head, a silent close otherwise) or write.
+func (s *Server) watch(ctx context.Context) {
+	t := time.NewTicker(s.tick)
+	defer t.Stop()
+	var expired []*timedConn
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			n := now.UnixNano()
+			s.clock.Store(n)
+			expired = expired[:0]
+			s.mu.Lock()
+			for c := range s.conns {
+				p, since := c.phase()
+				if d := s.timeout(p); d > 0 && time.Duration(n-since) > d+s.tick {
+					expired = append(expired, c)
+				}
+			}
+			s.mu.Unlock()
+			past := now.Add(-time.Second)
+			for _, c := range expired {
+				if p, _ := c.phase(); p == phaseRespond {
+					_ = c.Conn.SetDeadline(past)
+				} else {
+					// The read fails; the 408 fasthttp then writes for a
+					// partial head gets the write timeout.
+					_ = c.Conn.SetReadDeadline(past)
+					if s.opts.WriteTimeout > 0 {
+						_ = c.Conn.SetWriteDeadline(now.Add(s.opts.WriteTimeout))
+					}
+				}
+				c.enter(phaseExpired, n)
+			}
+		}
 	}
 }
 
@@ -182,9 +312,11 @@ func (s *Server) track(c net.Conn, state fasthttp.ConnState) {
 // would leave the port bound and unserved. The backoff (5ms doubling to 1s,
 // as net/http) keeps a process out of descriptors from spinning; the
 // connections wait in the kernel's queue until descriptors are freed.
+// It returns each connection as a timedConn in phaseHead, from now.
 type retryListener struct {
 	net.Listener
 	log     logr.Logger
+	clock   *atomic.Int64
 	mu      sync.Mutex
 	lastLog time.Time
 }
@@ -193,7 +325,12 @@ func (l *retryListener) Accept() (net.Conn, error) {
 	var delay time.Duration
 	for {
 		c, err := l.Listener.Accept()
-		if err == nil || !retryableAcceptError(err) {
+		if err == nil {
+			tc := &timedConn{Conn: c}
+			tc.enter(phaseHead, l.clock.Load())
+			return tc, nil
+		}
+		if !retryableAcceptError(err) {
 			return c, err
 		}
 		delay = min(max(2*delay, 5*time.Millisecond), time.Second)

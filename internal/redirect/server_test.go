@@ -566,3 +566,43 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// A client that sends requests but stops reading the answers holds its
+// connection no longer than the write timeout: the server's write blocks
+// once the socket buffers are full, and the watchdog times it out.
+func TestServerWriteTimeout(t *testing.T) {
+	closed := make(chan time.Time, 1)
+	_, s, _ := serverHarness(t, func(o *ServerOptions) {
+		o.WriteTimeout = 300 * time.Millisecond
+		o.MaxRequestsPerConnection = 0
+		o.connState = func(_ net.Conn, st fasthttp.ConnState) {
+			if st == fasthttp.StateClosed {
+				select {
+				case closed <- time.Now():
+				default:
+				}
+			}
+		}
+	})
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	// Pipelined requests, never read: their answers (~250 bytes each)
+	// outgrow the socket buffers on both sides long before the writer stops.
+	req := []byte(strings.Repeat("GET /ns/a HTTP/1.1\r\nHost: x\r\n\r\n", 1000))
+	go func() {
+		for {
+			if _, err := c.Write(req); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a connection whose client stopped reading was still open after 10s (write timeout 300ms)")
+	}
+}
