@@ -372,13 +372,22 @@ func (r *ShortLinkReconciler) emitEvents(before, after *linkv1.ShortLink) {
 	changed := was == nil || was.Reason != now.Reason || was.Message != now.Message
 	switch now.Reason {
 	case linkv1.ReasonCodeAssigned:
-		if before.Status.Code != after.Status.Code || (was != nil && was.Reason != now.Reason) {
+		// A link's first code is in its status and Ready condition; an event
+		// per new link would double the manager's writes and, held in the
+		// event broadcaster's cache for minutes, its memory. Events are for
+		// what a user must notice: a short URL that changed, a link that took
+		// its code over after a conflict, or a code from a later salt.
+		switch {
+		case before.Status.Code != "" && before.Status.Code != after.Status.Code:
 			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, linkv1.ReasonCodeAssigned, "Assign",
-				"assigned code %s", after.Status.Code)
-			if after.Status.Salt > 0 && before.Status.Code != after.Status.Code {
-				r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "CodeCollision", "Assign",
-					"codes at salts 0-%d are held by other links; took salt %d", after.Status.Salt-1, after.Status.Salt)
-			}
+				"assigned code %s (was %s)", after.Status.Code, before.Status.Code)
+		case was != nil && was.Reason != now.Reason && was.Reason != linkv1.ReasonCodeAssigned:
+			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, linkv1.ReasonCodeAssigned, "Assign",
+				"assigned code %s (was %s)", after.Status.Code, was.Reason)
+		}
+		if after.Status.Salt > 0 && before.Status.Code != after.Status.Code {
+			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "CodeCollision", "Assign",
+				"codes at salts 0-%d are held by other links; took salt %d", after.Status.Salt-1, after.Status.Salt)
 		}
 	case linkv1.ReasonCodeConflict, linkv1.ReasonInvalidURL:
 		if changed {
