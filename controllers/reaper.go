@@ -30,8 +30,13 @@ import (
 const (
 	DefaultReapInterval  = 15 * time.Minute
 	DefaultReapBatchSize = 1000
-	DefaultReapRate      = 50.0
-	DefaultReapWorkers   = 4
+	// DefaultReapRate 0 is no client-side limit: DefaultReapWorkers bounds
+	// the deletes in flight, and the API server's Priority and Fairness
+	// shares its capacity among clients, as for the manager's other
+	// requests (see Defaults). A fixed rate made a mass expiry of 10,000
+	// links take 200 s at 50/s however idle the API server was.
+	DefaultReapRate    = 0.0
+	DefaultReapWorkers = 8
 )
 
 // reaperChangedRetry is how soon a link that changed under a delete is looked at again.
@@ -49,13 +54,15 @@ type ReaperOptions struct {
 	// BatchSize is the most links one sweep hands to the reaper, so the most
 	// it deletes (--reap-batch-size; zero means 1000).
 	BatchSize int
-	// DeletesPerSecond is the rate of the token bucket of the one delete
-	// path, whether a link's deadline or a sweep queued it: each delete
-	// attempt (a live read and a delete) takes a token (--reap-rate; zero or
-	// less means 50). The bucket holds one second of tokens.
+	// DeletesPerSecond, when positive, is the rate of a token bucket on the
+	// one delete path, whether a link's deadline or a sweep queued it: each
+	// delete attempt (a live read and a delete) takes a token (--reap-rate).
+	// The bucket holds one second of tokens. Zero or less: no limit but the
+	// workers.
 	DeletesPerSecond float64
 	// MaxConcurrentReconciles is the number of workers of the reaper
-	// controller (zero means 4).
+	// controller, so the most deletes in flight (--reap-workers; zero
+	// means 8).
 	MaxConcurrentReconciles int
 	// OptimisticDelete skips the read from the API server before a delete:
 	// the link is deleted with the UID and resourceVersion of the cached copy
@@ -130,9 +137,18 @@ func NewReaper(mgr ctrl.Manager, o ReaperOptions) *Reaper {
 		Recorder:  mgr.GetEventRecorder("linkforge-reaper"),
 		Clock:     clock.RealClock{},
 		opts:      o,
-		limiter:   rate.NewLimiter(rate.Limit(o.DeletesPerSecond), max(1, int(math.Ceil(o.DeletesPerSecond)))),
+		limiter:   deleteLimiter(o.DeletesPerSecond),
 		metrics:   m,
 	}
+}
+
+// deleteLimiter is the token bucket of --reap-rate: none (an infinite
+// rate) unless perSecond is positive.
+func deleteLimiter(perSecond float64) *rate.Limiter {
+	if perSecond <= 0 {
+		return rate.NewLimiter(rate.Inf, 1)
+	}
+	return rate.NewLimiter(rate.Limit(perSecond), max(1, int(math.Ceil(perSecond))))
 }
 
 // Options returns the options in effect, defaults applied.

@@ -34,9 +34,8 @@ import (
 // Delete), from the start of its manager until the last delete, against a
 // floor measured in the same run: a plain client deleting N links by name
 // with as many workers as the reaper has (MaxConcurrentReconciles). The
-// reaper's token bucket is raised (REAPER_BENCH_RATE, default 100000/s) so
-// that it is not what is measured; the rest is at its defaults (4 workers;
-// the 15m sweep does not fire: the deadline path does the work). It is
+// reaper runs with the manager's defaults (8 workers, no client-side rate
+// limit; the 15m sweep does not fire: the deadline path does the work). It is
 // measured twice: as configured by default (a read from the API server, then
 // the delete), and with OptimisticDelete (the delete alone, with the cached
 // copy's preconditions).
@@ -46,7 +45,7 @@ import (
 // instant until the last delete, against the same floor.
 //
 // Then the deletion lag in steady state: with the reaper running (as
-// configured by default, rate raised), REAPER_BENCH_STEADY_N links are created
+// configured by default), REAPER_BENCH_STEADY_N links are created
 // at REAPER_BENCH_STEADY_RATE a second (default 200), each expiring two
 // seconds after its creation (expiresAt has whole seconds, so the links of a
 // second fall due together); the lag is the time from each link's deadline to
@@ -55,8 +54,8 @@ import (
 //	go test ./controllers -run '^$' -bench Reaper -benchtime 1x
 //
 // Environment: REAPER_BENCH_N (default 10000), REAPER_BENCH_STEADY_N
-// (default N), REAPER_BENCH_WORKERS (default 4), REAPER_BENCH_RATE (default
-// 100000), REAPER_BENCH_CREATORS (parallel creates, default 16),
+// (default N), REAPER_BENCH_WORKERS (default 8), REAPER_BENCH_RATE (default
+// 0: no limit), REAPER_BENCH_CREATORS (parallel creates, default 16),
 // REAPER_BENCH_ROUNDS (default 1: each round measures the floor and both
 // modes, in a rotating order; medians are reported), REAPER_BENCH_STEADY_RATE.
 func BenchmarkReaper(b *testing.B) {
@@ -64,7 +63,7 @@ func BenchmarkReaper(b *testing.B) {
 	steadyN := reaperBenchEnvInt(b, "REAPER_BENCH_STEADY_N", n)
 	workers := reaperBenchEnvInt(b, "REAPER_BENCH_WORKERS", DefaultReapWorkers)
 	creators := reaperBenchEnvInt(b, "REAPER_BENCH_CREATORS", 16)
-	deleteRate := float64(reaperBenchEnvInt(b, "REAPER_BENCH_RATE", 100000))
+	deleteRate := float64(reaperBenchEnvInt(b, "REAPER_BENCH_RATE", int(DefaultReapRate)))
 	rounds := reaperBenchEnvInt(b, "REAPER_BENCH_ROUNDS", 1)
 	steadyRate := reaperBenchEnvInt(b, "REAPER_BENCH_STEADY_RATE", 200)
 	cfg, c := benchEnv(b)

@@ -39,6 +39,7 @@ type options struct {
 	metricsAddr             string
 	metricsSecure           bool
 	probeAddr               string
+	pprofAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
 	leaderElectionID        string
@@ -55,6 +56,7 @@ func run() error {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of /metrics and the reaper's /reaper summary, e.g. :8443 (HTTPS) or :8080 (with --metrics-secure=false); 0 disables both.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, to callers the API server authenticates and authorizes for GET /metrics.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz (no authentication: for the kubelet).")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof), e.g. 127.0.0.1:6060; \"0\" disables them.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one manager replica is active.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	flag.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
@@ -73,7 +75,10 @@ func run() error {
 	flag.DurationVar(&o.reaper.DefaultTTLAfterFinished, "default-ttl-after-finished", time.Hour, "How long a finished link is kept when it sets no ttlSecondsAfterFinished.")
 	flag.DurationVar(&o.reaper.SweepInterval, "reap-interval", 15*time.Minute, "Interval of the reaper's sweep for finished links that are due.")
 	flag.IntVar(&o.reaper.BatchSize, "reap-batch-size", 1000, "Most links one sweep deletes.")
-	flag.Float64Var(&o.reaper.DeletesPerSecond, "reap-rate", 50, "Most deletes per second the reaper sends.")
+	flag.Float64Var(&o.reaper.DeletesPerSecond, "reap-rate", controllers.DefaultReapRate, "Most deletes per second the reaper sends; 0: no client-side limit. "+
+		"The default is none: --reap-workers bounds the deletes in flight and the API server's Priority and Fairness shares its capacity, "+
+		"so a mass expiry is deleted as fast as the API server allows.")
+	flag.IntVar(&o.reaper.MaxConcurrentReconciles, "reap-workers", controllers.DefaultReapWorkers, "Finished links the reaper handles in parallel, so the most deletes in flight.")
 	readBeforeDelete := flag.Bool("reap-read-before-delete", false, "Read each link from the API server before deleting it, as Kubernetes' TTL-after-finished controller does. "+
 		"Off by default: the delete carries the UID and resourceVersion of the copy judged due, so the API server refuses it for any other version, and a refused delete is re-read and re-checked.")
 	showVersion := flag.Bool("version", false, "Print the version and exit.")
@@ -110,6 +115,7 @@ func run() error {
 		Cache:                   controllers.ManagerCacheOptions(namespaces),
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  "0", // served below, with /reaper beside the probes
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNamespace,

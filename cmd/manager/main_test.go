@@ -31,6 +31,8 @@ func TestFlagDefaults(t *testing.T) {
 		{"kube-api-qps", strconv.FormatFloat(float64(controllers.Defaults.QPS), 'g', -1, 64), "-1"},
 		{"kube-api-burst", strconv.Itoa(controllers.Defaults.Burst), "0"},
 		{"max-concurrent-reconciles", strconv.Itoa(controllers.Defaults.MaxConcurrentReconciles), "16"},
+		{"reap-rate", strconv.FormatFloat(controllers.DefaultReapRate, 'g', -1, 64), "0"},
+		{"reap-workers", strconv.Itoa(controllers.DefaultReapWorkers), "8"},
 		{"namespaces", "", ""},
 		{"leader-election-id", "", ""},
 	} {
