@@ -70,6 +70,10 @@ type bench struct {
 	mgrMetrics string
 	rdrProbe   string
 	conv       time.Duration
+	// profiles, if set, is where heap profiles of both binaries are saved
+	// after convergence (they then also get --pprof-bind-address).
+	profiles string
+	mgrPprof string
 }
 
 func (b *bench) row(name, format string, args ...any) {
@@ -94,6 +98,8 @@ func run() error {
 	flag.IntVar(&b.n, "n", defN, "Links to create (or N=).")
 	flag.IntVar(&b.clients, "clients", 8, "Parallel clients creating links, on both sides of each comparison.")
 	flag.StringVar(&b.root, "root", ".", "Repository root (bin/manager and bin/redirector are run from root/bin).")
+	flag.StringVar(&b.profiles, "heap-profiles", "", "Save heap profiles of bin/manager and bin/redirector after convergence into this directory "+
+		"(both then also run with --pprof-bind-address on a free local port, the one flag added to their defaults).")
 	flag.Parse()
 	var err error
 	if b.root, err = filepath.Abs(b.root); err != nil {
@@ -190,7 +196,7 @@ func (b *bench) measure() error {
 	if err := b.namespace(ctx, "links"); err != nil {
 		return err
 	}
-	allReady, stopWatch, err := b.watchReady(ctx, "links", n)
+	allReady, stopWatch, err := b.watchLinks(ctx, "links", n, isReady)
 	if err != nil {
 		return err
 	}
@@ -215,6 +221,11 @@ func (b *bench) measure() error {
 	full := b.memory()
 	perLink := func(after, before int64) string {
 		return fmt.Sprintf("%.0f MiB (before %.0f MiB): %.2f KiB/link", mib(after), mib(before), float64(after-before)/1024/float64(n))
+	}
+	if b.profiles != "" {
+		if err := b.saveHeapProfile(ctx, "manager", b.mgrPprof); err != nil {
+			return err
+		}
 	}
 	b.row("manager RSS", "%s", perLink(full.manager, idle.manager))
 	b.row("redirector RSS", "%s", perLink(full.redirector, idle.redirector))
@@ -280,50 +291,76 @@ func (b *bench) measure() error {
 	return b.reaper(ctx)
 }
 
-// reaper: N/10 links that fall due at one instant, until all are gone,
-// against the floor: the same number of deletes (with preconditions, as the
-// reaper sends them) by plain clients.
+// reaper: N/10 links that fall due for deletion at one instant, from that
+// instant until all are gone, against the floor: the same number of deletes
+// (with preconditions, as the reaper sends them) by plain clients.
+//
+// The links finish (expire) first and fall due ttlSecondsAfterFinished
+// later, as with the default TTL of an hour: the controller's marking of
+// the expiry (a status write and an event per link) happens before the
+// deadline and is not the reaper's work, so the clock starts at the
+// deletion deadline, once every link shows status.finishedAt.
 func (b *bench) reaper(ctx context.Context) error {
 	m := max(1, b.n/10)
 	step("reaper: %d links falling due at once", m)
 	if err := b.namespace(ctx, "reap"); err != nil {
 		return err
 	}
-	allReady, stopWatch, err := b.watchReady(ctx, "reap", m)
+	allReady, stopWatch, err := b.watchLinks(ctx, "reap", m, isReady)
 	if err != nil {
 		return err
 	}
-	// Due a while after they are created and Ready; a minute at least.
-	// Twice the time the first N took, scaled to m, and 30s more.
+	// Expiring a while after they are created and Ready, and due for
+	// deletion a while after the controller has marked them: each wait is
+	// twice the time the first N took, scaled to m, and 30s more.
 	t0 := time.Now()
 	est := time.Duration(2*float64(b.conv)*float64(m)/float64(b.n)) + 30*time.Second
-	at := metav1.NewTime(time.Now().Add(est).Truncate(time.Second))
+	expiry := metav1.NewTime(time.Now().Add(est).Truncate(time.Second))
+	ttl := int32(est.Seconds())
+	due := expiry.Add(time.Duration(ttl) * time.Second)
 	if err := b.parallel(m, func(i int) error {
 		l := link("reap", i)
-		l.Spec.ExpiresAt = &at
-		l.Spec.TTLSecondsAfterFinished = ptr.To[int32](0)
+		l.Spec.ExpiresAt = &expiry
+		l.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
 		return b.c.Create(ctx, l)
 	}); err != nil {
 		return err
 	}
 	select {
 	case <-allReady:
-	case <-time.After(time.Until(at.Time)):
-		// fallthrough: the links must be Ready before they fall due
+	case <-time.After(time.Until(expiry.Time)):
 	}
 	stopWatch()
-	if time.Now().After(at.Time) {
-		return fmt.Errorf("the %d reap links were not Ready %s after their creation, before they fell due", m, time.Since(t0).Round(time.Second))
+	if time.Now().After(expiry.Time) {
+		return fmt.Errorf("the %d reap links were not Ready %s after their creation, before they expired", m, time.Since(t0).Round(time.Second))
 	}
-	time.Sleep(time.Until(at.Time))
+	allFinished, stopWatch, err := b.watchLinks(ctx, "reap", m, isFinished)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-allFinished:
+	case <-time.After(time.Until(due)):
+	}
+	stopWatch()
+	if time.Now().After(due) {
+		return fmt.Errorf("the %d reap links were not all marked finished before they fell due", m)
+	}
+	time.Sleep(time.Until(due))
 	gone, err := b.waitGone(ctx, "reap", 30*time.Minute)
 	if err != nil {
 		return err
 	}
-	b.row("reaper: N/10 due at once, until all deleted", "%d links in %.1fs (%.0f/s; --reap-rate default 50/s), load %s", m, gone.Seconds(), float64(m)/gone.Seconds(), loadavg())
+	b.row("reaper: N/10 due at once, until all deleted", "%d links in %.1fs (%.0f/s; default --reap-rate and --reap-workers), load %s", m, gone.Seconds(), float64(m)/gone.Seconds(), loadavg())
 
 	step("reaper floor: %d deletes with preconditions by %d plain clients", m, b.clients)
 	if err := b.namespace(ctx, "reapfloor"); err != nil {
+		return err
+	}
+	// Created and reconciled before the clock starts, so the manager is as
+	// idle as it is when the reaper's links fall due.
+	allReady, stopWatch, err = b.watchLinks(ctx, "reapfloor", m, isReady)
+	if err != nil {
 		return err
 	}
 	links := make([]*linkv1.ShortLink, m)
@@ -333,6 +370,13 @@ func (b *bench) reaper(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	select {
+	case <-allReady:
+	case <-time.After(30 * time.Minute):
+		stopWatch()
+		return errors.New("the reaper floor's links did not become Ready")
+	}
+	stopWatch()
 	start := time.Now()
 	if err := b.parallel(m, func(i int) error {
 		l := links[i]
@@ -341,8 +385,21 @@ func (b *bench) reaper(ctx context.Context) error {
 		return err
 	}
 	fl := time.Since(start)
-	b.row("reaper floor: N/10 deletes (plain client)", "%.1fs (%.0f/s); reaper/floor %.1f", fl.Seconds(), float64(m)/fl.Seconds(), gone.Seconds()/fl.Seconds())
+	b.row("reaper floor: N/10 deletes (plain client)", "%.1fs (%.0f/s); reaper/floor %.2f", fl.Seconds(), float64(m)/fl.Seconds(), gone.Seconds()/fl.Seconds())
 	return nil
+}
+
+// saveHeapProfile saves the heap profile of the binary whose pprof
+// endpoints are at addr (after a GC, as /debug/pprof/heap?gc=1 does).
+func (b *bench) saveHeapProfile(ctx context.Context, name, addr string) error {
+	body, err := get(ctx, http.DefaultClient, "http://"+addr+"/debug/pprof/heap?gc=1")
+	if err != nil {
+		return fmt.Errorf("heap profile of %s: %w", name, err)
+	}
+	if err := os.MkdirAll(b.profiles, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.profiles, name+".heap"), []byte(body), 0o644)
 }
 
 func (b *bench) startControlPlane() error {
@@ -381,9 +438,17 @@ func (b *bench) startManager(ctx context.Context) error {
 	}
 	// Default flags, but for where to listen: metrics over plain HTTP, to
 	// read the reconcile count.
-	b.mgr, err = start("manager", filepath.Join(b.dir, "manager.log"), filepath.Join(b.root, "bin", "manager"),
-		"--kubeconfig", b.kubeconfig, "--health-probe-bind-address", b.mgrProbe,
-		"--metrics-bind-address", b.mgrMetrics, "--metrics-secure=false")
+	args := []string{"--kubeconfig", b.kubeconfig, "--health-probe-bind-address", b.mgrProbe,
+		"--metrics-bind-address", b.mgrMetrics, "--metrics-secure=false"}
+	if b.profiles != "" {
+		if b.mgrPprof == "" {
+			if b.mgrPprof, err = devenv.FreeAddr(); err != nil {
+				return err
+			}
+		}
+		args = append(args, "--pprof-bind-address", b.mgrPprof)
+	}
+	b.mgr, err = start("manager", filepath.Join(b.dir, "manager.log"), filepath.Join(b.root, "bin", "manager"), args...)
 	if err != nil {
 		return err
 	}
@@ -486,23 +551,29 @@ func (b *bench) waitGone(ctx context.Context, ns string, limit time.Duration) (t
 	return 0, fmt.Errorf("links left in %s after %s", ns, limit)
 }
 
-// watchReady reports when n links of ns are Ready.
-func (b *bench) watchReady(ctx context.Context, ns string, n int) (<-chan struct{}, func(), error) {
+func isReady(l *linkv1.ShortLink) bool {
+	return meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionReady)
+}
+
+func isFinished(l *linkv1.ShortLink) bool { return l.Status.FinishedAt != nil }
+
+// watchLinks reports when n links of ns have been seen to satisfy pred.
+func (b *bench) watchLinks(ctx context.Context, ns string, n int, pred func(*linkv1.ShortLink) bool) (<-chan struct{}, func(), error) {
 	w, err := b.c.Watch(ctx, &linkv1.ShortLinkList{}, client.InNamespace(ns))
 	if err != nil {
 		return nil, nil, err
 	}
 	done := make(chan struct{})
 	go func() {
-		ready := make(map[string]bool, n)
+		seen := make(map[string]bool, n)
 		for ev := range w.ResultChan() {
 			l, ok := ev.Object.(*linkv1.ShortLink)
 			if !ok || ev.Type == watch.Deleted {
 				continue
 			}
-			if meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionReady) && !ready[l.Name] {
-				ready[l.Name] = true
-				if len(ready) == n {
+			if pred(l) && !seen[l.Name] {
+				seen[l.Name] = true
+				if len(seen) == n {
 					close(done)
 					return
 				}
