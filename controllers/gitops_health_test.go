@@ -189,7 +189,7 @@ var _ = Describe("GitOps health", func() {
 		r := &ShortLinkReconciler{Clock: clock.RealClock{}}
 		startManagerWith(inNamespace(idle), func(ctx context.Context, mgr ctrl.Manager) error {
 			r.Client = mgr.GetClient()
-			return mgr.GetFieldIndexer().IndexField(ctx, &linkv1.ShortLink{}, CodeIndex, r.indexCodes)
+			return r.addCodeIndex(ctx, mgr.GetCache())
 		})
 		reconcileUntil := func(name string, state linkv1.LinkState) {
 			GinkgoHelper()

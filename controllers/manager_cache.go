@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"slices"
 	"strings"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -66,7 +67,7 @@ func ManagerCacheTransform() toolscache.TransformFunc {
 		m := &link.ObjectMeta
 		link.ObjectMeta = metav1.ObjectMeta{
 			Name:                       m.Name,
-			Namespace:                  m.Namespace,
+			Namespace:                  intern(m.Namespace),
 			UID:                        m.UID,
 			ResourceVersion:            m.ResourceVersion,
 			Generation:                 m.Generation,
@@ -76,9 +77,19 @@ func ManagerCacheTransform() toolscache.TransformFunc {
 			Labels:                     gitOpsLabels(m.Labels),
 			Annotations:                keepKeys(m.Annotations, keptAnnotations),
 		}
+		// The few values that repeat across links are kept once.
+		link.Status.State = linkv1.LinkState(intern(string(link.Status.State)))
+		for i := range link.Status.Conditions {
+			c := &link.Status.Conditions[i]
+			c.Type, c.Reason = intern(c.Type), intern(c.Reason)
+			c.Status = metav1.ConditionStatus(intern(string(c.Status)))
+		}
 		return link, nil
 	}
 }
+
+// intern returns the one copy of s that the cache keeps for all links.
+func intern(s string) string { return unique.Make(s).Value() }
 
 // gitOpsLabels keeps the labels gitOpsManager reads (nil if none).
 func gitOpsLabels(labels map[string]string) map[string]string {

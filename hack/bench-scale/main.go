@@ -189,8 +189,7 @@ func (b *bench) measure() error {
 	if err := b.startRedirector(ctx); err != nil {
 		return err
 	}
-	time.Sleep(2 * time.Second)
-	idle := b.memory()
+	idle := b.settledMemory()
 
 	step("convergence: %d creates by %d clients until all Ready", n, b.clients)
 	if err := b.namespace(ctx, "links"); err != nil {
@@ -217,8 +216,7 @@ func (b *bench) measure() error {
 	b.row("convergence: N creates until all Ready (manager)", "%.1fs (creates done at %.1fs), load %s", conv.Seconds(), created.Seconds(), loadavg())
 	b.row("ratio convergence / floor", "%.2f", conv.Seconds()/floor.Seconds())
 
-	time.Sleep(5 * time.Second) // let the watchers catch up and the heaps settle
-	full := b.memory()
+	full := b.settledMemory() // the watchers caught up, the heaps settled
 	perLink := func(after, before int64) string {
 		return fmt.Sprintf("%.0f MiB (before %.0f MiB): %.2f KiB/link", mib(after), mib(before), float64(after-before)/1024/float64(n))
 	}
@@ -619,6 +617,24 @@ func link(ns string, i int) *linkv1.ShortLink {
 // Memory.
 
 type usage struct{ manager, redirector, apiserver, etcd, etcdDB int64 }
+
+// settledMemory is memory once the manager's and the redirector's RSS have
+// stopped falling (the Go scavenger returns the garbage of a burst to the
+// OS over seconds): read every second until neither falls by 256 KiB, at
+// least 3 s and at most 30 s. hack/bench-redirect.sh settles the same way.
+func (b *bench) settledMemory() usage {
+	time.Sleep(2 * time.Second)
+	prev := b.memory()
+	for i := 0; i < 28; i++ {
+		time.Sleep(time.Second)
+		cur := b.memory()
+		if prev.manager-cur.manager < 256<<10 && prev.redirector-cur.redirector < 256<<10 {
+			return cur
+		}
+		prev = cur
+	}
+	return prev
+}
 
 func (b *bench) memory() usage {
 	var u usage
