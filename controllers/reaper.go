@@ -36,7 +36,7 @@ const (
 	// requests (see Defaults). A fixed rate made a mass expiry of 10,000
 	// links take 200 s at 50/s however idle the API server was.
 	DefaultReapRate    = 0.0
-	DefaultReapWorkers = 8
+	DefaultReapWorkers = 16
 )
 
 // reaperChangedRetry is how soon a link that changed under a delete is looked at again.
@@ -62,7 +62,7 @@ type ReaperOptions struct {
 	DeletesPerSecond float64
 	// MaxConcurrentReconciles is the number of workers of the reaper
 	// controller, so the most deletes in flight (--reap-workers; zero
-	// means 8).
+	// means 16).
 	MaxConcurrentReconciles int
 	// OptimisticDelete skips the read from the API server before a delete:
 	// the link is deleted with the UID and resourceVersion of the cached copy

@@ -34,7 +34,7 @@ import (
 // Delete), from the start of its manager until the last delete, against a
 // floor measured in the same run: a plain client deleting N links by name
 // with as many workers as the reaper has (MaxConcurrentReconciles). The
-// reaper runs with the manager's defaults (8 workers, no client-side rate
+// reaper runs with the manager's defaults (16 workers, no client-side rate
 // limit; the 15m sweep does not fire: the deadline path does the work). It is
 // measured twice: as configured by default (a read from the API server, then
 // the delete), and with OptimisticDelete (the delete alone, with the cached
@@ -54,7 +54,7 @@ import (
 //	go test ./controllers -run '^$' -bench Reaper -benchtime 1x
 //
 // Environment: REAPER_BENCH_N (default 10000), REAPER_BENCH_STEADY_N
-// (default N), REAPER_BENCH_WORKERS (default 8), REAPER_BENCH_RATE (default
+// (default N), REAPER_BENCH_WORKERS (default 16), REAPER_BENCH_RATE (default
 // 0: no limit), REAPER_BENCH_CREATORS (parallel creates, default 16),
 // REAPER_BENCH_ROUNDS (default 1: each round measures the floor and both
 // modes, in a rotating order; medians are reported), REAPER_BENCH_STEADY_RATE.

@@ -126,7 +126,7 @@ func TestReaperOptionsDefaults(t *testing.T) {
 	got := ReaperOptions{DefaultTTLAfterFinished: -time.Second}.withDefaults()
 	want := ReaperOptions{
 		DefaultTTLAfterFinished: 0, SweepInterval: 15 * time.Minute, BatchSize: 1000,
-		DeletesPerSecond: 0, MaxConcurrentReconciles: 8,
+		DeletesPerSecond: 0, MaxConcurrentReconciles: 16,
 	}
 	if got != want {
 		t.Errorf("withDefaults() = %+v, want %+v", got, want)

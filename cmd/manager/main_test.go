@@ -32,7 +32,7 @@ func TestFlagDefaults(t *testing.T) {
 		{"kube-api-burst", strconv.Itoa(controllers.Defaults.Burst), "0"},
 		{"max-concurrent-reconciles", strconv.Itoa(controllers.Defaults.MaxConcurrentReconciles), "16"},
 		{"reap-rate", strconv.FormatFloat(controllers.DefaultReapRate, 'g', -1, 64), "0"},
-		{"reap-workers", strconv.Itoa(controllers.DefaultReapWorkers), "8"},
+		{"reap-workers", strconv.Itoa(controllers.DefaultReapWorkers), "16"},
 		{"namespaces", "", ""},
 		{"leader-election-id", "", ""},
 	} {
