@@ -19,13 +19,23 @@ type answer struct {
 // redirect reports whether the answer carries a Location.
 func (a *answer) redirect() bool { return a.resp.status/100 == 3 }
 
+// requestClock tells when a request arrived; answer reads it only for a
+// link whose answer depends on the time (an expiry, a tombstone, maxUses),
+// so a plain redirect costs no clock read.
+type requestClock interface{ Time() time.Time }
+
+// instant is a requestClock that always tells the same time.
+type instant time.Time
+
+func (t instant) Time() time.Time { return time.Time(t) }
+
 // answer decides the response to method host path?rawQuery, received at
-// start: 405 (with Allow) for anything but GET and HEAD, 503 (with
+// the time at tells: 405 (with Allow) for anything but GET and HEAD, 503 (with
 // Retry-After) until the index is synced, then the link's redirect, 410 or
 // 404. path is the decoded path (url.URL.Path); host the request's host.
 // It neither keeps nor returns any of its string arguments, so a caller
 // may pass strings that alias a buffer it reuses afterwards.
-func (r *Redirector) answer(method, host, path, rawQuery string, start time.Time) answer {
+func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock) answer {
 	if method != "GET" && method != "HEAD" {
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
 	}
@@ -40,9 +50,14 @@ func (r *Redirector) answer(method, host, path, rawQuery string, start time.Time
 	if e == nil {
 		return answer{resp: respNotFound, cacheControl: ccNoStore}
 	}
-	now := start.UnixNano()
-	if r.clock != nil {
-		now = r.clock.Now().UnixNano()
+	var start time.Time
+	var now int64
+	if e.flags&(flagTombstone|flagExpires|flagMaxUses) != 0 {
+		start = at.Time()
+		now = start.UnixNano()
+		if r.clock != nil {
+			now = r.clock.Now().UnixNano()
+		}
 	}
 	if e.is(flagTombstone) {
 		if now < e.until {

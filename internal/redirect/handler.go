@@ -106,9 +106,9 @@ func cacheControl(e *Link, now int64) string {
 // with the linkforge.io/domain annotation. It reads the in-memory index
 // only: no API call, no write lock, and on a hit no allocation.
 func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
-	start := ctx.Time() // read once a request (the server sets LazyRequestTime)
-	if start.IsZero() { // a RequestCtx not from a fasthttp.Server
-		start = time.Now()
+	at := ctxClock{ctx}
+	if r.accessLog != nil {
+		at.Time() // the log's duration runs from here
 	}
 	method := bstr(ctx.Method())
 	target := bstr(ctx.Request.Header.RequestURI())
@@ -121,14 +121,35 @@ func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
 		// The server's own options, as net/http answers them.
 		a = answer{resp: respOptionsServer}
 	default:
-		a = r.answer(method, host, path, rawQuery, start)
+		a = r.answer(method, host, path, rawQuery, at)
 	}
 	writeAnswer(ctx, &a)
 	r.metrics.count(a.resp.status)
 	if r.accessLog != nil {
-		r.accessLog.record(ctx, a.resp.status, a.location, start)
+		r.accessLog.record(ctx, a.resp.status, a.location, at.Time())
 	}
 }
+
+// ctxClock is the time of a fasthttp request: read at most once, when first
+// asked (the server sets LazyRequestTime), or now for a RequestCtx that no
+// fasthttp.Server runs.
+type ctxClock struct{ ctx *fasthttp.RequestCtx }
+
+func (c ctxClock) Time() time.Time {
+	if t := c.ctx.Time(); !t.IsZero() {
+		return t
+	}
+	return time.Now()
+}
+
+// Response header names as fasthttp sends them: SetCanonical skips the
+// normalization Set does on every call.
+var (
+	hdrKeyAllow        = []byte("Allow")
+	hdrKeyRetryAfter   = []byte("Retry-After")
+	hdrKeyLocation     = []byte("Location")
+	hdrKeyCacheControl = []byte("Cache-Control")
+)
 
 // writeAnswer sets the response of a.
 func writeAnswer(ctx *fasthttp.RequestCtx, a *answer) {
@@ -136,15 +157,15 @@ func writeAnswer(ctx *fasthttp.RequestCtx, a *answer) {
 	h.SetStatusCode(a.resp.status)
 	switch {
 	case a.resp == respBadMethod:
-		h.Set("Allow", hdrAllow)
+		h.SetCanonical(hdrKeyAllow, sbytes(hdrAllow))
 	case a.retryAfter != "":
-		h.Set("Retry-After", a.retryAfter)
+		h.SetCanonical(hdrKeyRetryAfter, sbytes(a.retryAfter))
 	case a.redirect():
-		h.Set("Location", a.location)
+		h.SetCanonical(hdrKeyLocation, sbytes(a.location))
 	}
 	if a.resp != respOptionsServer {
 		h.SetContentType(hdrText)
-		h.Set("Cache-Control", a.cacheControl)
+		h.SetCanonical(hdrKeyCacheControl, sbytes(a.cacheControl))
 	}
 	// HEAD: fasthttp sends the Content-Length of this body, not the body.
 	ctx.Response.SetBodyRaw(a.resp.body)
@@ -202,6 +223,10 @@ func requestTarget(target, hostHeader string) (path, rawQuery, host string, ok b
 	}
 	return u.Path, u.RawQuery, host, true
 }
+
+// sbytes is s as bytes without a copy, for fasthttp setters that copy their
+// argument; they must not be written to.
+func sbytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // bstr is b as a string without a copy; it aliases b, so it must not outlive
 // the request (answer keeps none of its arguments).

@@ -47,7 +47,7 @@ func BenchmarkCountingOverhead(b *testing.B) {
 			wg.Go(func() {
 				now := time.Now()
 				for i := w; i < perRound; i += workers {
-					if a := r.answer("GET", "go.example.com", paths[i%links], "", now); a.resp.status != 302 {
+					if a := r.answer("GET", "go.example.com", paths[i%links], "", instant(now)); a.resp.status != 302 {
 						panic(a.resp.status)
 					}
 				}
