@@ -291,13 +291,13 @@ func (s *Server) watch(ctx context.Context) {
 			past := now.Add(-time.Second)
 			for _, c := range expired {
 				if p, _ := c.phase(); p == phaseRespond {
-					_ = c.Conn.SetDeadline(past)
+					_ = c.SetDeadline(past)
 				} else {
 					// The read fails; the 408 fasthttp then writes for a
 					// partial head gets the write timeout.
-					_ = c.Conn.SetReadDeadline(past)
+					_ = c.SetReadDeadline(past)
 					if s.opts.WriteTimeout > 0 {
-						_ = c.Conn.SetWriteDeadline(now.Add(s.opts.WriteTimeout))
+						_ = c.SetWriteDeadline(now.Add(s.opts.WriteTimeout))
 					}
 				}
 				c.enter(phaseExpired, n)
