@@ -56,7 +56,7 @@ func run() error {
 	flag.StringVar(&bindAddr, "bind-address", ":8080", "Address of the redirect server.")
 	flag.DurationVar(&srvOpts.HeaderTimeout, "header-timeout", srvOpts.HeaderTimeout,
 		"Time a request may take to arrive: from accepting a connection to the end of its first request, and from the first byte of each later request to its end.")
-	flag.DurationVar(&srvOpts.IdleTimeout, "idle-timeout", srvOpts.IdleTimeout, "Close a keep-alive connection that sends no new request for this long.")
+	flag.DurationVar(&srvOpts.IdleTimeout, "idle-timeout", srvOpts.IdleTimeout, "Close a keep-alive connection that sends no new request for this long (0: the header timeout).")
 	flag.DurationVar(&srvOpts.WriteTimeout, "write-timeout", srvOpts.WriteTimeout, "Time allowed to write a response to a client that stops reading.")
 	flag.IntVar(&srvOpts.MaxHeaderBytes, "max-header-bytes", srvOpts.MaxHeaderBytes, "Largest request line plus headers; larger heads are answered 431.")
 	flag.IntVar(&srvOpts.MaxConnections, "max-connections", srvOpts.MaxConnections,

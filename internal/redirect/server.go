@@ -23,7 +23,7 @@ type ServerOptions struct {
 	// nothing is closed after it, not after IdleTimeout.
 	HeaderTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection that waits this long for
-	// the first byte of its next request.
+	// the first byte of its next request (0: HeaderTimeout, as fasthttp).
 	IdleTimeout time.Duration
 	// WriteTimeout bounds writing a response to a client that stops reading.
 	WriteTimeout time.Duration
@@ -73,16 +73,18 @@ type Server struct {
 	ln    net.Listener
 	conns map[*timedConn]struct{} // open connections: timed by watch, closed after ShutdownTimeout
 
-	// clock is the watchdog's last reading of the time (UnixNano): the
-	// connections' phases are stamped with it, not with time.Now.
+	// clock is the watchdog's last reading of the monotonic time since
+	// base: the connections' phases are stamped with it, not with
+	// time.Now, and a step of the wall clock moves no timeout.
 	clock atomic.Int64
+	base  time.Time
 	tick  time.Duration
 }
 
 // NewServer returns the redirect server of r on addr (host:port).
 func NewServer(addr string, r *Redirector, opts ServerOptions) *Server {
-	s := &Server{addr: addr, opts: opts, log: r.log.WithName("server"), conns: map[*timedConn]struct{}{}, tick: watchdogTick(opts)}
-	s.clock.Store(time.Now().UnixNano())
+	s := &Server{addr: addr, opts: opts, log: r.log.WithName("server"), conns: map[*timedConn]struct{}{},
+		base: time.Now(), tick: watchdogTick(opts)}
 	s.srv = &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
 			if c, ok := ctx.Conn().(*timedConn); ok {
@@ -150,7 +152,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.Listen(); err != nil {
 		return err
 	}
-	s.clock.Store(time.Now().UnixNano())
+	s.clock.Store(int64(time.Since(s.base)))
 	served := make(chan error, 1)
 	go func() { served <- s.srv.Serve(s.ln) }()
 	watching, stopWatching := context.WithCancel(context.Background())
@@ -187,7 +189,10 @@ func (s *Server) track(nc net.Conn, state fasthttp.ConnState) {
 			s.conns[c] = struct{}{}
 			s.mu.Unlock()
 		case fasthttp.StateActive:
-			c.enter(phaseHead, s.clock.Load())
+			// The first byte of a request after an idle wait. The first
+			// request's head is timed from the accept (the stamp the
+			// listener gave it), so it is not restamped.
+			c.leave(phaseIdle, phaseHead, s.clock.Load())
 		case fasthttp.StateIdle:
 			c.enter(phaseIdle, s.clock.Load())
 		case fasthttp.StateClosed, fasthttp.StateHijacked:
@@ -217,20 +222,31 @@ const (
 )
 
 // timedConn is an accepted connection with the phase it is in and when
-// (the watchdog's clock) that phase began. Stamping a phase is two atomic
-// stores, where a deadline costs a clock read and a timer update.
+// (the watchdog's clock) that phase began. Stamping a phase is an atomic
+// store, where a deadline costs a clock read and a timer update.
 type timedConn struct {
 	net.Conn
-	state atomic.Uint64 // phase<<62 | UnixNano at its start
+	state atomic.Uint64 // a phaseStamp
 }
 
-func (c *timedConn) enter(p connPhase, now int64) {
-	c.state.Store(uint64(p)<<62 | uint64(now)&(1<<62-1))
+// phaseStamp packs a phase and its start (nanoseconds since the server's
+// base, which fit in 62 bits for 146 years) into one word.
+type phaseStamp uint64
+
+func stamp(p connPhase, now int64) phaseStamp {
+	return phaseStamp(uint64(p)<<62 | uint64(now)&(1<<62-1))
 }
 
-func (c *timedConn) phase() (connPhase, int64) {
-	v := c.state.Load()
-	return connPhase(v >> 62), int64(v & (1<<62 - 1))
+func (v phaseStamp) phase() connPhase { return connPhase(v >> 62) }
+func (v phaseStamp) since() int64     { return int64(v & (1<<62 - 1)) }
+
+func (c *timedConn) enter(p connPhase, now int64) { c.state.Store(uint64(stamp(p, now))) }
+
+// leave moves the connection from phase from to phase to, if it is in from.
+func (c *timedConn) leave(from, to connPhase, now int64) {
+	if v := phaseStamp(c.state.Load()); v.phase() == from {
+		c.state.CompareAndSwap(uint64(v), uint64(stamp(to, now)))
+	}
 }
 
 // watchdogTick is how often the watchdog reads the clock and checks the
@@ -255,6 +271,10 @@ func (s *Server) timeout(p connPhase) time.Duration {
 	case phaseHead:
 		return s.opts.HeaderTimeout
 	case phaseIdle:
+		if s.opts.IdleTimeout <= 0 {
+			// As fasthttp's own IdleTimeout: none set, the header timeout.
+			return s.opts.HeaderTimeout
+		}
 		return s.opts.IdleTimeout
 	case phaseRespond:
 		return s.opts.WriteTimeout
@@ -263,44 +283,55 @@ func (s *Server) timeout(p connPhase) time.Duration {
 }
 
 // watch advances the clock every tick and times out the connections that
-// have been in one phase for longer than its timeout (plus a tick, as their
-// phase was stamped with a clock up to a tick old). A timed-out connection
-// gets a deadline in the past, so that fasthttp sees what a deadline of its
-// own would have given it: a timeout error from the blocked read (a 408 for
-// a partial head, a silent close otherwise) or write.
+// have been in one phase for longer than its timeout. A phase may have been
+// stamped with a clock as old as the gap between two of the watchdog's
+// readings (a tick, or more when it ran late), so that gap is added to each
+// timeout: none fires early. A timed-out connection gets a deadline in the
+// past, so that fasthttp sees what a deadline of its own would have given
+// it: a timeout error from the blocked read (a 408 for a partial head, a
+// silent close otherwise) or write. Only a connection still in the phase
+// the scan saw is timed out (a compare-and-swap of its stamp), so a request
+// that began meanwhile is not cut off.
 func (s *Server) watch(ctx context.Context) {
 	t := time.NewTicker(s.tick)
 	defer t.Stop()
-	var expired []*timedConn
+	type candidate struct {
+		c *timedConn
+		v phaseStamp
+	}
+	var expired []candidate
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			n := now.UnixNano()
-			s.clock.Store(n)
+		case <-t.C:
+			n := int64(time.Since(s.base))
+			slack := max(s.tick, time.Duration(n-s.clock.Swap(n)))
 			expired = expired[:0]
 			s.mu.Lock()
 			for c := range s.conns {
-				p, since := c.phase()
-				if d := s.timeout(p); d > 0 && time.Duration(n-since) > d+s.tick {
-					expired = append(expired, c)
+				v := phaseStamp(c.state.Load())
+				if d := s.timeout(v.phase()); d > 0 && time.Duration(n-v.since()) > d+slack {
+					expired = append(expired, candidate{c, v})
 				}
 			}
 			s.mu.Unlock()
+			now := time.Now()
 			past := now.Add(-time.Second)
-			for _, c := range expired {
-				if p, _ := c.phase(); p == phaseRespond {
-					_ = c.SetDeadline(past)
-				} else {
-					// The read fails; the 408 fasthttp then writes for a
-					// partial head gets the write timeout.
-					_ = c.SetReadDeadline(past)
-					if s.opts.WriteTimeout > 0 {
-						_ = c.SetWriteDeadline(now.Add(s.opts.WriteTimeout))
-					}
+			for _, e := range expired {
+				if !e.c.state.CompareAndSwap(uint64(e.v), uint64(stamp(phaseExpired, n))) {
+					continue
 				}
-				c.enter(phaseExpired, n)
+				if e.v.phase() == phaseRespond {
+					_ = e.c.SetDeadline(past)
+					continue
+				}
+				// The read fails; the 408 fasthttp then writes for a
+				// partial head gets the write timeout.
+				_ = e.c.SetReadDeadline(past)
+				if s.opts.WriteTimeout > 0 {
+					_ = e.c.SetWriteDeadline(now.Add(s.opts.WriteTimeout))
+				}
 			}
 		}
 	}

@@ -606,3 +606,23 @@ func TestServerWriteTimeout(t *testing.T) {
 		t.Fatal("a connection whose client stopped reading was still open after 10s (write timeout 300ms)")
 	}
 }
+
+// The first request's head is timed from the accept: a byte sent late
+// does not start the header timeout again (as fasthttp's own ReadTimeout
+// did not), so a client cannot hold a connection for twice the timeout.
+func TestServerHeaderTimeoutFromAccept(t *testing.T) {
+	_, s, _ := serverHarness(t, func(o *ServerOptions) { o.HeaderTimeout = time.Second })
+	c := dialRaw(t, s)
+	dialed := time.Now()
+	late := time.AfterFunc(800*time.Millisecond, func() { _, _ = io.WriteString(c.Conn, "G") })
+	defer late.Stop()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := io.ReadAll(c.br); err != nil || (len(b) > 0 && !strings.HasPrefix(string(b), "HTTP/1.1 408 ")) {
+		t.Errorf("connection with a late first byte: %q %v", b, err)
+	}
+	// From the accept: about 1.1 s (the timeout plus up to two ticks of
+	// 100 ms); timed from the late byte it would be 1.9 s or more.
+	if d := time.Since(dialed); d > 1600*time.Millisecond {
+		t.Errorf("closed %v after the accept, want about the header timeout (1s)", d)
+	}
+}

@@ -3,7 +3,6 @@ package redirect
 import (
 	"strings"
 	"time"
-	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +11,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/intern"
 )
 
 // DomainAnnotation on a Namespace names a host whose requests /<code> are
@@ -119,7 +119,7 @@ var _ metav1.ObjectMetaAccessor = (*Link)(nil)
 // NewLink builds the Link of a ShortLink.
 func NewLink(in *linkv1.ShortLink) *Link {
 	l := &Link{
-		Namespace:       unique.Make(in.Namespace).Value(),
+		Namespace:       intern.String(in.Namespace),
 		Name:            in.Name,
 		ResourceVersion: in.ResourceVersion,
 		Code:            in.Status.Code,
@@ -196,7 +196,7 @@ func TransformNamespace(obj any) (any, error) {
 	}
 	out := &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:              unique.Make(in.Name).Value(),
+			Name:              intern.String(in.Name),
 			UID:               in.UID,
 			ResourceVersion:   in.ResourceVersion,
 			CreationTimestamp: in.CreationTimestamp,
