@@ -5,13 +5,13 @@ import (
 	"encoding/hex"
 	"slices"
 	"strings"
-	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/intern"
 )
 
 // ManagerDefaults are the defaults of the manager's scaling flags.
@@ -67,7 +67,7 @@ func ManagerCacheTransform() toolscache.TransformFunc {
 		m := &link.ObjectMeta
 		link.ObjectMeta = metav1.ObjectMeta{
 			Name:                       m.Name,
-			Namespace:                  intern(m.Namespace),
+			Namespace:                  intern.String(m.Namespace),
 			UID:                        m.UID,
 			ResourceVersion:            m.ResourceVersion,
 			Generation:                 m.Generation,
@@ -78,18 +78,15 @@ func ManagerCacheTransform() toolscache.TransformFunc {
 			Annotations:                keepKeys(m.Annotations, keptAnnotations),
 		}
 		// The few values that repeat across links are kept once.
-		link.Status.State = linkv1.LinkState(intern(string(link.Status.State)))
+		link.Status.State = linkv1.LinkState(intern.String(string(link.Status.State)))
 		for i := range link.Status.Conditions {
 			c := &link.Status.Conditions[i]
-			c.Type, c.Reason = intern(c.Type), intern(c.Reason)
-			c.Status = metav1.ConditionStatus(intern(string(c.Status)))
+			c.Type, c.Reason = intern.String(c.Type), intern.String(c.Reason)
+			c.Status = metav1.ConditionStatus(intern.String(string(c.Status)))
 		}
 		return link, nil
 	}
 }
-
-// intern returns the one copy of s that the cache keeps for all links.
-func intern(s string) string { return unique.Make(s).Value() }
 
 // gitOpsLabels keeps the labels gitOpsManager reads (nil if none).
 func gitOpsLabels(labels map[string]string) map[string]string {

@@ -383,7 +383,7 @@ func (r *ShortLinkReconciler) emitEvents(before, after *linkv1.ShortLink) {
 		case before.Status.Code != "" && before.Status.Code != after.Status.Code:
 			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, linkv1.ReasonCodeAssigned, "Assign",
 				"assigned code %s (was %s)", after.Status.Code, before.Status.Code)
-		case was != nil && was.Reason != now.Reason && was.Reason != linkv1.ReasonCodeAssigned:
+		case was != nil && was.Reason != now.Reason:
 			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, linkv1.ReasonCodeAssigned, "Assign",
 				"assigned code %s (was %s)", after.Status.Code, was.Reason)
 		}

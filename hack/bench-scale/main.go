@@ -70,8 +70,8 @@ type bench struct {
 	mgrMetrics string
 	rdrProbe   string
 	conv       time.Duration
-	// profiles, if set, is where heap profiles of both binaries are saved
-	// after convergence (they then also get --pprof-bind-address).
+	// profiles, if set, is where the manager's heap profile is saved after
+	// convergence (it then also gets --pprof-bind-address).
 	profiles string
 	mgrPprof string
 }
@@ -98,8 +98,8 @@ func run() error {
 	flag.IntVar(&b.n, "n", defN, "Links to create (or N=).")
 	flag.IntVar(&b.clients, "clients", 8, "Parallel clients creating links, on both sides of each comparison.")
 	flag.StringVar(&b.root, "root", ".", "Repository root (bin/manager and bin/redirector are run from root/bin).")
-	flag.StringVar(&b.profiles, "heap-profiles", "", "Save heap profiles of bin/manager and bin/redirector after convergence into this directory "+
-		"(both then also run with --pprof-bind-address on a free local port, the one flag added to their defaults).")
+	flag.StringVar(&b.profiles, "heap-profiles", "", "Save a heap profile of bin/manager after convergence into this directory "+
+		"(it then also runs with --pprof-bind-address on a free local port, the one flag added to its defaults).")
 	flag.Parse()
 	var err error
 	if b.root, err = filepath.Abs(b.root); err != nil {
@@ -260,8 +260,12 @@ func (b *bench) measure() error {
 	if lists == 0 && streamed > 0 {
 		how = "WatchList (streaming watch, sendInitialEvents)"
 	}
-	b.row("redirector start to ready", "%.1fs; initial sync by %s (shortlinks: %d LIST, %d WATCH, %d watch-list requests); CPU meanwhile: redirector %.1fs, kube-apiserver %.1fs",
-		rdrStart.Seconds(), how, lists, watches, streamed, rdrCPU, apiCPU)
+	apiCPUText := fmt.Sprintf("%.1fs", apiCPU)
+	if apiPid == 0 {
+		apiCPUText = "unknown (process not found)"
+	}
+	b.row("redirector start to ready", "%.1fs; initial sync by %s (shortlinks: %d LIST, %d WATCH, %d watch-list requests); CPU meanwhile: redirector %.1fs, kube-apiserver %s",
+		rdrStart.Seconds(), how, lists, watches, streamed, rdrCPU, apiCPUText)
 
 	step("manager restart with %d unchanged links", n)
 	if err := b.mgr.stop(30 * time.Second); err != nil {
