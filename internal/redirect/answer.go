@@ -24,11 +24,6 @@ func (a *answer) redirect() bool { return a.resp.status/100 == 3 }
 // so a plain redirect costs no clock read.
 type requestClock interface{ Time() time.Time }
 
-// instant is a requestClock that always tells the same time.
-type instant time.Time
-
-func (t instant) Time() time.Time { return time.Time(t) }
-
 // answer decides the response to method host path?rawQuery, received at
 // the time at tells: 405 (with Allow) for anything but GET and HEAD, 503 (with
 // Retry-After) until the index is synced, then the link's redirect, 410 or

@@ -626,3 +626,20 @@ func TestServerHeaderTimeoutFromAccept(t *testing.T) {
 		t.Errorf("closed %v after the accept, want about the header timeout (1s)", d)
 	}
 }
+
+// With no idle timeout set, an idle keep-alive connection gets the header
+// timeout, as with fasthttp's own IdleTimeout; it is not kept forever.
+func TestServerIdleTimeoutZeroFallsBack(t *testing.T) {
+	_, s, _ := serverHarness(t, func(o *ServerOptions) {
+		o.HeaderTimeout = 300 * time.Millisecond
+		o.IdleTimeout = 0
+	})
+	c := dialRaw(t, s)
+	c.send("GET /ns/a HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.expectStatus(302, "before idling")
+	idled := time.Now()
+	c.expectEOF("idle connection with --idle-timeout 0")
+	if d := time.Since(idled); d > 2*time.Second {
+		t.Errorf("idle connection closed after %v, want about the header timeout (300ms)", d)
+	}
+}

@@ -70,3 +70,8 @@ func BenchmarkCountingOverhead(b *testing.B) {
 	b.ReportMetric(float64(mOn.Nanoseconds())/perRound, "ns/req-on")
 	b.ReportMetric(float64(mOff)/float64(mOn), "on/off")
 }
+
+// instant is a requestClock that always tells the same time.
+type instant time.Time
+
+func (t instant) Time() time.Time { return time.Time(t) }
