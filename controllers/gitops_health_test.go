@@ -186,8 +186,9 @@ var _ = Describe("GitOps health", func() {
 		// No controller runs here: the reconciler is called for chosen links
 		// only, so a pending link stays pending and an edit stays unobserved.
 		idle := newNamespace("health-idle")
-		r := &ShortLinkReconciler{Clock: clock.RealClock{}}
-		startManagerWith(inNamespace(idle), func(ctx context.Context, mgr ctrl.Manager) error {
+		opts, index := inNamespace(idle)
+		r := &ShortLinkReconciler{Clock: clock.RealClock{}, Index: index}
+		startManagerWith(opts, func(ctx context.Context, mgr ctrl.Manager) error {
 			r.Client = mgr.GetClient()
 			return r.addCodeIndex(ctx, mgr.GetCache())
 		})

@@ -358,7 +358,8 @@ func reaperStart(ns string, o ReaperOptions, configure func(r *Reaper)) *Reaper 
 func reaperStartWith(ns string, o ReaperOptions, configure func(r *Reaper, mgr ctrl.Manager)) *Reaper {
 	GinkgoHelper()
 	var reaper *Reaper
-	startManagerWith(inNamespace(ns), func(ctx context.Context, mgr ctrl.Manager) error {
+	opts, _ := inNamespace(ns)
+	startManagerWith(opts, func(ctx context.Context, mgr ctrl.Manager) error {
 		reaper = NewReaper(mgr, o)
 		configure(reaper, mgr)
 		if err := reaper.SetupWithManager(mgr); err != nil {

@@ -108,8 +108,9 @@ func (c *countingSubResource) Apply(ctx context.Context, obj runtime.ApplyConfig
 // The returned stop ends it and waits.
 func runShard(namespaces []string, links, reaps *writeCounter) (stop func()) {
 	GinkgoHelper()
+	index := NewCodeIndex()
 	opts := ctrl.Options{
-		Cache:                         ManagerCacheOptions(namespaces),
+		Cache:                         ManagerCacheOptions(namespaces, index),
 		LeaderElection:                true,
 		LeaderElectionID:              LeaderElectionID(namespaces),
 		LeaderElectionNamespace:       "default",
@@ -119,7 +120,7 @@ func runShard(namespaces []string, links, reaps *writeCounter) (stop func()) {
 		cached := mgr.GetClient()
 		r := &ShortLinkReconciler{
 			Client: links.wrap(cached), Recorder: mgr.GetEventRecorder("linkforge-manager"),
-			Clock: clock.RealClock{}, MaxConcurrentReconciles: Defaults.MaxConcurrentReconciles,
+			Clock: clock.RealClock{}, MaxConcurrentReconciles: Defaults.MaxConcurrentReconciles, Index: index,
 		}
 		if err := r.SetupWithManager(ctx, mgr); err != nil {
 			return err

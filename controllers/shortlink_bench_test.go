@@ -125,19 +125,20 @@ func BenchmarkShortLinksReady(b *testing.B) {
 		ns := benchNamespace(b, c, "ready")
 		mcfg := rest.CopyConfig(cfg)
 		mcfg.QPS, mcfg.Burst = float32(qps), Defaults.Burst
+		index := NewCodeIndex()
 		mgr, err := ctrl.NewManager(mcfg, ctrl.Options{
 			Scheme:                 scheme,
 			Metrics:                metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress: "0",
 			Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-			Cache:                  ManagerCacheOptions([]string{ns}),
+			Cache:                  ManagerCacheOptions([]string{ns}, index),
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
 		mctx, stop := context.WithCancel(ctx)
 		r := &ShortLinkReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("linkforge-manager"),
-			Clock: clock.RealClock{}, MaxConcurrentReconciles: workers}
+			Clock: clock.RealClock{}, MaxConcurrentReconciles: workers, Index: index}
 		if err := r.SetupWithManager(mctx, mgr); err != nil {
 			b.Fatal(err)
 		}

@@ -15,12 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -32,12 +30,6 @@ import (
 	"github.com/linkforge/linkforge/internal/claim"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
-
-// CodeIndex is the cache field index of the codes a ShortLink holds or
-// declares (status.code, spec.code) and, while it is in CodeConflict, the
-// codes it waits for. Finding the rivals of a code is a lookup, not a list of
-// the namespace.
-const CodeIndex = "linkforge.io/code"
 
 // pendingRetry is a fallback for a link waiting for a younger holder to let go
 // of its code; the holder's status change normally re-queues it sooner.
@@ -60,6 +52,9 @@ type ShortLinkReconciler struct {
 	// Codes gives a hashed link's candidate codes in salt order. Nil means
 	// shortcode.Codes; tests inject short codes to force collisions.
 	Codes func(canonical, namespace string) []string
+	// Index is the code index of the manager's cache (required): the same
+	// as given to ManagerCacheOptions.
+	Index *CodeIndex
 
 	expectations codeExpectations
 }
@@ -100,10 +95,10 @@ func (r *ShortLinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.emitEvents(before, link)
 	}()
 
-	return r.reconcile(ctx, link)
+	return r.reconcile(link)
 }
 
-func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortLink) (ctrl.Result, error) {
+func (r *ShortLinkReconciler) reconcile(link *linkv1.ShortLink) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	st := &link.Status
 	gen := link.Generation
@@ -131,7 +126,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		st.ExpiresAt = &t
 	}
 
-	decision, err := r.decide(ctx, link, canonical, now)
+	decision, err := r.decide(link, canonical, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -200,12 +195,12 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 
 // decide applies the ownership rule to the link, one decision at a time,
 // seeing the cache and the decisions the cache may not show yet.
-func (r *ShortLinkReconciler) decide(ctx context.Context, link *linkv1.ShortLink, canonical string, now time.Time) (claim.Decision, error) {
+func (r *ShortLinkReconciler) decide(link *linkv1.ShortLink, canonical string, now time.Time) (claim.Decision, error) {
 	candidates := r.candidates(link, canonical)
 	self := r.claimLink(link, canonical)
 	r.expectations.mu.Lock()
 	defer r.expectations.mu.Unlock()
-	rivals, err := r.rivals(ctx, link.Namespace, candidates)
+	rivals, err := r.rivals(link.Namespace, candidates)
 	if err != nil {
 		return claim.Decision{}, err
 	}
@@ -267,11 +262,11 @@ func (r *ShortLinkReconciler) claimLink(link *linkv1.ShortLink, canonical string
 }
 
 // rivals returns the links of the namespace that hold or declare any of codes.
-func (r *ShortLinkReconciler) rivals(ctx context.Context, namespace string, codes []string) ([]claim.Link, error) {
+func (r *ShortLinkReconciler) rivals(namespace string, codes []string) ([]claim.Link, error) {
 	var out []claim.Link
 	seen := make(map[string]struct{})
 	for _, code := range codes {
-		holders, err := r.linksWithCode(ctx, namespace, code)
+		holders, err := r.linksWithCode(namespace, code)
 		if err != nil {
 			return nil, err
 		}
@@ -283,20 +278,6 @@ func (r *ShortLinkReconciler) rivals(ctx context.Context, namespace string, code
 			// A rival's target is its status view: what the redirectors serve.
 			out = append(out, r.claimLink(l, l.Status.CanonicalURL))
 		}
-	}
-	return out, nil
-}
-
-// linksWithCode looks up, in the cache's code index, the links of namespace
-// that hold, declare or wait for code. The objects are the cache's own: read only.
-func (r *ShortLinkReconciler) linksWithCode(ctx context.Context, namespace, code string) ([]*linkv1.ShortLink, error) {
-	var list linkv1.ShortLinkList
-	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{CodeIndex: code}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("looking up the links with code %s: %w", code, err)
-	}
-	out := make([]*linkv1.ShortLink, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
 	}
 	return out, nil
 }
@@ -419,57 +400,6 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		Complete(r)
 }
 
-// addCodeIndex adds CodeIndex to the ShortLink informer, in the form the
-// cache's List with MatchingFields reads ("field:" + name, values
-// "<namespace>/<code>"). It is added to the informer directly rather than
-// with IndexField, which also files every value under an all-namespaces key:
-// codes are owned per namespace and every lookup names one, and each index
-// value costs a set of its own (about 250 bytes a link at 100,000 links).
-// A List by CodeIndex without a namespace finds nothing.
-func (r *ShortLinkReconciler) addCodeIndex(ctx context.Context, c cache.Cache) error {
-	informer, err := c.GetInformer(ctx, &linkv1.ShortLink{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		return err
-	}
-	return informer.AddIndexers(toolscache.Indexers{"field:" + CodeIndex: func(obj any) ([]string, error) {
-		link, ok := obj.(*linkv1.ShortLink)
-		if !ok {
-			return nil, fmt.Errorf("code index: %T is not a ShortLink", obj)
-		}
-		codes := r.indexCodes(link)
-		for i, code := range codes {
-			codes[i] = link.Namespace + "/" + code
-		}
-		return codes, nil
-	}})
-}
-
-func (r *ShortLinkReconciler) indexCodes(obj client.Object) []string {
-	link := obj.(*linkv1.ShortLink)
-	codes := make([]string, 0, 2)
-	add := func(c string) {
-		for _, have := range codes {
-			if have == c {
-				return
-			}
-		}
-		codes = append(codes, c)
-	}
-	if link.Spec.Code != "" {
-		add(link.Spec.Code)
-	}
-	if link.Status.Code != "" {
-		add(link.Status.Code)
-	}
-	// A hashed link in conflict waits for any of its ten codes to free up.
-	if link.Spec.Code == "" && link.Status.CanonicalURL != "" && inConflict(link) {
-		for _, c := range r.hashedCodes(link.Status.CanonicalURL, link.Namespace) {
-			add(c)
-		}
-	}
-	return codes
-}
-
 // inConflict reads the typed state the controller wrote, not a condition
 // reason: reasons are for people.
 func inConflict(link *linkv1.ShortLink) bool {
@@ -516,7 +446,7 @@ func (h *rivalsHandler) enqueue(ctx context.Context, q workqueue.TypedRateLimiti
 				continue
 			}
 			seen[code] = struct{}{}
-			rivals, err := h.r.linksWithCode(ctx, link.Namespace, code)
+			rivals, err := h.r.linksWithCode(link.Namespace, code)
 			if err != nil {
 				logf.FromContext(ctx).Error(err, "re-queueing rivals")
 				continue

@@ -30,7 +30,8 @@ import (
 // holds without a single writer.
 func runLinkManagers(ns string, n int) {
 	for i := 0; i < n; i++ {
-		startManagerWith(inNamespace(ns),
+		opts, index := inNamespace(ns)
+		startManagerWith(opts,
 			func(ctx context.Context, mgr ctrl.Manager) error {
 				r := &ShortLinkReconciler{
 					Client:                  mgr.GetClient(),
@@ -38,6 +39,7 @@ func runLinkManagers(ns string, n int) {
 					Clock:                   clock.RealClock{},
 					RedirectBaseURL:         "http://go.example.com/",
 					MaxConcurrentReconciles: 4,
+					Index:                   index,
 				}
 				return r.SetupWithManager(ctx, mgr)
 			})

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -78,10 +77,12 @@ func newNamespace(prefix string) string {
 	return ns.Name
 }
 
-// inNamespace limits a manager's cache to one namespace, so specs that run
-// one after another do not act on each other's links.
-func inNamespace(ns string) ctrl.Options {
-	return ctrl.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}}
+// inNamespace is bin/manager's cache (ManagerCacheOptions) limited to one
+// namespace, so specs that run one after another do not act on each other's
+// links, and the code index to give the ShortLinkReconciler.
+func inNamespace(ns string) (ctrl.Options, *CodeIndex) {
+	index := NewCodeIndex()
+	return ctrl.Options{Cache: ManagerCacheOptions([]string{ns}, index)}, index
 }
 
 // startManagerWith runs a manager with opts (a namespace-scoped cache, say)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -93,6 +94,10 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(controllers.GCPercent)
+	}
+
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(linkv1.AddToScheme(scheme))
@@ -108,11 +113,12 @@ func run() error {
 		leaderElectionID = controllers.LeaderElectionID(namespaces)
 	}
 
+	codeIndex := controllers.NewCodeIndex()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// Lean objects (no managedFields, no last-applied copy of the spec),
 		// of the --namespaces shard if one is given.
-		Cache:                   controllers.ManagerCacheOptions(namespaces),
+		Cache:                   controllers.ManagerCacheOptions(namespaces, codeIndex),
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  "0", // served below, with /reaper beside the probes
 		PprofBindAddress:        o.pprofAddr,
@@ -134,6 +140,7 @@ func run() error {
 		Clock:                   clock.RealClock{},
 		RedirectBaseURL:         o.redirectBaseURL,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		Index:                   codeIndex,
 	}
 	if err := links.SetupWithManager(ctx, mgr); err != nil {
 		return err

@@ -40,6 +40,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/listwatch"
 	"github.com/linkforge/linkforge/internal/testenv"
 )
 
@@ -234,45 +235,23 @@ func (b *bench) measure() error {
 	b.row("etcd DB size (vs before the floor)", "%s", perLink(full.etcdDB, cold.etcdDB))
 
 	step("redirector restart with %d links", n)
-	before, err := b.apiMetrics(ctx)
+	restart, err := b.restartRedirector(ctx)
 	if err != nil {
 		return err
 	}
-	if err := b.rdr.stop(30 * time.Second); err != nil {
+	b.row("redirector start to ready", "%s", restart)
+	step("redirector restart with %d links, %s=true (client-go's default, for comparison)", n, listwatch.WatchListEnv)
+	if restart, err = b.restartRedirector(ctx, listwatch.WatchListEnv+"=true"); err != nil {
 		return err
 	}
-	apiPid := findPid("kube-apiserver", "--secure-port="+b.env.ControlPlane.APIServer.Port)
-	apiCPU := cpuSeconds(apiPid)
-	t0 = time.Now()
-	if err := b.startRedirector(ctx); err != nil {
-		return err
-	}
-	rdrStart := time.Since(t0)
-	rdrCPU, apiCPU := cpuSeconds(b.rdr.cmd.Process.Pid), cpuSeconds(apiPid)-apiCPU
-	after, err := b.apiMetrics(ctx)
-	if err != nil {
-		return err
-	}
-	lists := after.sum("shortlinks", "LIST") - before.sum("shortlinks", "LIST")
-	watches := after.sum("shortlinks", "WATCH") - before.sum("shortlinks", "WATCH")
-	streamed := int64(after.watchList - before.watchList)
-	how := "paginated LIST, then WATCH"
-	if lists == 0 && streamed > 0 {
-		how = "WatchList (streaming watch, sendInitialEvents)"
-	}
-	apiCPUText := fmt.Sprintf("%.1fs", apiCPU)
-	if apiPid == 0 {
-		apiCPUText = "unknown (process not found)"
-	}
-	b.row("redirector start to ready", "%.1fs; initial sync by %s (shortlinks: %d LIST, %d WATCH, %d watch-list requests); CPU meanwhile: redirector %.1fs, kube-apiserver %s",
-		rdrStart.Seconds(), how, lists, watches, streamed, rdrCPU, apiCPUText)
+	b.row("redirector start, with "+listwatch.WatchListEnv+"=true", "%s", restart)
 
 	step("manager restart with %d unchanged links", n)
 	if err := b.mgr.stop(30 * time.Second); err != nil {
 		return err
 	}
 	time.Sleep(2 * time.Second) // the last writes of the old manager land
-	before, err = b.apiMetrics(ctx)
+	before, err := b.apiMetrics(ctx)
 	if err != nil {
 		return err
 	}
@@ -286,12 +265,12 @@ func (b *bench) measure() error {
 	}
 	mgrReconciled := time.Since(t0)
 	time.Sleep(5 * time.Second)
-	after, err = b.apiMetrics(ctx)
+	after, err := b.apiMetrics(ctx)
 	if err != nil {
 		return err
 	}
 	writes := after.writes() - before.writes()
-	b.row("manager restart: ready / all N reconciled", "%.1fs / %.1fs", mgrReady.Seconds(), mgrReconciled.Seconds())
+	b.row("manager restart: ready / all N reconciled", "%.1fs / %.1fs; peak RSS %d MiB", mgrReady.Seconds(), mgrReconciled.Seconds(), peakRSS(b.mgr.cmd.Process.Pid)>>20)
 	b.row("manager restart: API writes (goal 0)", "%d (%s)", writes, after.writeDetail(before))
 
 	return b.reaper(ctx)
@@ -408,6 +387,44 @@ func (b *bench) saveHeapProfile(ctx context.Context, name, addr string) error {
 	return os.WriteFile(filepath.Join(b.profiles, name+".heap"), []byte(body), 0o644)
 }
 
+// restartRedirector restarts bin/redirector (with env added to its
+// environment) and says how long it took to be ready, how it synced, the
+// CPU it and the API server spent meanwhile, and its peak RSS.
+func (b *bench) restartRedirector(ctx context.Context, env ...string) (string, error) {
+	before, err := b.apiMetrics(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := b.rdr.stop(30 * time.Second); err != nil {
+		return "", err
+	}
+	apiPid := findPid("kube-apiserver", "--secure-port="+b.env.ControlPlane.APIServer.Port)
+	apiCPU := cpuSeconds(apiPid)
+	t0 := time.Now()
+	if err := b.startRedirector(ctx, env...); err != nil {
+		return "", err
+	}
+	took := time.Since(t0)
+	rdrCPU, apiCPU := cpuSeconds(b.rdr.cmd.Process.Pid), cpuSeconds(apiPid)-apiCPU
+	after, err := b.apiMetrics(ctx)
+	if err != nil {
+		return "", err
+	}
+	lists := after.sum("shortlinks", "LIST") - before.sum("shortlinks", "LIST")
+	watches := after.sum("shortlinks", "WATCH") - before.sum("shortlinks", "WATCH")
+	streamed := int64(after.watchList - before.watchList)
+	how := "LIST, then WATCH"
+	if lists == 0 && streamed > 0 {
+		how = "WatchList (streaming watch, sendInitialEvents)"
+	}
+	apiCPUText := fmt.Sprintf("%.1fs", apiCPU)
+	if apiPid == 0 {
+		apiCPUText = "unknown (process not found)"
+	}
+	return fmt.Sprintf("%.1fs; initial sync by %s (shortlinks: %d LIST, %d WATCH, %d watch-list requests); CPU meanwhile: redirector %.1fs, kube-apiserver %s; redirector peak RSS %d MiB",
+		took.Seconds(), how, lists, watches, streamed, rdrCPU, apiCPUText, peakRSS(b.rdr.cmd.Process.Pid)>>20), nil
+}
+
 func (b *bench) startControlPlane() error {
 	var err error
 	b.env, b.cfg, err = testenv.StartAt(b.root)
@@ -454,14 +471,14 @@ func (b *bench) startManager(ctx context.Context) error {
 		}
 		args = append(args, "--pprof-bind-address", b.mgrPprof)
 	}
-	b.mgr, err = start("manager", filepath.Join(b.dir, "manager.log"), filepath.Join(b.root, "bin", "manager"), args...)
+	b.mgr, err = start("manager", filepath.Join(b.dir, "manager.log"), filepath.Join(b.root, "bin", "manager"), nil, args...)
 	if err != nil {
 		return err
 	}
 	return b.waitReady(ctx, b.mgr, b.mgrProbe)
 }
 
-func (b *bench) startRedirector(ctx context.Context) error {
+func (b *bench) startRedirector(ctx context.Context, env ...string) error {
 	var err error
 	if b.rdrProbe == "" {
 		if b.rdrProbe, err = devenv.FreeAddr(); err != nil {
@@ -472,7 +489,7 @@ func (b *bench) startRedirector(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.rdr, err = start("redirector", filepath.Join(b.dir, "redirector.log"), filepath.Join(b.root, "bin", "redirector"),
+	b.rdr, err = start("redirector", filepath.Join(b.dir, "redirector.log"), filepath.Join(b.root, "bin", "redirector"), env,
 		"--kubeconfig", b.kubeconfig, "--bind-address", addr, "--health-probe-bind-address", b.rdrProbe)
 	if err != nil {
 		return err
@@ -676,7 +693,11 @@ func cpuSeconds(pid int) float64 {
 	return (utime + stime) / 100 // USER_HZ, 100 on Linux
 }
 
-func rss(pid int) int64 {
+// rss is a process's resident memory now; peakRSS its high-water mark.
+func rss(pid int) int64     { return procStatusBytes(pid, "VmRSS:") }
+func peakRSS(pid int) int64 { return procStatusBytes(pid, "VmHWM:") }
+
+func procStatusBytes(pid int, field string) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
@@ -684,7 +705,7 @@ func rss(pid int) int64 {
 	defer func() { _ = f.Close() }()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if kb, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+		if kb, ok := strings.CutPrefix(s.Text(), field); ok {
 			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
 			return v * 1024
 		}
@@ -815,12 +836,14 @@ type proc struct {
 	done      chan struct{}
 }
 
-func start(name, logPath, bin string, args ...string) (*proc, error) {
+// start runs bin with args, its environment plus env, logging to logPath.
+func start(name, logPath, bin string, env []string, args ...string) (*proc, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

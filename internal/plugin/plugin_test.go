@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -154,18 +153,19 @@ func setup(env *envtest.Environment, cfg *rest.Config, bare *envtest.Environment
 		}
 	}
 
+	index := controllers.NewCodeIndex()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{linked: {}}},
+		Cache:                  controllers.ManagerCacheOptions([]string{linked}, index),
 	})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(suiteCtx)
 	r := &controllers.ShortLinkReconciler{
-		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("plugin-test"), RedirectBaseURL: baseURL,
+		Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("plugin-test"), RedirectBaseURL: baseURL, Index: index,
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		cancel()

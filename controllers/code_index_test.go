@@ -1,0 +1,127 @@
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+)
+
+// indexedReconciler is a reconciler whose code index is one client-go
+// indexer (what a cluster-wide cache's ShortLink informer keeps), holding links.
+func indexedReconciler(t *testing.T, codes func(canonical, namespace string) []string, links ...*linkv1.ShortLink) (*ShortLinkReconciler, toolscache.Indexer) {
+	t.Helper()
+	r := &ShortLinkReconciler{Codes: codes, Index: NewCodeIndex()}
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{codeIndexName: r.indexBuckets})
+	r.Index.indexers = append(r.Index.indexers, indexer)
+	for _, l := range links {
+		if err := indexer.Add(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r, indexer
+}
+
+func indexLink(ns, name, specCode, statusCode string) *linkv1.ShortLink {
+	return &linkv1.ShortLink{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       linkv1.ShortLinkSpec{Code: specCode},
+		Status:     linkv1.ShortLinkStatus{Code: statusCode},
+	}
+}
+
+func names(links []*linkv1.ShortLink) []string {
+	out := make([]string, 0, len(links))
+	for _, l := range links {
+		out = append(out, l.Namespace+"/"+l.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sameBucket finds a code other than code filed in the same bucket of ns.
+func sameBucket(t *testing.T, ns, code string) string {
+	t.Helper()
+	for i := 0; i < 100*codeBuckets; i++ {
+		other := fmt.Sprintf("c%d", i)
+		if other != code && codeBucket(ns, other) == codeBucket(ns, code) {
+			return other
+		}
+	}
+	t.Fatal("no code shares the bucket")
+	return ""
+}
+
+func TestLinksWithCode(t *testing.T) {
+	// A code and another in its bucket; the same code in another namespace
+	// whose bucket holds it too.
+	const ns, code = "team-a", "abc"
+	neighbour := sameBucket(t, ns, code)
+	other := "team-b"
+	for i := 0; codeBucket(other, code) != codeBucket(ns, code); i++ {
+		other = fmt.Sprintf("team-b%d", i)
+	}
+	conflicted := indexLink(ns, "waiting", "", "")
+	conflicted.Status.CanonicalURL, conflicted.Status.State = "https://example.com/", linkv1.StateConflict
+	waitsFor := func(canonical, namespace string) []string { return []string{"x1", code, "x3"} }
+
+	r, indexer := indexedReconciler(t, waitsFor,
+		indexLink(ns, "holder", "", code),
+		indexLink(ns, "declarer", code, "elsewhere"),
+		indexLink(ns, "neighbour", "", neighbour),
+		indexLink(other, "same-code-other-namespace", "", code),
+		conflicted,
+	)
+
+	got, err := r.linksWithCode(ns, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{ns + "/declarer", ns + "/holder", ns + "/waiting"}
+	if !slices.Equal(names(got), want) {
+		t.Fatalf("linksWithCode(%s, %s) = %v, want %v", ns, code, names(got), want)
+	}
+
+	// A link that lets go of the code leaves the lookup.
+	if err := indexer.Update(indexLink(ns, "holder", "", "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = r.linksWithCode(ns, code); slices.Contains(names(got), ns+"/holder") {
+		t.Fatalf("after the update, linksWithCode still has the old holder: %v", names(got))
+	}
+	if got, _ = r.linksWithCode(ns, "moved"); !slices.Equal(names(got), []string{ns + "/holder"}) {
+		t.Fatalf("linksWithCode(moved) = %v", names(got))
+	}
+}
+
+// The index keeps a set per bucket, not per code: that is its memory bound.
+func TestCodeIndexSharesSets(t *testing.T) {
+	var links []*linkv1.ShortLink
+	const n = 20000
+	for i := 0; i < n; i++ {
+		links = append(links, indexLink("ns", fmt.Sprintf("l%d", i), "", fmt.Sprintf("code%d", i)))
+	}
+	_, indexer := indexedReconciler(t, nil, links...)
+	values := indexer.ListIndexFuncValues(codeIndexName)
+	if len(values) > codeBuckets {
+		t.Fatalf("%d index values for %d links, want at most %d", len(values), n, codeBuckets)
+	}
+	// FNV spreads codes evenly: no bucket holds more than four times its share.
+	for _, v := range values {
+		keys, _ := indexer.IndexKeys(codeIndexName, v)
+		if len(keys) > 4*n/codeBuckets {
+			t.Fatalf("bucket %s holds %d links, share %d", v, len(keys), n/codeBuckets)
+		}
+	}
+}
+
+func TestCodeIndexWithoutInformers(t *testing.T) {
+	r := &ShortLinkReconciler{Index: NewCodeIndex()}
+	if _, err := r.linksWithCode("ns", "abc"); err == nil {
+		t.Fatal("a lookup in an index without informers succeeded")
+	}
+}
