@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
-	"github.com/linkforge/linkforge/internal/listwatch"
 )
 
 // codeIndexName is the ShortLink informers' index of the codes a link holds
@@ -64,7 +63,7 @@ func codeBucket(namespace, code string) string {
 // per-namespace informers are not reachable through the cache at all, so
 // the index records each informer's indexer as the cache creates it: build
 // the cache with ManagerCacheOptions(namespaces, index) and give the same
-// index to the ShortLinkReconciler.
+// index to the ShortLinkReconciler (one index per cache).
 type CodeIndex struct {
 	mu       sync.RWMutex
 	indexers []toolscache.Indexer
@@ -73,10 +72,10 @@ type CodeIndex struct {
 // NewCodeIndex returns an index with no informers yet.
 func NewCodeIndex() *CodeIndex { return &CodeIndex{} }
 
-// NewInformer is the cache's informer constructor (listwatch.NewInformer),
-// recording the indexer of every ShortLink informer.
+// NewInformer is the cache's informer constructor (client-go's), recording
+// the indexer of every ShortLink informer.
 func (c *CodeIndex) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-	informer := listwatch.NewInformer(lw, obj, resync, indexers)
+	informer := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
 	if _, ok := obj.(*linkv1.ShortLink); ok {
 		c.mu.Lock()
 		c.indexers = append(c.indexers, informer.GetIndexer())
@@ -88,8 +87,9 @@ func (c *CodeIndex) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object,
 // errNoCodeIndex: the cache was not built with this index's NewInformer.
 var errNoCodeIndex = errors.New("the code index has no ShortLink informer: build the manager's cache with ManagerCacheOptions(namespaces, index) and give the reconciler the same index")
 
-// bucket returns the cached links filed under code's bucket in namespace:
-// those with the code and others. The objects are the cache's own: read only.
+// bucket returns the cached links filed under the bucket of namespace/code,
+// from every informer: links with the code and others, of namespace and
+// others. The objects are the cache's own: read only.
 func (c *CodeIndex) bucket(namespace, code string) ([]any, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -129,6 +129,13 @@ func (r *ShortLinkReconciler) addCodeIndex(ctx context.Context, c cache.Cache) e
 	defer r.Index.mu.RUnlock()
 	if len(r.Index.indexers) == 0 {
 		return errNoCodeIndex
+	}
+	// An index shared with another manager's cache would hold informers
+	// without this reconciler's index function.
+	for _, indexer := range r.Index.indexers {
+		if _, ok := indexer.GetIndexers()[codeIndexName]; !ok {
+			return errors.New("the code index holds a ShortLink informer of another cache: give each manager's cache and reconciler a CodeIndex of their own")
+		}
 	}
 	return nil
 }

@@ -211,18 +211,32 @@ var _ = Describe("The manager at scale", func() {
 	})
 
 	It("runs shards on disjoint namespaces, each reconciling its own links only", func() {
-		a, b, other := newNamespace("shard-a"), newNamespace("shard-b"), newNamespace("shard-none")
+		a, b1, b2, other := newNamespace("shard-a"), newNamespace("shard-b1"), newNamespace("shard-b2"), newNamespace("shard-none")
 		var ca, cb writeCounter
-		// Both shards elect a leader at once: their Leases differ.
+		// Both shards elect a leader at once: their Leases differ. Shard b
+		// has an informer per namespace, and one code index over both.
 		runShard([]string{a}, &ca, &ca)
-		runShard([]string{b}, &cb, &cb)
-		for _, ns := range []string{a, b, other} {
+		runShard([]string{b1, b2}, &cb, &cb)
+		for _, ns := range []string{a, b1, b2, other} {
 			for i := range 5 {
 				Expect(k8sClient.Create(suiteCtx, newLink(ns, fmt.Sprintf("l%d", i), fmt.Sprintf("https://example.com/%s/%d", ns, i)))).To(Succeed())
 			}
 		}
+		// Codes are owned per namespace: one code declared in both of shard
+		// b's namespaces is held in each, and taken only within one.
+		for _, ns := range []string{b1, b2} {
+			custom := newLink(ns, "custom", "https://example.com/custom/"+ns)
+			custom.Spec.Code = "shared"
+			Expect(k8sClient.Create(suiteCtx, custom)).To(Succeed())
+			eventuallyState(ns, "custom", metav1.ConditionTrue, linkv1.ReasonCodeAssigned, linkv1.StateActive)
+		}
+		late := newLink(b1, "custom-late", "https://example.com/custom/late")
+		late.Spec.Code = "shared"
+		Expect(k8sClient.Create(suiteCtx, late)).To(Succeed())
+		eventuallyState(b1, "custom-late", metav1.ConditionFalse, linkv1.ReasonCodeConflict, linkv1.StateConflict)
 		settled(a, 5)
-		settled(b, 5)
+		settled(b1, 7)
+		settled(b2, 6)
 		Consistently(func(g Gomega) {
 			var list linkv1.ShortLinkList
 			g.Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(other))).To(Succeed())
@@ -230,8 +244,9 @@ var _ = Describe("The manager at scale", func() {
 				g.Expect(l.Status.Conditions).To(BeEmpty(), "a link outside both shards was reconciled")
 			}
 		}).WithTimeout(2 * time.Second).Should(Succeed())
-		// Each shard wrote its own five statuses (and no other).
+		// Each shard wrote its own statuses (and no other): shard b 5 + 5
+		// plain links, two holders of "shared" and the conflict.
 		Expect(ca.writes.Load()).To(BeNumerically("==", 5))
-		Expect(cb.writes.Load()).To(BeNumerically("==", 5))
+		Expect(cb.writes.Load()).To(BeNumerically("==", 13))
 	})
 })

@@ -40,7 +40,6 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/devenv"
-	"github.com/linkforge/linkforge/internal/listwatch"
 	"github.com/linkforge/linkforge/internal/testenv"
 )
 
@@ -234,17 +233,20 @@ func (b *bench) measure() error {
 	b.row("etcd RSS (vs before the floor)", "%s", perLink(full.etcd, cold.etcd))
 	b.row("etcd DB size (vs before the floor)", "%s", perLink(full.etcdDB, cold.etcdDB))
 
+	// For comparison, first: the initial sync by one LIST (client-go's
+	// streaming lists turned off); then as shipped, which stays running.
+	step("redirector restart with %d links, %s=false (one LIST)", n, watchListEnv)
+	listed, err := b.restartRedirector(ctx, watchListEnv+"=false")
+	if err != nil {
+		return err
+	}
 	step("redirector restart with %d links", n)
 	restart, err := b.restartRedirector(ctx)
 	if err != nil {
 		return err
 	}
 	b.row("redirector start to ready", "%s", restart)
-	step("redirector restart with %d links, %s=true (client-go's default, for comparison)", n, listwatch.WatchListEnv)
-	if restart, err = b.restartRedirector(ctx, listwatch.WatchListEnv+"=true"); err != nil {
-		return err
-	}
-	b.row("redirector start, with "+listwatch.WatchListEnv+"=true", "%s", restart)
+	b.row("redirector start, "+watchListEnv+"=false", "%s", listed)
 
 	step("manager restart with %d unchanged links", n)
 	if err := b.mgr.stop(30 * time.Second); err != nil {
@@ -386,6 +388,10 @@ func (b *bench) saveHeapProfile(ctx context.Context, name, addr string) error {
 	}
 	return os.WriteFile(filepath.Join(b.profiles, name+".heap"), []byte(body), 0o644)
 }
+
+// watchListEnv is client-go's switch of streaming lists (WatchListClient,
+// on by default since 1.35).
+const watchListEnv = "KUBE_FEATURE_WatchListClient"
 
 // restartRedirector restarts bin/redirector (with env added to its
 // environment) and says how long it took to be ready, how it synced, the

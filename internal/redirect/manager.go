@@ -10,17 +10,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
-	"github.com/linkforge/linkforge/internal/listwatch"
 )
 
 // CacheOptions is the manager cache configuration of the redirector: every
-// informer lists, then watches (listwatch.NewInformer) and strips its
-// objects with Transform, and ShortLinks are watched in
+// informer strips its objects with Transform, and ShortLinks are watched in
 // all namespaces or only the given ones (Namespaces, being cluster-scoped,
 // are watched whole). It needs no API server until the informers are
 // requested, so the process starts while the API server is unreachable.
 func CacheOptions(namespaces []string) cache.Options {
-	opts := cache.Options{DefaultTransform: Transform, NewInformer: listwatch.NewInformer}
+	opts := cache.Options{DefaultTransform: Transform}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = make(map[string]cache.Config, len(namespaces))
 		for _, ns := range namespaces {
