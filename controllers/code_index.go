@@ -125,14 +125,19 @@ func (r *ShortLinkReconciler) addCodeIndex(ctx context.Context, c cache.Cache) e
 	if err := informer.AddIndexers(toolscache.Indexers{codeIndexName: r.indexBuckets}); err != nil {
 		return err
 	}
-	r.Index.mu.RLock()
-	defer r.Index.mu.RUnlock()
-	if len(r.Index.indexers) == 0 {
+	return r.Index.checkIndexed()
+}
+
+// checkIndexed says whether the index has informers, all with the code
+// index: an index shared with another manager's cache would hold informers
+// without this reconciler's index function.
+func (c *CodeIndex) checkIndexed() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if len(c.indexers) == 0 {
 		return errNoCodeIndex
 	}
-	// An index shared with another manager's cache would hold informers
-	// without this reconciler's index function.
-	for _, indexer := range r.Index.indexers {
+	for _, indexer := range c.indexers {
 		if _, ok := indexer.GetIndexers()[codeIndexName]; !ok {
 			return errors.New("the code index holds a ShortLink informer of another cache: give each manager's cache and reconciler a CodeIndex of their own")
 		}

@@ -144,6 +144,22 @@ func TestCodeIndexSharesSets(t *testing.T) {
 	}
 }
 
+// addCodeIndex refuses an index it cannot read: none of this cache's
+// informers, or one of another cache (without this index function).
+func TestCodeIndexCheckIndexed(t *testing.T) {
+	if err := NewCodeIndex().checkIndexed(); err == nil {
+		t.Fatal("an index without informers passed")
+	}
+	r, _ := indexedReconciler(t, nil)
+	if err := r.Index.checkIndexed(); err != nil {
+		t.Fatalf("an index of indexed informers failed: %v", err)
+	}
+	r.Index.indexers = append(r.Index.indexers, toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{}))
+	if err := r.Index.checkIndexed(); err == nil {
+		t.Fatal("an index holding an informer without the code index passed")
+	}
+}
+
 func TestCodeIndexWithoutInformers(t *testing.T) {
 	r := &ShortLinkReconciler{Index: NewCodeIndex()}
 	if _, err := r.linksWithCode("ns", "abc"); err == nil {
