@@ -138,7 +138,7 @@ func run() error {
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		PprofBindAddress:        pprofAddr,
-		Cache:                   redirect.CacheOptions(nsList),
+		Cache:                   redirect.CacheOptions(),
 		GracefulShutdownTimeout: &shutdownTimeout,
 	})
 	if err != nil {

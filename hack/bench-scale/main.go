@@ -233,20 +233,12 @@ func (b *bench) measure() error {
 	b.row("etcd RSS (vs before the floor)", "%s", perLink(full.etcd, cold.etcd))
 	b.row("etcd DB size (vs before the floor)", "%s", perLink(full.etcdDB, cold.etcdDB))
 
-	// For comparison, first: the initial sync by one LIST (client-go's
-	// streaming lists turned off); then as shipped, which stays running.
-	step("redirector restart with %d links, %s=false (one LIST)", n, watchListEnv)
-	listed, err := b.restartRedirector(ctx, watchListEnv+"=false")
-	if err != nil {
-		return err
-	}
 	step("redirector restart with %d links", n)
 	restart, err := b.restartRedirector(ctx)
 	if err != nil {
 		return err
 	}
 	b.row("redirector start to ready", "%s", restart)
-	b.row("redirector start, "+watchListEnv+"=false", "%s", listed)
 
 	step("manager restart with %d unchanged links", n)
 	if err := b.mgr.stop(30 * time.Second); err != nil {
@@ -389,14 +381,9 @@ func (b *bench) saveHeapProfile(ctx context.Context, name, addr string) error {
 	return os.WriteFile(filepath.Join(b.profiles, name+".heap"), []byte(body), 0o644)
 }
 
-// watchListEnv is client-go's switch of streaming lists (WatchListClient,
-// on by default since 1.35).
-const watchListEnv = "KUBE_FEATURE_WatchListClient"
-
-// restartRedirector restarts bin/redirector (with env added to its
-// environment) and says how long it took to be ready, how it synced, the
+// restartRedirector restarts bin/redirector and says how long it took to be ready, how it synced, the
 // CPU it and the API server spent meanwhile, and its peak RSS.
-func (b *bench) restartRedirector(ctx context.Context, env ...string) (string, error) {
+func (b *bench) restartRedirector(ctx context.Context) (string, error) {
 	before, err := b.apiMetrics(ctx)
 	if err != nil {
 		return "", err
@@ -407,7 +394,7 @@ func (b *bench) restartRedirector(ctx context.Context, env ...string) (string, e
 	apiPid := findPid("kube-apiserver", "--secure-port="+b.env.ControlPlane.APIServer.Port)
 	apiCPU := cpuSeconds(apiPid)
 	t0 := time.Now()
-	if err := b.startRedirector(ctx, env...); err != nil {
+	if err := b.startRedirector(ctx); err != nil {
 		return "", err
 	}
 	took := time.Since(t0)
@@ -419,9 +406,12 @@ func (b *bench) restartRedirector(ctx context.Context, env ...string) (string, e
 	lists := after.sum("shortlinks", "LIST") - before.sum("shortlinks", "LIST")
 	watches := after.sum("shortlinks", "WATCH") - before.sum("shortlinks", "WATCH")
 	streamed := int64(after.watchList - before.watchList)
-	how := "LIST, then WATCH"
-	if lists == 0 && streamed > 0 {
+	how := "one unpaged LIST, then WATCH"
+	switch {
+	case lists == 0 && streamed > 0:
 		how = "WatchList (streaming watch, sendInitialEvents)"
+	case lists > 1:
+		how = fmt.Sprintf("a paginated LIST (%d pages), then WATCH", lists)
 	}
 	apiCPUText := fmt.Sprintf("%.1fs", apiCPU)
 	if apiPid == 0 {
@@ -484,7 +474,7 @@ func (b *bench) startManager(ctx context.Context) error {
 	return b.waitReady(ctx, b.mgr, b.mgrProbe)
 }
 
-func (b *bench) startRedirector(ctx context.Context, env ...string) error {
+func (b *bench) startRedirector(ctx context.Context) error {
 	var err error
 	if b.rdrProbe == "" {
 		if b.rdrProbe, err = devenv.FreeAddr(); err != nil {
@@ -495,7 +485,7 @@ func (b *bench) startRedirector(ctx context.Context, env ...string) error {
 	if err != nil {
 		return err
 	}
-	b.rdr, err = start("redirector", filepath.Join(b.dir, "redirector.log"), filepath.Join(b.root, "bin", "redirector"), env,
+	b.rdr, err = start("redirector", filepath.Join(b.dir, "redirector.log"), filepath.Join(b.root, "bin", "redirector"), nil,
 		"--kubeconfig", b.kubeconfig, "--bind-address", addr, "--health-probe-bind-address", b.rdrProbe)
 	if err != nil {
 		return err

@@ -3,43 +3,54 @@ package redirect
 import (
 	"context"
 	"errors"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-
-	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 )
 
 // CacheOptions is the manager cache configuration of the redirector: every
-// informer strips its objects with Transform, and ShortLinks are watched in
-// all namespaces or only the given ones (Namespaces, being cluster-scoped,
-// are watched whole). It needs no API server until the informers are
-// requested, so the process starts while the API server is unreachable.
-func CacheOptions(namespaces []string) cache.Options {
-	opts := cache.Options{DefaultTransform: Transform}
-	if len(namespaces) > 0 {
-		opts.DefaultNamespaces = make(map[string]cache.Config, len(namespaces))
-		for _, ns := range namespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	return opts
+// informer strips its objects with Transform. The cache holds Namespaces
+// only; ShortLinks have informers of their own (newLinkInformer). It needs
+// no API server until the informers are requested, so the process starts
+// while the API server is unreachable.
+func CacheOptions() cache.Options {
+	return cache.Options{DefaultTransform: Transform}
 }
 
-// SetupWithManager feeds the redirector from the manager's cache (configure
-// it with CacheByObject) and sweeps tombstones while the manager runs. The
-// informers are requested once the manager has started, retrying while the
-// API server cannot be reached, so the process starts (and answers
-// /healthz) without one.
+// SetupWithManager feeds the redirector from informers on ShortLinks (one
+// per namespace of Options.Namespaces, or one on all) and on Namespaces (the
+// manager's cache), and sweeps tombstones while the manager runs. The
+// informers start once the manager has started and retry while the API
+// server cannot be reached, so the process starts (and answers /healthz)
+// without one.
 func (r *Redirector) SetupWithManager(mgr manager.Manager) error {
-	return mgr.Add(&indexRunnable{r: r, cache: mgr.GetCache()})
+	c, err := linkRESTClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
+	namespaces := r.opts.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	ir := &indexRunnable{r: r, cache: mgr.GetCache()}
+	for _, ns := range namespaces {
+		inf, err := newLinkInformer(c, ns)
+		if err != nil {
+			return err
+		}
+		ir.links = append(ir.links, inf)
+	}
+	return mgr.Add(ir)
 }
 
 type indexRunnable struct {
 	r     *Redirector
 	cache cache.Cache
+	links []toolscache.SharedIndexInformer
 }
 
 // NeedLeaderElection is false: every replica keeps its own index.
@@ -47,20 +58,24 @@ func (*indexRunnable) NeedLeaderElection() bool { return false }
 
 func (ir *indexRunnable) Start(ctx context.Context) error {
 	r := ir.r
-	watch := func(what string, obj client.Object, add func(Informer) error) error {
-		var inf cache.Informer
-		if err := retry(ctx, r.log, "get "+what+" informer", func() error {
-			var err error
-			inf, err = ir.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
-			return err
-		}); err != nil {
+	// The informers stop when Start returns, also on an error.
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	defer func() { cancel(); running.Wait() }()
+	for _, inf := range ir.links {
+		if err := r.WatchShortLinks(inf); err != nil {
 			return err
 		}
-		return add(inf)
+		running.Go(func() { inf.RunWithContext(ctx) })
 	}
-	err := watch("ShortLink", &linkv1.ShortLink{}, r.WatchShortLinks)
+	var inf cache.Informer
+	err := retry(ctx, r.log, "get Namespace informer", func() error {
+		var err error
+		inf, err = ir.cache.GetInformer(ctx, &corev1.Namespace{}, cache.BlockUntilSynced(false))
+		return err
+	})
 	if err == nil {
-		err = watch("Namespace", &corev1.Namespace{}, r.WatchNamespaces)
+		err = r.WatchNamespaces(inf)
 	}
 	if errors.Is(err, errStopped) {
 		return nil

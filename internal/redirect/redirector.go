@@ -45,9 +45,9 @@ type Options struct {
 	// TombstoneTTL is how long the code of a deleted finished link keeps
 	// answering 410 before it answers 404. 0 disables tombstones.
 	TombstoneTTL time.Duration
-	// Namespaces, if not empty, are the only namespaces whose domain
-	// annotations are honoured (the ShortLink cache is restricted to them by
-	// the caller).
+	// Namespaces, if not empty, are the only namespaces whose ShortLinks
+	// are served (SetupWithManager watches only them) and whose domain
+	// annotations are honoured.
 	Namespaces []string
 	// Clock decides expiry and tombstones. Nil means the wall clock.
 	Clock clock.PassiveClock

@@ -9,12 +9,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/redirect"
@@ -98,13 +101,15 @@ type answer struct {
 	location string
 }
 
-func ask(host, path string) answer {
+func ask(host, path string) answer { return askOf(red, host, path) }
+
+func askOf(r *redirect.Redirector, host, path string) answer {
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	if host != "" {
 		req.Host = host
 	}
 	rec := httptest.NewRecorder()
-	red.ServeHTTP(rec, req)
+	r.ServeHTTP(rec, req)
 	_, _ = io.Copy(io.Discard, rec.Result().Body)
 	return answer{rec.Code, rec.Header().Get("Location")}
 }
@@ -305,5 +310,40 @@ var _ = Describe("The redirector's index", Ordered, func() {
 		Eventually(func() answer { return ask("", "/"+ns+"/during") }).WithTimeout(catchUp).
 			Should(Equal(redirectTo("https://example.com/during")))
 		Expect(probe()).To(Equal(http.StatusOK))
+	})
+
+	It("serves only the namespaces it is given, one informer each", func() {
+		a, b, c := newNamespace("only-a-", "").Name, newNamespace("only-b-", "").Name, newNamespace("other-", "").Name
+		createLink(a, "x", "https://example.com/a", "x", linkv1.ReasonCodeAssigned)
+		createLink(b, "x", "https://example.com/b", "x", linkv1.ReasonCodeAssigned)
+		createLink(c, "x", "https://example.com/c", "x", linkv1.ReasonCodeAssigned)
+
+		mgr, err := ctrl.NewManager(restCfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0", Cache: redirect.CacheOptions()})
+		Expect(err).NotTo(HaveOccurred())
+		only := redirect.New(redirect.Options{Namespaces: []string{a, b}, Registry: prometheus.NewRegistry(),
+			Recorder: mgr.GetEventRecorder("linkforge-redirector"), Log: ctrl.Log.WithName("redirector-only")})
+		Expect(only.SetupWithManager(mgr)).To(Succeed())
+		mgrCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(done)
+			Expect(mgr.Start(mgrCtx)).To(Succeed())
+		}()
+		DeferCleanup(func() { stop(); Eventually(done).WithTimeout(eventually).Should(BeClosed()) })
+		Eventually(only.Ready).WithTimeout(eventually).Should(BeTrue())
+
+		// Listed at the start.
+		Expect(askOf(only, "", "/"+a+"/x")).To(Equal(redirectTo("https://example.com/a")))
+		Expect(askOf(only, "", "/"+b+"/x")).To(Equal(redirectTo("https://example.com/b")))
+		Expect(askOf(only, "", "/"+c+"/x")).To(Equal(notFound))
+		// Watched after it.
+		createLink(c, "y", "https://example.com/c/y", "y", linkv1.ReasonCodeAssigned)
+		createLink(b, "y", "https://example.com/b/y", "y", linkv1.ReasonCodeAssigned)
+		Eventually(func() answer { return askOf(only, "", "/"+b+"/y") }).WithTimeout(eventually).
+			Should(Equal(redirectTo("https://example.com/b/y")))
+		expectAnswer("", "/"+c+"/y", redirectTo("https://example.com/c/y")) // the suite's redirector serves all
+		Expect(askOf(only, "", "/"+c+"/y")).To(Equal(notFound))
 	})
 })

@@ -41,6 +41,8 @@ var (
 	red       *redirect.Redirector
 	fakeClock *clocktesting.FakeClock
 	apiProxy  *tcpProxy
+	restCfg   *rest.Config
+	scheme    = runtime.NewScheme()
 	cancel    context.CancelFunc
 	mgrDone   chan struct{}
 )
@@ -61,8 +63,8 @@ var _ = BeforeSuite(func() {
 	)
 	testEnv, cfg, err = testenv.Start()
 	Expect(err).NotTo(HaveOccurred())
+	restCfg = cfg
 
-	scheme := runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(linkv1.AddToScheme(scheme)).To(Succeed())
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
@@ -78,7 +80,7 @@ var _ = BeforeSuite(func() {
 		LeaderElection:         false,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  redirect.CacheOptions(nil),
+		Cache:                  redirect.CacheOptions(),
 	})
 	Expect(err).NotTo(HaveOccurred())
 
