@@ -8,9 +8,8 @@
 #     from a generator instead of an API server. The generated objects look
 #     like what an API server returns (uid, labels, a kubectl last-applied
 #     annotation, managedFields, full status) and are streamed through a
-#     client-go SharedIndexInformer with the redirector's transform, the
-#     namespace index controller-runtime adds, and the same event handlers as
-#     in production. See hack/redirector-bench/synthetic.go.
+#     client-go SharedIndexInformer with the redirector's transform and the
+#     same event handlers as in production. See hack/redirector-bench/synthetic.go.
 #   - nginx answering `return 302 <url>` from a `map` of the same N paths
 #     (one worker, access log off, unlimited keep-alive requests).
 #   - the fasthttp floor (hack/fasthttp-floor): bare fasthttp answering 302
@@ -27,7 +26,7 @@
 # (same binary, same flags, --links=0), divided by N; measured once idle
 # after the initial sync has settled and once after the same wrk load. It
 # includes everything the process holds per link: the informer's stripped
-# ShortLink and its store entries (key map, namespace index), the index entry
+# ShortLink and its store entry, the index entry
 # and its map slot, and the Go heap's headroom and fragmentation around them.
 #
 # Usage: hack/bench-redirect.sh            (defaults below; about 4 minutes)
