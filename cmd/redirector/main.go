@@ -157,7 +157,8 @@ func run() error {
 	}
 	opts.Recorder = mgr.GetEventRecorder("linkforge-redirector")
 	// Uses are written with a client of their own: the manager's cache
-	// holds stripped Links, and reservations read the live object.
+	// holds no ShortLinks (the redirector's informers hold stripped Links),
+	// and reservations read the live object.
 	usesClient, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("creating the uses client: %w", err)

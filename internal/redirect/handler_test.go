@@ -667,3 +667,33 @@ func TestIndexHashCollision(t *testing.T) {
 		t.Fatalf("left over: %d %d links %d", len(s.m), len(s.other), x.Links())
 	}
 }
+
+// TestReadyWaitsForEveryInformer: with one ShortLink informer per namespace
+// served, readiness waits for all of them and for the Namespace informer,
+// however many have registered (two ShortLink informers are not a ShortLink
+// and a Namespace informer).
+func TestReadyWaitsForEveryInformer(t *testing.T) {
+	r := New(Options{})
+	r.waitForLinkInformers(2)
+	a, b, nss := &fakeInformer{synced: true}, &fakeInformer{synced: true}, &fakeInformer{synced: true}
+	if err := r.WatchShortLinks(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WatchShortLinks(b); err != nil {
+		t.Fatal(err)
+	}
+	if r.Ready() {
+		t.Fatal("ready without a Namespace informer")
+	}
+	b.synced = false
+	if err := r.WatchNamespaces(nss); err != nil {
+		t.Fatal(err)
+	}
+	if r.Ready() {
+		t.Fatal("ready before the second ShortLink informer synced")
+	}
+	b.synced = true
+	if !r.Ready() {
+		t.Fatal("not ready with every informer synced")
+	}
+}

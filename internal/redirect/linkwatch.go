@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -84,15 +86,16 @@ func linkRESTClient(cfg *rest.Config, hc *http.Client) (*rest.RESTClient, error)
 
 // linkListWatch lists and watches ShortLinks with the one-pass decoder.
 //
-// Its informer syncs by one LIST, not by a streaming list (WatchList): at
-// 100,000 links the API server spends about 12 CPU-seconds streaming them
-// as watch events (a deep copy and an encoder round per object), a good
-// part more than it spends on one LIST from its watch cache, and the
-// redirector was ready in 12-15 s instead of 7 (hack/bench-scale). What
-// made the LIST costly before was client-go's reading of it: the whole
-// response in memory, then every object decoded whole (559 MiB at 100,000
-// links). This one decodes the response as it arrives and makes each item
-// a Link at once, so the list never exists as ShortLinks.
+// Its informer syncs by a LIST, then a WATCH, not by a streaming list
+// (WatchList): at 100,000 links the API server spent about 12 CPU-seconds
+// streaming them as watch events (a deep copy and an encoder round per
+// object), and the redirector was ready in 12-15 s, against 7 s with a LIST
+// (hack/bench-scale). The reflector's first LIST (resourceVersion 0) is
+// served whole from the API server's watch cache. What made a LIST costly
+// before was client-go's reading of it: the whole response in memory, then
+// every object decoded whole (559 MiB at 100,000 links). This one decodes
+// the response as it arrives and makes each item a Link at once, so the
+// list never exists as ShortLinks.
 type linkListWatch struct {
 	toolscache.ListWatch
 	client    rest.Interface
@@ -113,14 +116,9 @@ func (lw *linkListWatch) request(opts *metav1.ListOptions) *rest.Request {
 	return lw.client.Get().Namespace(lw.namespace).Resource("shortlinks").VersionedParams(opts, metav1.ParameterCodec)
 }
 
-// list reads one LIST, whole: the reflector asks for pages, but a paged
-// list is read from etcd at one exact resourceVersion (and every relist
-// after it too), where an unpaged one at resourceVersion 0 is served from
-// the API server's watch cache. Paging bounds memory; the streamed decoding
-// does that here.
+// list reads a LIST (or a page of one) as it arrives.
 func (lw *linkListWatch) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	opts.Limit, opts.Continue = 0, ""
-	body, err := lw.request(&opts).Stream(ctx)
+	body, err := openStream(ctx, lw.request(&opts))
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +127,33 @@ func (lw *linkListWatch) list(ctx context.Context, opts metav1.ListOptions) (run
 	if err != nil {
 		return nil, fmt.Errorf("decoding the list of ShortLinks: %w", err)
 	}
+	// Read to the end (a newline), so that an HTTP/1.1 connection is reused.
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<10))
 	return list, nil
+}
+
+// openRetries is how often opening a list or a watch is retried after a
+// connection closed or timed out before the response, once a second, as
+// client-go's Request.Watch and Request.Do do (Request.Stream does not).
+const openRetries = 10
+
+// openStream sends req and returns the response body, retrying when the
+// connection closed or timed out before a response. (Stream also passes
+// the client's rate limiter, which Request.Watch skips; the redirector's
+// has none: controller-runtime's GetConfig sets QPS -1.)
+func openStream(ctx context.Context, req *rest.Request) (io.ReadCloser, error) {
+	for attempt := 0; ; attempt++ {
+		body, err := req.Stream(ctx)
+		transient := utilnet.IsProbableEOF(err) || utilnet.IsTimeout(err)
+		if err == nil || !transient || attempt == openRetries {
+			return body, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // linkList is a list of ShortLinks made Links as they were read.
@@ -202,7 +226,7 @@ func expect(dec *jsontext.Decoder, kind jsontext.Kind) error {
 
 func (lw *linkListWatch) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	body, err := lw.request(&opts).Stream(ctx)
+	body, err := openStream(ctx, lw.request(&opts))
 	if err != nil {
 		return nil, err
 	}

@@ -5,16 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
@@ -302,4 +307,60 @@ func FuzzLeanDecode(f *testing.F) {
 		}
 		sameLink(t, string(data), NewLink(lean.(*linkv1.ShortLink)), NewLink(want))
 	})
+}
+
+// TestOpenStreamRetries: a list or watch whose connection closes before the
+// response is sent again (as client-go's Request.Watch does); an error the
+// API server answers is returned at once.
+func TestOpenStreamRetries(t *testing.T) {
+	var calls atomic.Int32
+	const failures = 2
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		n := calls.Add(1)
+		switch {
+		case req.URL.Query().Get("watch") != "true":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"shortlinks is forbidden"}`)
+		case n <= failures:
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close() // the client reads EOF
+			}
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"type":"ADDED","object":{"metadata":{"name":"a","namespace":"n"}}}`+"\n")
+		}
+	}))
+	defer srv.Close()
+	c, err := linkRESTClient(&rest.Config{Host: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := newLinkListWatch(c, "n")
+
+	w, err := lw.watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watch after %d closed connections: %v", failures, err)
+	}
+	defer w.Stop()
+	select {
+	case ev := <-w.ResultChan():
+		if l, ok := ev.Object.(*linkv1.ShortLink); ev.Type != watch.Added || !ok || l.Name != "a" {
+			t.Fatalf("event %s %#v", ev.Type, ev.Object)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	if n := calls.Load(); n != failures+1 {
+		t.Fatalf("%d watch requests, want %d", n, failures+1)
+	}
+
+	calls.Store(0)
+	if _, err := lw.list(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("list: %v, want Forbidden", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d list requests for a Forbidden, want 1", n)
+	}
 }

@@ -3,6 +3,7 @@ package redirect
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,7 @@ func (r *Redirector) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return err
 	}
-	namespaces := r.opts.Namespaces
+	namespaces := slices.Compact(slices.Sorted(slices.Values(r.opts.Namespaces)))
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
@@ -44,6 +45,7 @@ func (r *Redirector) SetupWithManager(mgr manager.Manager) error {
 		}
 		ir.links = append(ir.links, inf)
 	}
+	r.waitForLinkInformers(len(ir.links))
 	return mgr.Add(ir)
 }
 

@@ -86,8 +86,10 @@ type Redirector struct {
 	ready    atomic.Bool
 	draining atomic.Bool
 	syncMu   sync.Mutex
-	synced   []func() bool
-	expected int
+	// The informers' HasSynced, by kind, and how many ShortLink informers
+	// to wait for (one per namespace served; see SetupWithManager).
+	linksSynced, nssSynced []func() bool
+	linkInformers          int
 
 	accessLog *accessLog
 }
@@ -96,11 +98,11 @@ type Redirector struct {
 // informers given to WatchShortLinks and WatchNamespaces have synced.
 func New(opts Options) *Redirector {
 	r := &Redirector{
-		clock:    opts.Clock,
-		log:      opts.Log,
-		opts:     opts,
-		index:    NewIndex(opts.TombstoneTTL),
-		expected: 2,
+		clock:         opts.Clock,
+		log:           opts.Log,
+		opts:          opts,
+		index:         NewIndex(opts.TombstoneTTL),
+		linkInformers: 1,
 	}
 	r.domains = NewDomains(r.domainConflict)
 	r.metrics = newMetrics(opts.Registry, r.index, r.domains)
@@ -137,8 +139,9 @@ func (r *Redirector) now() time.Time {
 	return time.Now()
 }
 
-// Ready reports whether both informers have synced and their initial
-// objects are in the index. Once true it stays true: an API server that
+// Ready reports whether the ShortLink informers (one, or one per namespace
+// SetupWithManager watches) and a Namespace informer have synced and their
+// initial objects are in the index. Once true it stays true: an API server that
 // becomes unreachable later does not make the redirector unready, since it
 // keeps serving from its cache.
 func (r *Redirector) Ready() bool {
@@ -147,12 +150,14 @@ func (r *Redirector) Ready() bool {
 	}
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
-	if len(r.synced) < r.expected {
+	if len(r.linksSynced) < r.linkInformers || len(r.nssSynced) == 0 {
 		return false
 	}
-	for _, f := range r.synced {
-		if !f() {
-			return false
+	for _, synced := range [][]func() bool{r.linksSynced, r.nssSynced} {
+		for _, f := range synced {
+			if !f() {
+				return false
+			}
 		}
 	}
 	r.ready.Store(true)
@@ -169,9 +174,16 @@ type Informer interface {
 	AddEventHandler(handler toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
 }
 
-func (r *Redirector) addSynced(reg toolscache.ResourceEventHandlerRegistration) {
+func (r *Redirector) addSynced(to *[]func() bool, reg toolscache.ResourceEventHandlerRegistration) {
 	r.syncMu.Lock()
-	r.synced = append(r.synced, reg.HasSynced)
+	*to = append(*to, reg.HasSynced)
+	r.syncMu.Unlock()
+}
+
+// waitForLinkInformers makes Ready wait for n ShortLink informers.
+func (r *Redirector) waitForLinkInformers(n int) {
+	r.syncMu.Lock()
+	r.linkInformers = n
 	r.syncMu.Unlock()
 }
 
@@ -223,7 +235,7 @@ func (r *Redirector) WatchShortLinks(inf Informer) error {
 	if err != nil {
 		return err
 	}
-	r.addSynced(reg)
+	r.addSynced(&r.linksSynced, reg)
 	return nil
 }
 
@@ -260,7 +272,7 @@ func (r *Redirector) WatchNamespaces(inf Informer) error {
 	if err != nil {
 		return err
 	}
-	r.addSynced(reg)
+	r.addSynced(&r.nssSynced, reg)
 	return nil
 }
 
