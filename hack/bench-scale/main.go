@@ -162,6 +162,7 @@ func (b *bench) measure() error {
 	if err := b.namespace(ctx, "floor"); err != nil {
 		return err
 	}
+	floorCPU := b.cpu()
 	t0 := time.Now()
 	if err := b.parallel(n, func(i int) error {
 		l := link("floor", i)
@@ -177,6 +178,7 @@ func (b *bench) measure() error {
 	}
 	floor := time.Since(t0)
 	b.row("floor: N creates + N status patches (plain client)", "%.1fs (%.0f links/s), load %s", floor.Seconds(), float64(n)/floor.Seconds(), loadavg())
+	b.row("floor: CPU", "%s", b.cpu().since(floorCPU))
 	// Gone before the manager starts, so it does not reconcile them.
 	if err := b.deleteAll(ctx, "floor"); err != nil {
 		return err
@@ -199,6 +201,7 @@ func (b *bench) measure() error {
 	if err != nil {
 		return err
 	}
+	convCPU := b.cpu()
 	t0 = time.Now()
 	if err := b.parallel(n, func(i int) error { return b.c.Create(ctx, link("links", i)) }); err != nil {
 		return err
@@ -215,6 +218,7 @@ func (b *bench) measure() error {
 	stopWatch()
 	b.row("convergence: N creates until all Ready (manager)", "%.1fs (creates done at %.1fs), load %s", conv.Seconds(), created.Seconds(), loadavg())
 	b.row("ratio convergence / floor", "%.2f", conv.Seconds()/floor.Seconds())
+	b.row("convergence: CPU", "%s", b.cpu().since(convCPU))
 
 	full := b.settledMemory() // the watchers caught up, the heaps settled
 	perLink := func(after, before int64) string {
@@ -670,6 +674,27 @@ func (b *bench) memory() usage {
 		u.etcdDB = fi.Size()
 	}
 	return u
+}
+
+// cpuUse is the CPU time used so far by each process of the benchmark.
+type cpuUse struct{ apiserver, etcd, manager, redirector, bench float64 }
+
+func (b *bench) cpu() cpuUse {
+	u := cpuUse{
+		apiserver: cpuSeconds(findPid("kube-apiserver", "--secure-port="+b.env.ControlPlane.APIServer.Port)),
+		etcd:      cpuSeconds(findPid("etcd", b.env.ControlPlane.Etcd.DataDir)),
+		bench:     cpuSeconds(os.Getpid()),
+	}
+	if b.mgr != nil && b.rdr != nil {
+		u.manager, u.redirector = cpuSeconds(b.mgr.cmd.Process.Pid), cpuSeconds(b.rdr.cmd.Process.Pid)
+	}
+	return u
+}
+
+// since is the CPU each process used from before to u, in seconds.
+func (u cpuUse) since(before cpuUse) string {
+	return fmt.Sprintf("kube-apiserver %.0fs, etcd %.0fs, manager %.0fs, redirector %.0fs, the benchmark's clients and watch %.0fs",
+		u.apiserver-before.apiserver, u.etcd-before.etcd, u.manager-before.manager, u.redirector-before.redirector, u.bench-before.bench)
 }
 
 // cpuSeconds is the CPU time (user and system) pid has used.
