@@ -28,13 +28,13 @@ import (
 // their own. client-go's decodes each watch event eight times over: its
 // framer scans the stream, then the event and the embedded object are each
 // sniffed for their kind, validated and decoded, every pass over every byte.
-// At 100,000 links that was 8 of the redirector's 10 CPU-seconds of start,
-// on the path that makes it ready (hack/bench-scale). This decoder reads the
+// At 100,000 links that was 8 of the redirector's 10-14 CPU-seconds of
+// start, on the path that makes it ready (profiled). This decoder reads the
 // stream once, token by token (github.com/go-json-experiment/json, the
 // encoding/json/v2 proposal), and skips what no Link keeps (managedFields,
-// labels, annotations, conditions, use reservations) instead of building it.
-// NewLink still makes the Link, so the rule is written once; a test checks
-// that both decoders give every ShortLink the same Link.
+// labels, annotations, owners, conditions, use reservations) instead of
+// building it. NewLink still makes the Link, so the rule is written once; a
+// test checks that both decoders give every ShortLink the same Link.
 
 // leanShortLink decodes a ShortLink with only what NewLink reads.
 var leanShortLink = json.JoinOptions(decodeOptions, json.WithUnmarshalers(json.JoinUnmarshalers(
@@ -89,8 +89,8 @@ func linkRESTClient(cfg *rest.Config, hc *http.Client) (*rest.RESTClient, error)
 // Its informer syncs by a LIST, then a WATCH, not by a streaming list
 // (WatchList): at 100,000 links the API server spent about 12 CPU-seconds
 // streaming them as watch events (a deep copy and an encoder round per
-// object), and the redirector was ready in 12-15 s, against 7 s with a LIST
-// (hack/bench-scale). The reflector's first LIST (resourceVersion 0) is
+// object), and the redirector was ready in 12-15 s, against 6.3-7 s with a
+// LIST (hack/bench-scale, and restarts against one held control plane). The reflector's first LIST (resourceVersion 0) is
 // served whole from the API server's watch cache. What made a LIST costly
 // before was client-go's reading of it: the whole response in memory, then
 // every object decoded whole (559 MiB at 100,000 links). This one decodes
