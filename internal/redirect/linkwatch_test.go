@@ -2,11 +2,13 @@ package redirect
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
@@ -362,5 +365,56 @@ func TestOpenStreamRetries(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("%d list requests for a Forbidden, want 1", n)
+	}
+}
+
+// TestLinkInformerPagedList: an informer over a list the API server sends in
+// pages (as on a relist) holds every page's links, as Links.
+func TestLinkInformerPagedList(t *testing.T) {
+	item := func(name string) string {
+		return `{"metadata":{"name":"` + name + `","namespace":"n","resourceVersion":"9","generation":1},"spec":{"url":"https://example.com/` + name + `"},` +
+			`"status":{"code":"` + name + `","confirmedGeneration":1}}`
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		q := req.URL.Query()
+		switch {
+		case q.Get("watch") == "true":
+			w.(http.Flusher).Flush()
+			<-req.Context().Done()
+		case q.Get("continue") == "":
+			_, _ = io.WriteString(w, `{"kind":"ShortLinkList","metadata":{"resourceVersion":"10","continue":"page2"},"items":[`+item("a")+`]}`)
+		default:
+			_, _ = io.WriteString(w, `{"kind":"ShortLinkList","metadata":{"resourceVersion":"10"},"items":[`+item("b")+`,`+item("c")+`]}`)
+		}
+	}))
+	defer srv.Close()
+	c, err := linkRESTClient(&rest.Config{Host: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, err := newLinkInformer(c, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go inf.RunWithContext(ctx)
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("not synced")
+	}
+	objs := inf.GetStore().List()
+	got := make([]string, 0, len(objs))
+	for _, obj := range objs {
+		l, ok := obj.(*Link)
+		if !ok {
+			t.Fatalf("the store holds a %T", obj)
+		}
+		got = append(got, l.Name+"="+l.Location)
+	}
+	slices.Sort(got)
+	want := []string{"a=https://example.com/a", "b=https://example.com/b", "c=https://example.com/c"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("store %v, want %v", got, want)
 	}
 }
