@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -35,17 +36,21 @@ const codeExpectationsTimeout = 10 * time.Second
 //     is taken on the cache plus what it is known to be missing.
 //   - They are not lowered by observation. An expectation the cache already
 //     shows only repeats the cache, so it is harmless; it ends when it times
-//     out (codeExpectationsTimeout), when the link's next decision replaces
-//     it (lockedExpect) or when the link is deleted (deleteExpectations, as
-//     DeleteExpectations is called for a deleted ReplicaSet).
+//     out (codeExpectationsTimeout), when the write of a later decision of
+//     the link has succeeded (written) or when the link is deleted
+//     (deleteExpectations, as DeleteExpectations is called for a deleted
+//     ReplicaSet). A new decision does not end the link's earlier ones: its
+//     write may fail (an optimistic-lock conflict, when the decision was taken
+//     on a stale copy) while an earlier decision's write has reached the API
+//     server but not yet the cache, and that earlier code is then still held.
 //   - An expectation is set by the link that decided but read by every link
 //     of its namespace that wants the code; a ReplicaSet's expectations are
 //     read only by that ReplicaSet's own sync.
 type codeExpectations struct {
 	mu     sync.Mutex
 	byCode map[nsCode]map[string]codeExpectation // namespace/code -> link name -> expectation
-	byLink map[types.NamespacedName]nsCode
-	queue  []expectationRef // in decision order, for the timeout
+	byLink map[types.NamespacedName][]string     // link -> the codes it is expected to hold
+	queue  []expectationRef                      // in decision order, for the timeout
 }
 
 type nsCode struct{ namespace, code string }
@@ -58,6 +63,7 @@ type codeExpectation struct {
 
 type expectationRef struct {
 	link types.NamespacedName
+	code string
 	at   time.Time
 }
 
@@ -77,14 +83,14 @@ func (e *codeExpectations) lockedExpectedHolders(namespace string, codes []strin
 	return rivals
 }
 
-// lockedExpect records link's decision (Held empty: it holds nothing),
-// replacing the link's earlier expectation. Callers hold mu.
+// lockedExpect records link's decision (Held empty: it holds nothing) beside
+// the link's earlier ones, which end once this decision's write has
+// succeeded (written). Callers hold mu.
 func (e *codeExpectations) lockedExpect(key types.NamespacedName, link claim.Link, now time.Time) {
 	if e.byCode == nil {
 		e.byCode = make(map[nsCode]map[string]codeExpectation)
-		e.byLink = make(map[types.NamespacedName]nsCode)
+		e.byLink = make(map[types.NamespacedName][]string)
 	}
-	e.lockedDeleteExpectations(key)
 	e.lockedExpire(now)
 	if link.Held == "" {
 		return
@@ -93,27 +99,50 @@ func (e *codeExpectations) lockedExpect(key types.NamespacedName, link claim.Lin
 	if e.byCode[k] == nil {
 		e.byCode[k] = make(map[string]codeExpectation)
 	}
+	if _, ok := e.byCode[k][key.Name]; !ok {
+		e.byLink[key] = append(e.byLink[key], link.Held)
+	}
 	e.byCode[k][key.Name] = codeExpectation{link: link, at: now}
-	e.byLink[key] = k
-	e.queue = append(e.queue, expectationRef{link: key, at: now})
+	e.queue = append(e.queue, expectationRef{link: key, code: link.Held, at: now})
 }
 
-// deleteExpectations drops the expectation of a link (it was deleted).
+// written ends the expectations of a link but the one for held (empty:
+// all), once a status write saying that the link holds held has succeeded:
+// the API server no longer shows the link holding the other codes, and the
+// cache shows it until the write comes back.
+func (e *codeExpectations) written(key types.NamespacedName, held string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, code := range slices.Clone(e.byLink[key]) {
+		if code != held {
+			e.lockedDeleteExpectation(key, code)
+		}
+	}
+}
+
+// deleteExpectations drops the expectations of a link (it was deleted).
 func (e *codeExpectations) deleteExpectations(key types.NamespacedName) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.lockedDeleteExpectations(key)
+	for _, code := range slices.Clone(e.byLink[key]) {
+		e.lockedDeleteExpectation(key, code)
+	}
 }
 
-func (e *codeExpectations) lockedDeleteExpectations(key types.NamespacedName) {
-	k, ok := e.byLink[key]
-	if !ok {
+func (e *codeExpectations) lockedDeleteExpectation(key types.NamespacedName, code string) {
+	k := nsCode{key.Namespace, code}
+	if _, ok := e.byCode[k][key.Name]; !ok {
 		return
 	}
-	delete(e.byLink, key)
 	delete(e.byCode[k], key.Name)
 	if len(e.byCode[k]) == 0 {
 		delete(e.byCode, k)
+	}
+	codes := slices.DeleteFunc(e.byLink[key], func(c string) bool { return c == code })
+	if len(codes) == 0 {
+		delete(e.byLink, key)
+	} else {
+		e.byLink[key] = codes
 	}
 }
 
@@ -123,10 +152,9 @@ func (e *codeExpectations) lockedExpire(now time.Time) {
 	n := 0
 	for ; n < len(e.queue) && now.Sub(e.queue[n].at) > codeExpectationsTimeout; n++ {
 		ref := e.queue[n]
-		if k, ok := e.byLink[ref.link]; ok {
-			if exp := e.byCode[k][ref.link.Name]; !exp.at.After(ref.at) {
-				e.lockedDeleteExpectations(ref.link)
-			}
+		exp, ok := e.byCode[nsCode{ref.link.Namespace, ref.code}][ref.link.Name]
+		if ok && !exp.at.After(ref.at) {
+			e.lockedDeleteExpectation(ref.link, ref.code)
 		}
 	}
 	e.queue = e.queue[n:]

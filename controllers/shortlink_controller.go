@@ -92,6 +92,7 @@ func (r *ShortLinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			retErr = fmt.Errorf("patching status: %w", err)
 			return
 		}
+		r.expectations.written(req.NamespacedName, link.Status.Code)
 		r.emitEvents(before, link)
 	}()
 
