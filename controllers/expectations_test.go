@@ -13,8 +13,9 @@ import (
 func holders(e *codeExpectations, code string, now time.Time) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var names []string
-	for _, l := range e.lockedExpectedHolders("ns", []string{code}, nil, now) {
+	expected := e.lockedExpectedHolders("ns", []string{code}, nil, now)
+	names := make([]string, 0, len(expected))
+	for _, l := range expected {
 		names = append(names, l.Name+"="+l.Held)
 	}
 	return names
