@@ -34,15 +34,17 @@ const codeExpectationsTimeout = 10 * time.Second
 //     each expectation is added to the cache's view of the namespace as one
 //     more holder of its code (lockedExpectedHolders), so the next decision
 //     is taken on the cache plus what it is known to be missing.
-//   - They are not lowered by observation. An expectation the cache already
-//     shows only repeats the cache, so it is harmless; it ends when it times
-//     out (codeExpectationsTimeout), when the write of a later decision of
-//     the link has succeeded (written) or when the link is deleted
-//     (deleteExpectations, as DeleteExpectations is called for a deleted
-//     ReplicaSet). A new decision does not end the link's earlier ones: its
-//     write may fail (an optimistic-lock conflict, when the decision was taken
-//     on a stale copy) while an earlier decision's write has reached the API
-//     server but not yet the cache, and that earlier code is then still held.
+//   - They are not lowered by observation of other links. An expectation the
+//     cache already shows only repeats the cache, so it is harmless. A
+//     link's expectation ends when it times out (codeExpectationsTimeout),
+//     when the link is deleted (deleteExpectations, as DeleteExpectations is
+//     called for a deleted ReplicaSet), when a later write of the link has
+//     succeeded (written), or at the link's next decision: if it was never
+//     written (the write failed, or there was nothing to write), or if it
+//     was and the cache now shows that write. A written decision the cache
+//     does not show yet outlives later decisions that were not written: a
+//     decision taken on a stale copy fails on the optimistic lock while the
+//     API server shows the earlier write, whose code is still held.
 //   - An expectation is set by the link that decided but read by every link
 //     of its namespace that wants the code; a ReplicaSet's expectations are
 //     read only by that ReplicaSet's own sync.
@@ -55,10 +57,15 @@ type codeExpectations struct {
 
 type nsCode struct{ namespace, code string }
 
-// codeExpectation is one decision: the link as decided, and when.
+// codeExpectation is one decision: the link as decided, and when. Once its
+// status write has succeeded, written is set and baseRV is the
+// resourceVersion the write replaced: the cache shows the write (or later)
+// once it shows the link at another resourceVersion.
 type codeExpectation struct {
-	link claim.Link
-	at   time.Time
+	link    claim.Link
+	at      time.Time
+	written bool
+	baseRV  string
 }
 
 type expectationRef struct {
@@ -83,13 +90,19 @@ func (e *codeExpectations) lockedExpectedHolders(namespace string, codes []strin
 	return rivals
 }
 
-// lockedExpect records link's decision (Held empty: it holds nothing) beside
-// the link's earlier ones, which end once this decision's write has
-// succeeded (written). Callers hold mu.
-func (e *codeExpectations) lockedExpect(key types.NamespacedName, link claim.Link, now time.Time) {
+// lockedExpect records link's decision (Held empty: it holds nothing),
+// taken on the cached copy at resourceVersion cachedRV. The link's earlier
+// expectations end here, but for a written one the cache does not show yet.
+// Callers hold mu.
+func (e *codeExpectations) lockedExpect(key types.NamespacedName, link claim.Link, cachedRV string, now time.Time) {
 	if e.byCode == nil {
 		e.byCode = make(map[nsCode]map[string]codeExpectation)
 		e.byLink = make(map[types.NamespacedName][]string)
+	}
+	for _, code := range slices.Clone(e.byLink[key]) {
+		if exp := e.byCode[nsCode{key.Namespace, code}][key.Name]; !exp.written || exp.baseRV != cachedRV {
+			e.lockedDeleteExpectation(key, code)
+		}
 	}
 	e.lockedExpire(now)
 	if link.Held == "" {
@@ -99,24 +112,34 @@ func (e *codeExpectations) lockedExpect(key types.NamespacedName, link claim.Lin
 	if e.byCode[k] == nil {
 		e.byCode[k] = make(map[string]codeExpectation)
 	}
-	if _, ok := e.byCode[k][key.Name]; !ok {
+	exp := codeExpectation{link: link, at: now}
+	if earlier, ok := e.byCode[k][key.Name]; !ok {
 		e.byLink[key] = append(e.byLink[key], link.Held)
+	} else {
+		// A written decision for the same code the cache does not show yet:
+		// the code stays held if this decision's write fails.
+		exp.written, exp.baseRV = earlier.written, earlier.baseRV
 	}
-	e.byCode[k][key.Name] = codeExpectation{link: link, at: now}
+	e.byCode[k][key.Name] = exp
 	e.queue = append(e.queue, expectationRef{link: key, code: link.Held, at: now})
 }
 
-// written ends the expectations of a link but the one for held (empty:
-// all), once a status write saying that the link holds held has succeeded:
-// the API server no longer shows the link holding the other codes, and the
-// cache shows it until the write comes back.
-func (e *codeExpectations) written(key types.NamespacedName, held string) {
+// written records that the status write of the link's last decision, which
+// holds held (empty: nothing), has succeeded over resourceVersion baseRV.
+// The link's other expectations end: the API server no longer shows them,
+// and the cache shows them until the write comes back.
+func (e *codeExpectations) written(key types.NamespacedName, held, baseRV string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, code := range slices.Clone(e.byLink[key]) {
+		k := nsCode{key.Namespace, code}
 		if code != held {
 			e.lockedDeleteExpectation(key, code)
+			continue
 		}
+		exp := e.byCode[k][key.Name]
+		exp.written, exp.baseRV = true, baseRV
+		e.byCode[k][key.Name] = exp
 	}
 }
 

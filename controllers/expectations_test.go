@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -21,58 +22,73 @@ func holders(e *codeExpectations, code string, now time.Time) []string {
 	return names
 }
 
-func expect(e *codeExpectations, name, code string, now time.Time) {
+func expect(e *codeExpectations, name, code, cachedRV string, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.lockedExpect(types.NamespacedName{Namespace: "ns", Name: name}, claim.Link{Name: name, Held: code, Confirmed: code != ""}, now)
+	e.lockedExpect(types.NamespacedName{Namespace: "ns", Name: name}, claim.Link{Name: name, Held: code, Confirmed: code != ""}, cachedRV, now)
 }
 
-// TestExpectationsOutliveAnUnwrittenDecision: a link decided code A, and
-// that write reached the API server; then it decided B on a stale copy, and
-// that write failed. Until a write of a later decision succeeds, the link is
-// still expected to hold A, or another link would be given A while the API
-// server shows it held (two targets under one code).
+func expectHolders(t *testing.T, e *codeExpectations, code string, now time.Time, want ...string) {
+	t.Helper()
+	if got := holders(e, code, now); !slices.Equal(got, want) {
+		t.Fatalf("holders of %s: %v, want %v", code, got, want)
+	}
+}
+
+// TestExpectationsOutliveAnUnwrittenDecision: a link decided code A and
+// that write succeeded, but the cache does not show it yet; then it decided
+// B, then C, on its stale cached copy, and those writes failed. Until the
+// cache shows the write of A (or a later write succeeds), the link is still
+// expected to hold A, or another link would be given A while the API server
+// shows it held: two targets under one code.
 func TestExpectationsOutliveAnUnwrittenDecision(t *testing.T) {
 	var e codeExpectations
-	key := types.NamespacedName{Namespace: "ns", Name: "young"}
+	young := types.NamespacedName{Namespace: "ns", Name: "young"}
 	t0 := time.Now()
-	expect(&e, "young", "A", t0)
-	expect(&e, "young", "B", t0.Add(time.Millisecond)) // its write fails
-	if got := holders(&e, "A", t0.Add(2*time.Millisecond)); len(got) != 1 || got[0] != "young=A" {
-		t.Fatalf("holders of A after a later, unwritten decision: %v, want [young=A]", got)
-	}
-	if got := holders(&e, "B", t0.Add(2*time.Millisecond)); len(got) != 1 {
-		t.Fatalf("holders of B: %v, want [young=B]", got)
-	}
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
-	// The write of B succeeds: A is released (the cache shows it held until
-	// that write comes back).
-	e.written(key, "B")
-	if got := holders(&e, "A", t0.Add(3*time.Millisecond)); len(got) != 0 {
-		t.Fatalf("holders of A after B was written: %v", got)
-	}
-	if got := holders(&e, "B", t0.Add(3*time.Millisecond)); len(got) != 1 {
-		t.Fatalf("holders of B after it was written: %v", got)
-	}
+	expect(&e, "young", "A", "1", at(0))
+	e.written(young, "A", "1") // the API server is at 2; the cache still at 1
+	expect(&e, "young", "B", "1", at(1))
+	expectHolders(t, &e, "A", at(2), "young=A")
+	expectHolders(t, &e, "B", at(2), "young=B")
+	expect(&e, "young", "C", "1", at(3)) // B's write failed: B was never held
+	expectHolders(t, &e, "A", at(4), "young=A")
+	expectHolders(t, &e, "B", at(4))
 
-	// A decision to hold nothing, written, ends them all; so do the timeout
-	// and the link's deletion.
-	e.written(key, "")
-	if got := holders(&e, "B", t0); len(got) != 0 {
-		t.Fatalf("holders of B after a write holding nothing: %v", got)
-	}
-	expect(&e, "young", "C", t0)
-	expect(&e, "other", "C", t0.Add(time.Second))
-	later := t0.Add(codeExpectationsTimeout + 500*time.Millisecond)
-	expect(&e, "third", "D", later) // expires what is due
-	if got := holders(&e, "C", later); len(got) != 1 || got[0] != "other=C" {
-		t.Fatalf("holders of C after young's expectation timed out: %v, want [other=C]", got)
-	}
-	e.deleteExpectations(types.NamespacedName{Namespace: "ns", Name: "other"})
-	if got := holders(&e, "C", later); len(got) != 0 {
-		t.Fatalf("holders of C after other was deleted: %v", got)
-	}
-	if len(e.byLink) != 1 || len(e.byCode) != 1 {
-		t.Fatalf("left behind: byLink %v, byCode %v; want only third", e.byLink, e.byCode)
+	// A failed decision for the code already written keeps it held too.
+	expect(&e, "young", "A", "1", at(4))
+	expect(&e, "young", "C", "1", at(4))
+	expectHolders(t, &e, "A", at(4), "young=A")
+
+	// The cache shows the write of A (or later): it speaks for the link.
+	expect(&e, "young", "", "2", at(5))
+	expectHolders(t, &e, "A", at(6))
+	expectHolders(t, &e, "C", at(6))
+
+	// A later successful write ends the earlier written decision at once.
+	expect(&e, "young", "D", "2", at(7))
+	e.written(young, "D", "2")
+	expect(&e, "young", "E", "2", at(8))
+	e.written(young, "E", "3")
+	expectHolders(t, &e, "D", at(9))
+	expectHolders(t, &e, "E", at(9), "young=E")
+
+	// Another manager's write moved the link: its own decision there, not
+	// written, ends at its next one (the cache shows the other write).
+	expect(&e, "other", "F", "7", at(10))
+	expect(&e, "other", "", "8", at(11))
+	expectHolders(t, &e, "F", at(12))
+
+	// The timeout and the link's deletion end them too.
+	expect(&e, "third", "G", "1", at(13))
+	later := at(13).Add(codeExpectationsTimeout + time.Second)
+	expect(&e, "fourth", "H", "1", later) // expires what is due
+	expectHolders(t, &e, "G", later)
+	expectHolders(t, &e, "E", later)
+	e.deleteExpectations(types.NamespacedName{Namespace: "ns", Name: "fourth"})
+	expectHolders(t, &e, "H", later)
+	if len(e.byLink) != 0 || len(e.byCode) != 0 {
+		t.Fatalf("left behind: byLink %v, byCode %v", e.byLink, e.byCode)
 	}
 }

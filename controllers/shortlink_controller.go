@@ -92,7 +92,7 @@ func (r *ShortLinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			retErr = fmt.Errorf("patching status: %w", err)
 			return
 		}
-		r.expectations.written(req.NamespacedName, link.Status.Code)
+		r.expectations.written(req.NamespacedName, link.Status.Code, before.ResourceVersion)
 		r.emitEvents(before, link)
 	}()
 
@@ -211,7 +211,7 @@ func (r *ShortLinkReconciler) decide(link *linkv1.ShortLink, canonical string, n
 	if d.Outcome != claim.Conflict {
 		self.Held, self.Confirmed = d.Code, d.Outcome == claim.Assigned
 	}
-	r.expectations.lockedExpect(client.ObjectKeyFromObject(link), self, now)
+	r.expectations.lockedExpect(client.ObjectKeyFromObject(link), self, link.ResourceVersion, now)
 	return d, nil
 }
 
