@@ -162,6 +162,7 @@ func (r *Reaper) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("reaper").
+		WithLogConstructor(reconcileLogger(mgr.GetLogger(), "reaper")).
 		WatchesRawSource(r.sweepSource()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles})
 	if !r.opts.SweepOnly {

@@ -398,6 +398,7 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		Watches(&linkv1.ShortLink{}, &rivalsHandler{r: r}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Named("shortlink").
+		WithLogConstructor(reconcileLogger(mgr.GetLogger(), "shortlink")).
 		Complete(r)
 }
 
