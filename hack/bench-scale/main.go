@@ -9,6 +9,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +72,7 @@ type bench struct {
 	mgrMetrics string
 	rdrProbe   string
 	conv       time.Duration
+	rounds     int
 	// profiles, if set, is where the manager's heap profile is saved after
 	// convergence (it then also gets --pprof-bind-address).
 	profiles string
@@ -94,13 +97,24 @@ func run() error {
 			return fmt.Errorf("environment variable N=%q: %w", v, err)
 		}
 	}
+	defRounds := 2
+	if v := os.Getenv("ROUNDS"); v != "" {
+		var err error
+		if defRounds, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("environment variable ROUNDS=%q: %w", v, err)
+		}
+	}
 	b := &bench{}
 	flag.IntVar(&b.n, "n", defN, "Links to create (or N=).")
 	flag.IntVar(&b.clients, "clients", 8, "Parallel clients creating links, on both sides of each comparison.")
+	flag.IntVar(&b.rounds, "rounds", defRounds, "Rounds of floor and convergence (or ROUNDS=): 1, or 2 in the order floor, convergence, convergence, floor.")
 	flag.StringVar(&b.root, "root", ".", "Repository root (bin/manager and bin/redirector are run from root/bin).")
 	flag.StringVar(&b.profiles, "heap-profiles", "", "Save a heap profile of bin/manager after convergence into this directory "+
 		"(it then also runs with --pprof-bind-address on a free local port, the one flag added to its defaults).")
 	flag.Parse()
+	if b.rounds != 1 && b.rounds != 2 {
+		return fmt.Errorf("-rounds %d: 1 or 2", b.rounds)
+	}
 	var err error
 	if b.root, err = filepath.Abs(b.root); err != nil {
 		return err
@@ -157,32 +171,18 @@ func (b *bench) measure() error {
 	time.Sleep(2 * time.Second)
 	cold := b.memory()
 
-	// Floor: the same creates, and one status write each, by a plain client.
-	step("floor: %d creates + %d status patches by %d plain clients", n, n, b.clients)
-	if err := b.namespace(ctx, "floor"); err != nil {
+	// The floor and convergence alternate, floor-convergence-convergence-
+	// floor with two rounds: the machine's speed drifts over minutes (the
+	// floor's CPU for the same work varied by 40% between runs), and the
+	// sums of an ABBA sequence cancel a linear drift. The first round runs
+	// beside no other links; in the second, convergence runs after N deletes
+	// and the floor beside the N links the restarts below need.
+	var floors, convs []time.Duration
+	floor, err := b.floorRound(ctx, "floor", 1)
+	if err != nil {
 		return err
 	}
-	floorCPU := b.cpu()
-	t0 := time.Now()
-	if err := b.parallel(n, func(i int) error {
-		l := link("floor", i)
-		if err := b.c.Create(ctx, l); err != nil {
-			return err
-		}
-		base := l.DeepCopy()
-		l.Status.Code, l.Status.CanonicalURL, l.Status.ObservedGeneration = fmt.Sprintf("c%09d", i), l.Spec.URL, l.Generation
-		meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, Reason: linkv1.ReasonCodeAssigned, Message: "floor"})
-		return b.c.Status().Patch(ctx, l, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	}); err != nil {
-		return err
-	}
-	floor := time.Since(t0)
-	b.row("floor: N creates + N status patches (plain client)", "%.1fs (%.0f links/s), load %s", floor.Seconds(), float64(n)/floor.Seconds(), loadavg())
-	b.row("floor: CPU", "%s", b.cpu().since(floorCPU))
-	// Gone before the manager starts, so it does not reconcile them.
-	if err := b.deleteAll(ctx, "floor"); err != nil {
-		return err
-	}
+	floors = append(floors, floor)
 
 	step("starting bin/manager and bin/redirector (default flags)")
 	if err := b.startManager(ctx); err != nil {
@@ -192,33 +192,12 @@ func (b *bench) measure() error {
 		return err
 	}
 	idle := b.settledMemory()
-
-	step("convergence: %d creates by %d clients until all Ready", n, b.clients)
-	if err := b.namespace(ctx, "links"); err != nil {
-		return err
-	}
-	allReady, stopWatch, err := b.watchLinks(ctx, "links", n, isReady)
+	conv, err := b.convergenceRound(ctx, "links", 1, floor)
 	if err != nil {
 		return err
 	}
-	convCPU := b.cpu()
-	t0 = time.Now()
-	if err := b.parallel(n, func(i int) error { return b.c.Create(ctx, link("links", i)) }); err != nil {
-		return err
-	}
-	created := time.Since(t0)
-	select {
-	case <-allReady:
-	case <-time.After(max(30*time.Minute, 20*floor)):
-		stopWatch()
-		return errors.New("not all links became Ready")
-	}
-	conv := time.Since(t0)
+	convs = append(convs, conv)
 	b.conv = conv
-	stopWatch()
-	b.row("convergence: N creates until all Ready (manager)", "%.1fs (creates done at %.1fs), load %s", conv.Seconds(), created.Seconds(), loadavg())
-	b.row("ratio convergence / floor", "%.2f", conv.Seconds()/floor.Seconds())
-	b.row("convergence: CPU", "%s", b.cpu().since(convCPU))
 
 	full := b.settledMemory() // the watchers caught up, the heaps settled
 	perLink := func(after, before int64) string {
@@ -237,6 +216,45 @@ func (b *bench) measure() error {
 	b.row("etcd RSS (vs before the floor)", "%s", perLink(full.etcd, cold.etcd))
 	b.row("etcd DB size (vs before the floor)", "%s", perLink(full.etcdDB, cold.etcdDB))
 
+	linksNS := "links"
+	if b.rounds > 1 {
+		// Round 2, in the other order: the first round's links go, then the
+		// binaries (still running) make N new links Ready; then they stop, and
+		// the floor runs beside those N links (as the first convergence ran
+		// beside none): the restarts below find N unchanged links.
+		if err := b.deleteAll(ctx, linksNS); err != nil {
+			return err
+		}
+		linksNS = "links2"
+		conv, err := b.convergenceRound(ctx, linksNS, 2, floor)
+		if err != nil {
+			return err
+		}
+		convs = append(convs, conv)
+		if err := b.rdr.stop(30 * time.Second); err != nil {
+			return err
+		}
+		if err := b.mgr.stop(30 * time.Second); err != nil {
+			return err
+		}
+		floor, err := b.floorRound(ctx, "floor2", 2)
+		if err != nil {
+			return err
+		}
+		floors = append(floors, floor)
+	}
+	var sumFloor, sumConv time.Duration
+	var perRound []string
+	for i := range floors {
+		sumFloor, sumConv = sumFloor+floors[i], sumConv+convs[i]
+		perRound = append(perRound, fmt.Sprintf("%.2f", convs[i].Seconds()/floors[i].Seconds()))
+	}
+	ratioText := fmt.Sprintf("%.2f", sumConv.Seconds()/sumFloor.Seconds())
+	if len(floors) > 1 {
+		ratioText += fmt.Sprintf(" (all rounds' convergence / all rounds' floor; round by round %s)", strings.Join(perRound, ", "))
+	}
+	b.row("ratio convergence / floor", "%s", ratioText)
+
 	step("redirector restart with %d links", n)
 	restart, err := b.restartRedirector(ctx)
 	if err != nil {
@@ -253,7 +271,7 @@ func (b *bench) measure() error {
 	if err != nil {
 		return err
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	if err := b.startManager(ctx); err != nil {
 		return err
 	}
@@ -408,7 +426,6 @@ func (b *bench) restartRedirector(ctx context.Context) (string, error) {
 		return "", err
 	}
 	lists := after.sum("shortlinks", "LIST") - before.sum("shortlinks", "LIST")
-	watches := after.sum("shortlinks", "WATCH") - before.sum("shortlinks", "WATCH")
 	streamed := int64(after.watchList - before.watchList)
 	how := "one unpaged LIST, then WATCH"
 	switch {
@@ -421,8 +438,8 @@ func (b *bench) restartRedirector(ctx context.Context) (string, error) {
 	if apiPid == 0 {
 		apiCPUText = "unknown (process not found)"
 	}
-	return fmt.Sprintf("%.1fs; initial sync by %s (shortlinks: %d LIST, %d WATCH, %d watch-list requests); CPU meanwhile: redirector %.1fs, kube-apiserver %s; redirector peak RSS %d MiB",
-		took.Seconds(), how, lists, watches, streamed, rdrCPU, apiCPUText, peakRSS(b.rdr.cmd.Process.Pid)>>20), nil
+	return fmt.Sprintf("%.1fs; initial sync by %s (shortlinks: %d LIST, %d watch-list requests); CPU meanwhile: redirector %.1fs, kube-apiserver %s; redirector peak RSS %d MiB",
+		took.Seconds(), how, lists, streamed, rdrCPU, apiCPUText, peakRSS(b.rdr.cmd.Process.Pid)>>20), nil
 }
 
 func (b *bench) startControlPlane() error {
@@ -509,6 +526,56 @@ func (b *bench) waitReady(ctx context.Context, p *proc, addr string) error {
 	}()
 	if err := devenv.WaitHTTP(ctx, "http://"+addr+"/readyz", http.StatusOK); err != nil {
 		return fmt.Errorf("%s (log %s): %w", p.name, p.log, err)
+	}
+	return nil
+}
+
+// waitServed reports on the channel when the redirector's index serves n
+// links, polling its metrics (a request every 100ms, at the cost of a
+// scrape).
+func (b *bench) waitServed(ctx context.Context, n int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		url := "http://" + b.rdrProbe + "/metrics"
+		for {
+			body, err := get(ctx, http.DefaultClient, url)
+			if err != nil {
+				done <- fmt.Errorf("the redirector's metrics: %w", err)
+				return
+			}
+			for _, line := range strings.Split(body, "\n") {
+				if strings.HasPrefix(line, "linkforge_redirector_index_links ") && value(line) >= float64(n) {
+					done <- nil
+					return
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return done
+}
+
+// checkAllReady lists ns in pages and fails unless its n links are Ready:
+// the redirector's index counts the codes it serves, this checks the
+// links themselves.
+func (b *bench) checkAllReady(ctx context.Context, ns string, n int) error {
+	ready, cont := 0, ""
+	for {
+		var list linkv1.ShortLinkList
+		if err := b.c.List(ctx, &list, client.InNamespace(ns), client.Limit(1000), client.Continue(cont)); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			if isReady(&list.Items[i]) {
+				ready++
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			break
+		}
+	}
+	if ready != n {
+		return fmt.Errorf("the redirector serves %d links but %d of them are Ready", n, ready)
 	}
 	return nil
 }
@@ -693,7 +760,7 @@ func (b *bench) cpu() cpuUse {
 
 // since is the CPU each process used from before to u, in seconds.
 func (u cpuUse) since(before cpuUse) string {
-	return fmt.Sprintf("kube-apiserver %.0fs, etcd %.0fs, manager %.0fs, redirector %.0fs, the benchmark's clients and watch %.0fs",
+	return fmt.Sprintf("kube-apiserver %.0fs, etcd %.0fs, manager %.0fs, redirector %.0fs, the benchmark %.0fs",
 		u.apiserver-before.apiserver, u.etcd-before.etcd, u.manager-before.manager, u.redirector-before.redirector, u.bench-before.bench)
 }
 
@@ -792,6 +859,117 @@ func (m apiMetrics) writeDetail(before apiMetrics) string {
 	}
 	if len(parts) == 0 {
 		return "apiserver_request_total: no PATCH/PUT/POST/DELETE of shortlinks or events"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// floorRound creates n links in ns and writes each one's status once, by
+// plain clients, then deletes them (outside the clock).
+func (b *bench) floorRound(ctx context.Context, ns string, round int) (time.Duration, error) {
+	n := b.n
+	step("floor, round %d: %d creates + %d status patches by %d plain clients", round, n, n, b.clients)
+	if err := b.namespace(ctx, ns); err != nil {
+		return 0, err
+	}
+	cpu := b.cpu()
+	api, err := b.apiMetrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := b.parallel(n, func(i int) error {
+		l := link(ns, i)
+		if err := b.c.Create(ctx, l); err != nil {
+			return err
+		}
+		base := l.DeepCopy()
+		l.Status.Code, l.Status.CanonicalURL, l.Status.ObservedGeneration = fmt.Sprintf("c%09d", i), l.Spec.URL, l.Generation
+		meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, Reason: linkv1.ReasonCodeAssigned, Message: "floor"})
+		return b.c.Status().Patch(ctx, l, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}); err != nil {
+		return 0, err
+	}
+	floor := time.Since(t0)
+	name := fmt.Sprintf("floor, round %d", round)
+	b.row(name+": N creates + N status patches (plain client)", "%.1fs (%.0f links/s), load %s", floor.Seconds(), float64(n)/floor.Seconds(), loadavg())
+	b.row(name+": CPU", "%s", b.cpu().since(cpu))
+	if err := b.requestRow(ctx, name+": API requests", api); err != nil {
+		return 0, err
+	}
+	// Gone before the manager starts, so it does not reconcile them.
+	return floor, b.deleteAll(ctx, ns)
+}
+
+// convergenceRound creates n links in ns and waits until the redirector
+// serves them all, then checks that all are Ready (outside the clock).
+func (b *bench) convergenceRound(ctx context.Context, ns string, round int, floor time.Duration) (time.Duration, error) {
+	n := b.n
+	step("convergence, round %d: %d creates by %d clients until all Ready", round, n, b.clients)
+	if err := b.namespace(ctx, ns); err != nil {
+		return 0, err
+	}
+	// The end is read from the redirector's index (every link Ready and
+	// served), not from a watch of the benchmark's own: a third watcher
+	// would cost the API server and this process CPU that the floor does not
+	// spend, on a machine where CPU is what both phases wait for.
+	allServed := b.waitServed(ctx, n)
+	cpu := b.cpu()
+	api, err := b.apiMetrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := b.parallel(n, func(i int) error { return b.c.Create(ctx, link(ns, i)) }); err != nil {
+		return 0, err
+	}
+	created := time.Since(t0)
+	select {
+	case err := <-allServed:
+		if err != nil {
+			return 0, err
+		}
+	case <-time.After(max(30*time.Minute, 20*floor)):
+		return 0, errors.New("the redirector did not serve every link")
+	}
+	conv := time.Since(t0)
+	name := fmt.Sprintf("convergence, round %d", round)
+	b.row(name+": N creates until all Ready (manager)", "%.1fs (creates done at %.1fs), load %s",
+		conv.Seconds(), created.Seconds(), loadavg())
+	b.row(name+": CPU", "%s", b.cpu().since(cpu))
+	if err := b.requestRow(ctx, name+": API requests", api); err != nil {
+		return 0, err
+	}
+	return conv, b.checkAllReady(ctx, ns, n)
+}
+
+// requestRow prints the API requests made since before.
+func (b *bench) requestRow(ctx context.Context, name string, before apiMetrics) error {
+	now, err := b.apiMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	b.row(name, "%s (each at least N/100 times)", now.requestDetail(before, max(1, int64(b.n/100))))
+	return nil
+}
+
+// requestDetail lists the API requests since before, by resource and verb,
+// the most frequent first, leaving out those made fewer than atLeast times (the
+// control plane's own, such as leases and relists).
+func (m apiMetrics) requestDetail(before apiMetrics, atLeast int64) string {
+	type count struct {
+		key [2]string
+		n   int64
+	}
+	var counts []count
+	for k, v := range m.requests {
+		if d := int64(v - before.requests[k]); d >= atLeast {
+			counts = append(counts, count{k, d})
+		}
+	}
+	slices.SortFunc(counts, func(a, b count) int { return cmp.Compare(b.n, a.n) })
+	parts := make([]string, 0, len(counts))
+	for _, c := range counts {
+		parts = append(parts, fmt.Sprintf("%s %s %d", c.key[1], c.key[0], c.n))
 	}
 	return strings.Join(parts, ", ")
 }
