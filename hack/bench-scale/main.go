@@ -530,29 +530,35 @@ func (b *bench) waitReady(ctx context.Context, p *proc, addr string) error {
 	return nil
 }
 
-// waitServed reports on the channel when the redirector's index serves n
-// links, polling its metrics (a request every 100ms, at the cost of a
-// scrape).
+// waitServed reports on the channel when the redirector's index serves at
+// least n links, polling its metrics (a request every 100ms, at the cost of
+// a scrape).
 func (b *bench) waitServed(ctx context.Context, n int) <-chan error {
-	done := make(chan error, 1)
+	return b.waitIndex(ctx, func(links float64) bool { return links >= float64(n) })
+}
+
+// waitIndex reports on the channel when the redirector's index_links gauge
+// satisfies done.
+func (b *bench) waitIndex(ctx context.Context, done func(links float64) bool) <-chan error {
+	result := make(chan error, 1)
 	go func() {
 		url := "http://" + b.rdrProbe + "/metrics"
 		for {
 			body, err := get(ctx, http.DefaultClient, url)
 			if err != nil {
-				done <- fmt.Errorf("the redirector's metrics: %w", err)
+				result <- fmt.Errorf("the redirector's metrics: %w", err)
 				return
 			}
 			for _, line := range strings.Split(body, "\n") {
-				if strings.HasPrefix(line, "linkforge_redirector_index_links ") && value(line) >= float64(n) {
-					done <- nil
+				if strings.HasPrefix(line, "linkforge_redirector_index_links ") && done(value(line)) {
+					result <- nil
 					return
 				}
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	return done
+	return result
 }
 
 // checkAllReady lists ns in pages and fails unless its n links are Ready:
@@ -906,6 +912,10 @@ func (b *bench) convergenceRound(ctx context.Context, ns string, round int, floo
 	n := b.n
 	step("convergence, round %d: %d creates by %d clients until all Ready", round, n, b.clients)
 	if err := b.namespace(ctx, ns); err != nil {
+		return 0, err
+	}
+	// The index must not count the links of an earlier round.
+	if err := <-b.waitIndex(ctx, func(links float64) bool { return links == 0 }); err != nil {
 		return 0, err
 	}
 	// The end is read from the redirector's index (every link Ready and
