@@ -943,7 +943,7 @@ func (b *bench) convergenceRound(ctx context.Context, ns string, round int, floo
 	}
 	conv := time.Since(t0)
 	name := fmt.Sprintf("convergence, round %d", round)
-	b.row(name+": N creates until all Ready (manager)", "%.1fs (creates done at %.1fs), load %s",
+	b.row(name+": N creates until the redirector serves all (manager)", "%.1fs (creates done at %.1fs), load %s",
 		conv.Seconds(), created.Seconds(), loadavg())
 	b.row(name+": CPU", "%s", b.cpu().since(cpu))
 	if err := b.requestRow(ctx, name+": API requests", api); err != nil {
