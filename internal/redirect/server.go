@@ -227,6 +227,11 @@ const (
 type timedConn struct {
 	net.Conn
 	state atomic.Uint64 // a phaseStamp
+
+	// Owned by the goroutine serving the connection (see readYield).
+	wrote bool         // a response was written since the last read
+	yield readYield    // whether to yield before the next read
+	peek  *inputPeeker // nil: never yields
 }
 
 // phaseStamp packs a phase and its start (nanoseconds since the server's
@@ -357,7 +362,7 @@ func (l *retryListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
-			tc := &timedConn{Conn: c}
+			tc := newTimedConn(c)
 			tc.enter(phaseHead, l.clock.Load())
 			return tc, nil
 		}
