@@ -15,7 +15,9 @@
 #   - the fasthttp floor (hack/fasthttp-floor): bare fasthttp answering 302
 #     from a Go map of the same paths with the same headers, i.e. what the
 #     library costs without linkforge's index, expiry checks, metrics and
-#     limits.
+#     limits. It runs fasthttp's defaults, so it reads right after each
+#     response; the redirector yields before that read while it helps
+#     (internal/redirect/readyield.go), which is why it can beat the floor.
 #   - wrk with a Lua script cycling through all N paths, keep-alive.
 # The servers are pinned to SERVER_CPU (one core), wrk to LOAD_CPU; same
 # duration and connections for all, in ROUNDS alternating rounds of the same

@@ -2,7 +2,8 @@
 // fasthttp (default settings) answering 302 from a map of the same paths,
 // with the redirector's headers and body, and nothing else: no index,
 // expiry, metrics or limits. The redirector's cost over it is what linkforge
-// adds to the library.
+// adds to the library, less what its yield before a read saves (see
+// internal/redirect/readyield.go; the floor reads right after each response).
 package main
 
 import (
