@@ -11,12 +11,13 @@ import (
 // read that follows a response therefore almost always finds nothing (the
 // client has not answered yet): it fails with EAGAIN, the goroutine parks in
 // the netpoller, and it reads again once woken. That is three system calls a
-// request where an event loop such as nginx's makes two, and the wasted read
-// with its park and wake-up is several percent of the CPU of a request.
+// request (plus a share of an epoll_wait) where an event loop such as nginx's
+// makes two, and the wasted read with its park and wake-up is several percent
+// of the CPU of a request.
 //
 // When the server is busy, yielding the processor before that read lets the
 // other connections' requests be served first, which gives this connection's
-// client the time to send its next request: the read then finds it. Three
+// client the time to send its next request: the read then finds it. Four
 // bounds keep the yield from costing more than it saves:
 //
 //   - Idle: when the server is not busy the yield is useless, and with idle
@@ -25,20 +26,29 @@ import (
 //     yieldCheckEvery it looks at its socket (a non-blocking peek), and if the
 //     next request has not arrived, it reads without yielding for the next
 //     yieldSkipReads reads, then checks again.
-//   - Fairness: Go polls the network only when no goroutine is runnable, and
-//     yielding goroutines that keep finding requests keep the run queue full;
-//     unbounded, they starved the connections waiting in the netpoller until
-//     the runtime's 10ms backstop poll (a p99 of 10ms at 64 connections in
-//     hack/bench-redirect.sh). So a connection yields before at most
-//     yieldStreak reads in a row and parks on the next: a request that
-//     arrives on a waiting connection waits at most yieldStreak+1 passes over
-//     the runnable connections.
-//   - Semantics: a yield only delays a read that would have waited anyway;
-//     it changes no answer, holds no resource and touches no deadline.
+//   - Fairness: a processor polls the network only when its own run queue
+//     and the global one are empty (or when the runtime's 10ms backstop poll
+//     comes round), and yielding goroutines that keep finding requests keep
+//     the global queue full; unbounded, they starved the connections waiting
+//     in the netpoller until that backstop (a p99 of 10ms at 64 connections
+//     in hack/bench-redirect.sh). So a connection yields before at most
+//     yieldStreak reads in a row and reads at once on the next, where it
+//     parks unless its client has already sent more: a request that arrives
+//     on a waiting connection waits at most yieldStreak+1 passes over the
+//     connections that keep finding requests, where without the yield it
+//     waits one.
+//   - Processors: the gain was measured with one and two processors
+//     (GOMAXPROCS); with more, every yield also takes the global run queue's
+//     lock that they all share and may wake an idle one, which was not
+//     measured here. So a connection yields only if GOMAXPROCS is at most
+//     yieldMaxProcs when it is accepted.
+//   - Semantics: a yield delays a read by at most one pass over the run
+//     queue; it changes no answer, holds no resource and touches no deadline.
 const (
 	yieldCheckEvery = 16
 	yieldSkipReads  = 64
 	yieldStreak     = 2
+	yieldMaxProcs   = 2
 )
 
 // readYield decides, for one connection, whether to yield before reading
@@ -77,13 +87,15 @@ func (y *readYield) checked(arrived bool) {
 	y.skip, y.streak = yieldSkipReads, 0
 }
 
-// Write writes a response; the next Read may yield first.
+// Write writes to the connection (a response, or fasthttp's 100 Continue);
+// the next Read may yield first.
 func (c *timedConn) Write(p []byte) (int, error) {
 	c.wrote = true
 	return c.Conn.Write(p)
 }
 
-// Read reads a request; after a response it may yield first (see readYield).
+// Read reads from the connection; after a Write it may yield first (see
+// readYield).
 func (c *timedConn) Read(p []byte) (int, error) {
 	if c.wrote {
 		c.wrote = false
@@ -101,5 +113,9 @@ func (c *timedConn) Read(p []byte) (int, error) {
 
 // newTimedConn wraps an accepted connection.
 func newTimedConn(c net.Conn) *timedConn {
-	return &timedConn{Conn: c, peek: newInputPeeker(c)}
+	tc := &timedConn{Conn: c}
+	if runtime.GOMAXPROCS(0) <= yieldMaxProcs {
+		tc.peek = newInputPeeker(c)
+	}
+	return tc
 }

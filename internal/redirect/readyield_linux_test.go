@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -61,9 +62,10 @@ func TestInputPeeker(t *testing.T) {
 // connection's next reads.
 func TestTimedConnYieldsAfterAResponse(t *testing.T) {
 	g := NewWithT(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(yieldMaxProcs))
 	server, client := tcpPair(t)
 	c := newTimedConn(server)
-	g.Expect(c.peek).NotTo(BeNil())
+	g.Expect(c.peek).NotTo(BeNil(), "GOMAXPROCS %d: yields", yieldMaxProcs)
 	buf := make([]byte, 8)
 
 	// The next request has arrived by the read after a response.
@@ -90,4 +92,21 @@ func TestTimedConnYieldsAfterAResponse(t *testing.T) {
 	_, err = c.Read(buf)
 	g.Expect(errors.Is(err, os.ErrDeadlineExceeded)).To(BeTrue())
 	g.Expect(c.yield).To(Equal(readYield{skip: yieldSkipReads}), "a check found nothing: read without yielding")
+}
+
+// TestTimedConnDoesNotYieldOnManyProcessors: a connection accepted while GOMAXPROCS
+// is above yieldMaxProcs never yields (the gain was not measured there).
+func TestTimedConnDoesNotYieldOnManyProcessors(t *testing.T) {
+	g := NewWithT(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(yieldMaxProcs + 1))
+	server, _ := tcpPair(t)
+	c := newTimedConn(server)
+	g.Expect(c.peek).To(BeNil(), "GOMAXPROCS %d: no yield", yieldMaxProcs+1)
+
+	_, err := c.Write([]byte("response"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.SetReadDeadline(time.Now().Add(-time.Second))).To(Succeed())
+	_, err = c.Read(make([]byte, 8))
+	g.Expect(errors.Is(err, os.ErrDeadlineExceeded)).To(BeTrue())
+	g.Expect(c.yield).To(Equal(readYield{}), "no plan, no check")
 }

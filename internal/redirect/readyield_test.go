@@ -35,7 +35,7 @@ func TestReadYieldPlan(t *testing.T) {
 	r = readYield{}
 	run(&r, 1)
 	r.checked(true)
-	yields, checks, row := 0, 0, 0
+	yields, checks, row := 0, 0, 1 // the checked yield began the row
 	for i := range 3 * yieldCheckEvery {
 		yield, check := r.plan()
 		if !yield {

@@ -229,7 +229,7 @@ type timedConn struct {
 	state atomic.Uint64 // a phaseStamp
 
 	// Owned by the goroutine serving the connection (see readYield).
-	wrote bool         // a response was written since the last read
+	wrote bool         // something was written since the last Read
 	yield readYield    // whether to yield before the next read
 	peek  *inputPeeker // nil: never yields
 }
