@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -94,6 +96,24 @@ type linkStatus struct {
 			Type, Status, Reason string
 		} `json:"conditions"`
 	} `json:"status"`
+}
+
+// metric reads a counter or gauge without labels from r's /metrics.
+func (u *usesEnv) metric(g Gomega, r *replica, name string) float64 {
+	resp, err := u.client.Get("http://" + r.probes + "/metrics")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			g.Expect(err).NotTo(HaveOccurred())
+			return f
+		}
+	}
+	g.Expect(fmt.Errorf("no metric %s on %s", name, r.name)).NotTo(HaveOccurred())
+	return 0
 }
 
 func (u *usesEnv) link(name string) (linkStatus, error) {
@@ -394,6 +414,11 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g.Expect(l.Status.Uses).To(BeNumerically(">=", redirects.Load()))
 	})
 
+	t.Run("a lowered maxUses: the replicas never serve past the new limit", u.testLoweredLimit)
+	t.Run("a frozen API server before the first click: 503 with Retry-After within the reserve timeout", func(t *testing.T) {
+		u.testFrozenFirstClick(t, bin, tmp, kc.Redirector)
+	})
+
 	t.Run("a paused API server: unlimited links keep redirecting and their counts arrive after; limited links 503, never over", func(t *testing.T) {
 		g := newG(t)
 		plain := u.readyCode(g, "steady", "{url: https://example.com/steady}")
@@ -467,4 +492,99 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(l.Status.Uses).To(BeNumerically("<=", 500))
 	})
+}
+
+// testLoweredLimit: clicks on every replica, then maxUses patched to the
+// clicks plus 5: never more than that in total.
+func (u *usesEnv) testLoweredLimit(t *testing.T) {
+	g := newG(t)
+	code := u.readyCode(g, "lowered", "{url: https://example.com/lowered, maxUses: 1000}")
+	path := "/uses/" + code
+	before := map[int]float64{}
+	for j, r := range u.replicas {
+		before[j] = u.metric(g, r, "linkforge_redirector_uses_limit_lowered_total")
+	}
+	// Clicks on every replica, quickly: each holds a block it has not served.
+	redirects := 0
+	for i := range 120 {
+		if u.hit(i, path) == http.StatusFound {
+			redirects++
+		}
+	}
+	limit := redirects + 5
+	u.mustKubectl("patch", "shortlink", "-n", "uses", "lowered", "--type=merge", "-p", fmt.Sprintf(`{"spec":{"maxUses":%d}}`, limit))
+	// Each replica's informer delivers the change: its quota stops at once.
+	for j, r := range u.replicas {
+		g.Eventually(func() float64 { return u.metric(g, r, "linkforge_redirector_uses_limit_lowered_total") }).
+			Should(BeNumerically(">", before[j]), r.name)
+	}
+	gone := 0
+	for i := 0; gone < len(u.replicas); i++ {
+		switch u.hit(i, path) {
+		case http.StatusFound:
+			redirects++
+			gone = 0
+		case http.StatusGone:
+			gone++
+		default:
+			gone = 0
+		}
+		g.Expect(redirects).To(BeNumerically("<=", limit), "a redirect past the lowered limit")
+		g.Expect(i).To(BeNumerically("<", 5000), "the link never answered 410 on every replica")
+	}
+	t.Logf("%d redirects for a limit lowered to %d", redirects, limit)
+	g.Eventually(func() (int64, error) {
+		l, err := u.link("lowered")
+		return l.Status.Uses, err
+	}).Should(BeNumerically(">=", redirects))
+}
+
+// testFrozenFirstClick: the API server stopped before the first click of a
+// limited link: every replica, one of them fresh, answers 503 within the
+// reserve timeout plus a second.
+func (u *usesEnv) testFrozenFirstClick(t *testing.T, bin, tmp, redirectorKubeconfig string) {
+	g := newG(t)
+	code := u.readyCode(g, "frozen", "{url: https://example.com/frozen, maxUses: 10}")
+	// A replica that has not reserved anything yet in its life, as well
+	// as the three that have.
+	fresh := &replica{name: "redirector-fresh", bin: filepath.Join(bin, "redirector"), log: filepath.Join(tmp, "redirector-fresh.log")}
+	var err error
+	fresh.addr, err = devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	fresh.probes, err = devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	fresh.args = []string{"--kubeconfig", redirectorKubeconfig, "--bind-address", fresh.addr, "--health-probe-bind-address", fresh.probes,
+		"--uses-flush-interval", usesFlush.String(), "--uses-lease", usesLease.String()}
+	u.start(t, fresh)
+	defer func() { _ = fresh.proc.Stop(10 * time.Second) }()
+	g.Eventually(func() int {
+		req, _ := http.NewRequest(http.MethodHead, "http://"+fresh.addr+"/uses/"+code, nil)
+		resp, err := u.client.Do(req)
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}).Should(Equal(http.StatusFound))
+	pid, err := u.cp.APIServerPID()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(syscall.Kill(pid, syscall.SIGSTOP)).To(Succeed())
+	defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+	// --uses-reserve-timeout is 2s (the default); the bound is that plus a second.
+	const bound = 3 * time.Second
+	for j, r := range append([]*replica{fresh}, u.replicas...) {
+		for k := range 2 {
+			start := time.Now()
+			resp, err := u.client.Get("http://" + r.addr + "/uses/" + code)
+			g.Expect(err).NotTo(HaveOccurred(), "%s request %d", r.name, k)
+			_ = resp.Body.Close()
+			took := time.Since(start)
+			t.Logf("%s request %d: %d after %s", r.name, k, resp.StatusCode, took.Round(time.Millisecond))
+			g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable), "%s request %d", r.name, k)
+			g.Expect(resp.Header.Get("Retry-After")).NotTo(BeEmpty())
+			g.Expect(took).To(BeNumerically("<", bound), "replica %d request %d", j, k)
+		}
+	}
+	g.Expect(syscall.Kill(pid, syscall.SIGCONT)).To(Succeed())
+	g.Eventually(func() int { return u.hit(0, "/uses/"+code) }).WithTimeout(30 * time.Second).Should(Equal(http.StatusFound))
 }

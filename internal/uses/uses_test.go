@@ -1,0 +1,281 @@
+package uses
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+)
+
+var epoch = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+// serveUntilDenied takes uses on r until it is refused; it returns how many it served.
+func serveUntilDenied(r *testReplica, most int) int {
+	n := 0
+	for n < most && r.take() == Served {
+		n++
+	}
+	return n
+}
+
+// A lowered limit: replicas holding quota reserved under the old limit stop
+// serving it as soon as their informer shows the new one, and the next live
+// read shrinks their reservations to what fits. (Without Attach's check they
+// served their old blocks: 128 redirects for a limit of 86 from outside.)
+func TestLoweredLimitNeverServedPast(t *testing.T) {
+	api := newFakeAPI(1000)
+	clk := &fakeClock{now: epoch}
+	replicas := []*testReplica{newTestReplica(api, clk, "a", 0), newTestReplica(api, clk, "b", 0), newTestReplica(api, clk, "c", 0)}
+	served := 0
+	for _, r := range replicas {
+		// Blocks of 1, 2, 4 and 8 within a flush interval: each holds quota.
+		served += serveUntilDenied(r, 9)
+	}
+	held := int64(0)
+	for _, res := range api.get().Status.UseReservations {
+		held += res.Quota
+	}
+	if held == 0 {
+		t.Fatal("no replica holds quota")
+	}
+	limit := int64(served + 5)
+	api.setMaxUses(limit)
+	for _, r := range replicas {
+		r.sync()
+	}
+	for round := 0; round < 5; round++ {
+		for _, r := range replicas {
+			served += serveUntilDenied(r, 100)
+			r.flush(false)
+			r.sync()
+		}
+		clk.advance(time.Second)
+	}
+	if int64(served) > limit {
+		t.Fatalf("served %d after the limit was lowered to %d (replicas held %d)", served, limit, held)
+	}
+	if got := api.get().Status.Uses; got < int64(served) {
+		t.Errorf("status.uses %d < %d served", got, served)
+	}
+}
+
+// A request waits at most ReserveTimeout for quota, whatever the API server
+// does: a frozen one answers nothing.
+func TestReserveWaitIsBounded(t *testing.T) {
+	api := newFakeAPI(10)
+	clk := &fakeClock{now: epoch}
+	r := newTestReplica(api, clk, "a", 0)
+	api.setFault("a", paused)
+	start := time.Now()
+	if v := r.take(); v != Unavailable {
+		t.Fatalf("verdict %v with the API server frozen, want Unavailable", v)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the first request waited %v (reserve timeout 50ms)", d)
+	}
+	if r.c.RetryAfter() < 1 {
+		t.Errorf("Retry-After %d", r.c.RetryAfter())
+	}
+	start = time.Now()
+	if v := r.take(); v != Unavailable || time.Since(start) > 10*time.Millisecond {
+		t.Errorf("the next request: %v after %v, want Unavailable at once", v, time.Since(start))
+	}
+}
+
+// The uses client answers within the caller's context even when the API
+// server never answers: its REST mapping needs no discovery. (The default
+// mapper's discovery has no context: the first request of a limited link
+// then waited as long as the API server was frozen.)
+func TestClientNeedsNoDiscovery(t *testing.T) {
+	release := make(chan struct{})
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	scheme := runtime.NewScheme()
+	if err := linkv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(&rest.Config{Host: srv.URL}, scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "l"}, &linkv1.ShortLink{}) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Get succeeded against a server that never answers")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Get still waiting 5s after its 200ms context ended (%d requests)", requests.Load())
+	}
+}
+
+// A write applied by the API server whose response was lost is recognised
+// on the next read by the expiresAt it wrote: its uses count once.
+func TestUnconfirmedWriteCountsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault fault
+	}{
+		{"applied, then the response lost", applyThenTimeout},
+		{"lost before it was applied", timeoutBeforeApply},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newFakeAPI(100)
+			clk := &fakeClock{now: epoch}
+			r := newTestReplica(api, clk, "a", 0)
+			served := serveUntilDenied(r, 9)
+			api.setFault("a", tc.fault)
+			r.flush(false) // the renewal that reports the uses: outcome unknown
+			r.sync()
+			served += serveUntilDenied(r, 3)
+			r.flush(false)
+			r.sync()
+			r.flush(true)
+			st := api.get().Status
+			if st.Uses != int64(served) {
+				t.Errorf("status.uses %d after %d served", st.Uses, served)
+			}
+			if len(st.UseReservations) != 0 {
+				t.Errorf("reservations left after the final flush: %+v", st.UseReservations)
+			}
+		})
+	}
+}
+
+// A link deleted and created again under its name, seen by the informer as
+// one update (a re-list), gets a new counter; the old one's writes find
+// another uid and write nothing.
+func TestRecreatedLinkStartsAfresh(t *testing.T) {
+	api := newFakeAPI(100)
+	clk := &fakeClock{now: epoch}
+	r := newTestReplica(api, clk, "a", 0)
+	served := serveUntilDenied(r, 5)
+	old := r.c
+	api.create("uid-2", 100)
+	r.sync()
+	if r.c == old {
+		t.Fatal("the recreated link got the old link's counter")
+	}
+	if r.take() != Served {
+		t.Fatal("the recreated link is not served")
+	}
+	r.flush(false)
+	r.flush(true)
+	st := api.get().Status
+	if st.Uses != 1 {
+		t.Errorf("the new link's status.uses = %d, want 1 (the old link served %d)", st.Uses, served)
+	}
+	if len(st.UseReservations) != 0 {
+		t.Errorf("reservations left: %+v", st.UseReservations)
+	}
+}
+
+// Requests that find no quota never make the pending count negative, and
+// every use taken is in the count a release writes, however requests and
+// releases interleave.
+func TestTakeAndReleaseInterleave(t *testing.T) {
+	api := newFakeAPI(1_000_000)
+	r := newTestReplica(api, &fakeClock{now: epoch}, "a", 0)
+	r.u.opts.Clock = time.Now
+	r.u.base = time.Now()
+	var served atomic.Int64
+	var negative atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if r.u.Take(r.c, time.Now()) == Served {
+					served.Add(1)
+				}
+				if r.c.pending.Load() < 0 {
+					negative.Store(true)
+				}
+			}
+		})
+	}
+	for i := range 2000 {
+		// Renewals that report counts, and releases (an idle link's
+		// round, a shutdown), while requests take and find no quota.
+		r.flush(i%2 == 0)
+	}
+	close(stop)
+	wg.Wait()
+	r.flush(true)
+	if negative.Load() {
+		t.Error("the pending count went below zero")
+	}
+	if api.lowered {
+		t.Error("a write lowered status.uses")
+	}
+	if got := api.get().Status.Uses; got != served.Load() {
+		t.Errorf("status.uses %d, served %d", got, served.Load())
+	}
+}
+
+// Reservation writes are merge patches of uses and useReservations with a
+// resourceVersion precondition: status fields a newer controller writes
+// are never sent back (an Update would, and drop the ones this build does
+// not know). The fake refuses anything else.
+func TestReservationWritesArePatches(t *testing.T) {
+	api := newFakeAPI(10)
+	r := newTestReplica(api, &fakeClock{now: epoch}, "a", 0)
+	if r.take() != Served {
+		t.Fatal("not served")
+	}
+	r.flush(true)
+	if len(api.patches) != 2 {
+		t.Fatalf("%d patches, want a reservation and its release", len(api.patches))
+	}
+	for _, p := range api.patches {
+		if !strings.HasPrefix(p, `{"metadata":{"resourceVersion":`) {
+			t.Errorf("patch %s", p)
+		}
+	}
+	if !strings.Contains(api.patches[1], `"useReservations":null`) {
+		t.Errorf("the release does not remove the list: %s", api.patches[1])
+	}
+}
+
+// When the budget is short, the reservations whose leases end first are
+// renewed first.
+func TestRenewalsDueFirst(t *testing.T) {
+	cs := make([]*Counter, 0, 3)
+	for _, end := range []int64{30, 10, 20} {
+		c := &Counter{}
+		c.leaseEnd.Store(end)
+		cs = append(cs, c)
+	}
+	dueFirst(cs)
+	for i, want := range []int64{10, 20, 30} {
+		if got := cs[i].leaseEnd.Load(); got != want {
+			t.Fatalf("renewal %d: lease ending at %d, want %d", i, got, want)
+		}
+	}
+}
