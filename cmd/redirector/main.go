@@ -75,6 +75,8 @@ func run() error {
 		"How often this replica writes the uses it counted to the links' status.uses: at most one write per link per interval. A SIGKILL loses at most the uses not yet written.")
 	flag.Float64Var(&usesOpts.WritesPerSecond, "uses-writes-per-second", 20,
 		"This replica's budget of API writes for uses and reservations (a token bucket), however much traffic there is; uses that do not fit wait for the next round.")
+	flag.IntVar(&usesOpts.ReserveBurst, "uses-reserve-burst", 0,
+		"How many writes requests may make at once beyond --uses-writes-per-second, for the first clicks of many limited links (a campaign's invitations); flush rounds never use it. 0: half a flush interval's budget (100 with the defaults).")
 	flag.DurationVar(&usesOpts.Lease, "uses-lease", 30*time.Second,
 		"How long a reservation of maxUses quota lasts unless renewed; quota of a replica that stopped without returning it is taken back once another replica has seen it unchanged for this plus --uses-flush-interval. At least twice --uses-flush-interval.")
 	flag.DurationVar(&usesOpts.ReserveTimeout, "uses-reserve-timeout", 2*time.Second,

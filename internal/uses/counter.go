@@ -76,6 +76,9 @@ type Counter struct {
 	// in an interval, and a killed replica takes little quota with it.
 	block     int64
 	lastGrant time.Time
+	// quietRounds counts the flush rounds in a row in which the link served
+	// nothing from its reservation.
+	quietRounds int
 
 	// denied (ns on the monotonic clock) is until when a failed reservation
 	// is not retried; deniedGone says the limit was reached (410), not
@@ -94,6 +97,8 @@ type unconfirmedWrite struct {
 	sent    time.Time // when it was sent: its lease's start
 	// forfeited is the quota of others' reservations it took back.
 	forfeited int64
+	// maxUses is the limit it was written under.
+	maxUses int64
 }
 
 // RetryAfter is the Retry-After, in seconds, of a 503 of this link.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,12 +41,16 @@ type fault int
 
 const (
 	noFault fault = iota
-	// paused: every request waits for its context to end (a frozen API server).
+	// paused: every request times out at once (the API server does not
+	// answer), deterministically.
 	paused
 	// applyThenTimeout: the next patch is applied, and its response lost.
 	applyThenTimeout
 	// timeoutBeforeApply: the next patch is lost before it is applied.
 	timeoutBeforeApply
+	// frozen: every request waits for its context to end (a stopped API
+	// server, as the client sees it).
+	frozen
 )
 
 var linkGR = schema.GroupResource{Group: "linkforge.io", Resource: "shortlinks"}
@@ -106,10 +112,11 @@ func (a *fakeAPI) takeFault(holder string, patch bool) fault {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	f := a.fault[holder]
-	if f != paused && patch {
+	lasting := f == paused || f == frozen
+	if !lasting && patch {
 		delete(a.fault, holder)
 	}
-	if f != paused && !patch {
+	if !lasting && !patch {
 		return noFault
 	}
 	return f
@@ -127,7 +134,10 @@ type fakeClient struct {
 }
 
 func (c *fakeClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	if c.api.takeFault(c.holder, false) == paused {
+	switch c.api.takeFault(c.holder, false) {
+	case paused:
+		return context.DeadlineExceeded
+	case frozen:
 		<-ctx.Done()
 		return ctx.Err()
 	}
@@ -149,9 +159,13 @@ type fakeStatus struct {
 func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, _ ...client.SubResourcePatchOption) error {
 	f := s.c.api.takeFault(s.c.holder, true)
 	switch f {
-	case paused:
+	case paused, timeoutBeforeApply:
+		return context.DeadlineExceeded
+	case frozen:
 		<-ctx.Done()
 		return ctx.Err()
+	}
+	switch f {
 	case timeoutBeforeApply:
 		return context.DeadlineExceeded
 	}
@@ -255,16 +269,31 @@ type testReplica struct {
 	dead    bool
 	ctx     context.Context
 	flushes int
-	// short: a paused API server holds each request 2ms, not 50ms.
+	// short: the property test's replicas, whose API never blocks.
 	short bool
 }
 
-// wait is how long a paused API server holds a request of r.
+// wait bounds a request's wait for quota, and a flush round.
 func (r *testReplica) wait() time.Duration {
 	if r.short {
-		return 2 * time.Millisecond
+		return time.Minute // only what the test injects fails
 	}
 	return 50 * time.Millisecond
+}
+
+// starve spends r's write budget until heal: every write finds none.
+func (r *testReplica) starve() {
+	for _, l := range []*rate.Limiter{r.u.budget, r.u.pace} {
+		l.SetLimit(0)
+		l.SetBurst(0)
+	}
+}
+
+func (r *testReplica) heal() {
+	r.u.budget.SetLimit(rate.Limit(r.u.opts.WritesPerSecond))
+	r.u.budget.SetBurst(r.u.opts.ReserveBurst)
+	r.u.pace.SetLimit(rate.Limit(r.u.opts.WritesPerSecond))
+	r.u.pace.SetBurst(1)
 }
 
 func newTestReplica(api *fakeAPI, clk *fakeClock, holder string, skew time.Duration, short ...bool) *testReplica {

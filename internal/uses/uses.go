@@ -36,6 +36,10 @@ type Options struct {
 	FlushInterval time.Duration
 	// WritesPerSecond is this replica's budget of API writes (default 20).
 	WritesPerSecond float64
+	// ReserveBurst is how many first reservations requests may make at once
+	// beyond the steady rate (default: half a flush interval's budget,
+	// 100). Flush rounds never draw on it: they are paced at the rate.
+	ReserveBurst int
 	// Lease is how long a reservation lasts unless renewed (default 3 flush intervals).
 	Lease time.Duration
 	// ReserveTimeout bounds how long a request waits for a reservation (default 2s).
@@ -64,6 +68,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxBlock <= 0 {
 		o.MaxBlock = 1000
 	}
+	if o.ReserveBurst <= 0 {
+		o.ReserveBurst = max(1, int(o.WritesPerSecond*o.FlushInterval.Seconds()/2))
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -84,8 +91,13 @@ type Uses struct {
 	// base is the origin of the monotonic clock of leases and denials.
 	base time.Time
 
-	opts    Options
+	opts Options
+	// budget is the replica's writes: WritesPerSecond in the long run, and
+	// up to ReserveBurst at once. pace spaces the flush rounds' writes at
+	// the rate with a burst of one, so that they never take the burst that
+	// a campaign's first clicks need.
 	budget  *rate.Limiter
+	pace    *rate.Limiter
 	dirty   atomic.Pointer[Counter]
 	metrics *metrics
 
@@ -99,9 +111,8 @@ func New(opts Options) *Uses {
 	u := &Uses{
 		opts: opts,
 		base: opts.Clock(),
-		// A burst of one: writes are spaced evenly, never more than the
-		// budget in any second.
-		budget:  rate.NewLimiter(rate.Limit(opts.WritesPerSecond), 1),
+		budget:  rate.NewLimiter(rate.Limit(opts.WritesPerSecond), opts.ReserveBurst),
+		pace:    rate.NewLimiter(rate.Limit(opts.WritesPerSecond), 1),
 		holding: map[*Counter]struct{}{},
 	}
 	for i := range u.locks {
@@ -275,7 +286,7 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 		}
 		now := u.opts.Clock()
 		if c.unconfirmed != nil {
-			u.settle(c, &link.Status)
+			u.settle(c, &link.Status, link.Spec.MaxUses)
 		}
 		if release {
 			// Stop serving first, and wait for the requests that took quota
@@ -372,6 +383,9 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 			u.metrics.writes.WithLabelValues("error").Inc()
 			c.quota.Add(min(delta, 0))
 			c.unconfirmed = &unconfirmedWrite{served: served, mine: mine, expires: expires, delta: delta, sent: now, forfeited: plan.Forfeited}
+			if link.Spec.MaxUses != nil {
+				c.unconfirmed.maxUses = *link.Spec.MaxUses
+			}
 			if link.Spec.MaxUses != nil && *link.Spec.MaxUses < c.grantMax.Load() {
 				c.grantMax.Store(*link.Spec.MaxUses)
 			}
@@ -395,7 +409,7 @@ func (u *Uses) startLease(c *Counter, now time.Time, maxUses int64) {
 
 // settle decides whether c's unconfirmed write was applied, from the live
 // status: our reservation carries the expiresAt of the last write applied.
-func (u *Uses) settle(c *Counter, st *linkv1.ShortLinkStatus) {
+func (u *Uses) settle(c *Counter, st *linkv1.ShortLinkStatus, liveMax *int64) {
 	w := c.unconfirmed
 	c.unconfirmed = nil
 	var found time.Time
@@ -428,7 +442,12 @@ func (u *Uses) settle(c *Counter, st *linkv1.ShortLinkStatus) {
 		c.held, c.heldExpires = w.mine, w.expires
 		c.quota.Add(max(w.delta, 0))
 		if w.mine > 0 {
-			c.leaseEnd.Store(u.mono(w.sent.Add(u.opts.Lease)))
+			// Under the limit it was written with; a lower one since (the
+			// informer's, or this read's) stops it until the next write.
+			u.startLease(c, w.sent, w.maxUses)
+			if liveMax != nil && *liveMax < w.maxUses {
+				c.leaseEnd.Store(0)
+			}
 		} else {
 			c.quota.Store(0)
 		}
@@ -508,17 +527,20 @@ const (
 	budgetNone
 )
 
-// spend takes one write from the budget as mode says.
+// spend takes one write from the budget as mode says. In any t seconds a
+// replica writes at most ReserveBurst + WritesPerSecond*t times, however
+// many distinct limited links are clicked (the bound an attacker can put
+// on the API server per replica; the final flush at shutdown aside).
 func (u *Uses) spend(ctx context.Context, mode budgetMode) bool {
-	if mode == budgetNone || u.budget.Allow() {
+	switch mode {
+	case budgetNone:
 		return true
-	}
-	if mode == budgetRound {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, u.roundEnd)
+	case budgetRound:
+		ctx, cancel := context.WithDeadline(ctx, u.roundEnd)
 		defer cancel()
+		return u.pace.Wait(ctx) == nil && u.budget.Wait(ctx) == nil
 	}
-	return u.budget.Wait(ctx) == nil
+	return u.budget.Allow() || u.budget.Wait(ctx) == nil
 }
 
 func (u *Uses) hold(c *Counter, on bool) {
@@ -594,8 +616,21 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 	v, _ := c.version()
 	switch {
 	case c.held > 0:
-		idle := c.pending.Load() == 0
-		_, err := u.writeReservation(ctx, c, false, release || idle, mode)
+		if c.pending.Load() > 0 {
+			c.quietRounds = 0
+		} else if !release {
+			c.quietRounds++
+			switch {
+			case c.quietRounds >= u.quietRounds():
+				// Quiet for a lease: the quota goes back to the others.
+				release = true
+			case c.leaseEnd.Load()-u.mono(u.opts.Clock()) > int64(u.opts.FlushInterval*3/2):
+				// In use, nothing to report, and the lease lasts past the
+				// next round: no write.
+				return nil
+			}
+		}
+		_, err := u.writeReservation(ctx, c, false, release, mode)
 		return err
 	case v.MaxUses > 0 || c.unconfirmed != nil:
 		if c.pending.Load() == 0 && c.unconfirmed == nil {
@@ -608,8 +643,16 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 	}
 }
 
-// Flush runs one round: every link with pending uses or a reservation gets
-// at most one write, reservations first in the order their leases end
+// quietRounds is how many flush rounds a reservation serves nothing before
+// its replica returns it: a lease's worth. A link clicked less often than
+// every round keeps its quota (and costs a renewal every other round, not
+// a reservation per click); a link gone quiet gives it back to the others.
+func (u *Uses) quietRounds() int {
+	return max(1, int(u.opts.Lease/u.opts.FlushInterval))
+}
+
+// Flush runs one round: every link with pending uses or a reservation due
+// for renewal or return gets at most one write, reservations first in the order their leases end
 // (they lapse), then the links in the order they started waiting, as far
 // as the write budget allows; the rest wait for the next round. At
 // shutdown (final) it writes everything without the budget, until ctx

@@ -75,7 +75,7 @@ func TestReserveWaitIsBounded(t *testing.T) {
 	api := newFakeAPI(10)
 	clk := &fakeClock{now: epoch}
 	r := newTestReplica(api, clk, "a", 0)
-	api.setFault("a", paused)
+	api.setFault("a", frozen)
 	start := time.Now()
 	if v := r.take(); v != Unavailable {
 		t.Fatalf("verdict %v with the API server frozen, want Unavailable", v)
@@ -277,5 +277,79 @@ func TestRenewalsDueFirst(t *testing.T) {
 		if got := cs[i].leaseEnd.Load(); got != want {
 			t.Fatalf("renewal %d: lease ending at %d, want %d", i, got, want)
 		}
+	}
+}
+
+// The bound a burst of first clicks on distinct limited links puts on the
+// API server: at most ReserveBurst + WritesPerSecond*t writes in t seconds
+// per replica; and flush rounds, paced at the rate, leave that burst to
+// the requests.
+func TestWriteBudgetBound(t *testing.T) {
+	const rate, burst = 1000.0, 50
+	u := New(Options{WritesPerSecond: rate, ReserveBurst: burst, FlushInterval: time.Second})
+	u.roundEnd = time.Now().Add(time.Second)
+	start := time.Now()
+	for range 100 {
+		if !u.spend(context.Background(), budgetRound) {
+			t.Fatal("a flush round found no budget")
+		}
+	}
+	if d := time.Since(start); d < 90*time.Millisecond {
+		t.Errorf("100 flush writes took %v: not paced at %v/s", d, rate)
+	}
+	if tokens := u.budget.Tokens(); tokens < burst-2 {
+		t.Errorf("flush rounds left %.1f of the reservation burst %d", tokens, burst)
+	}
+	const window = 20 * time.Millisecond
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range 500 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), window)
+			defer cancel()
+			if u.spend(ctx, budgetWait) {
+				granted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(begin)
+	if most := float64(burst) + rate*elapsed.Seconds() + 1; float64(granted.Load()) > most {
+		t.Errorf("%d writes in %v; the bound is %v", granted.Load(), elapsed, most)
+	}
+	if granted.Load() < burst-2 {
+		t.Errorf("%d writes granted to a burst; want the burst of %d at once", granted.Load(), burst)
+	}
+}
+
+// A reservation in use stays with its replica between clicks (a renewal
+// every other round, no write while its lease lasts), and goes back to the
+// others once it has served nothing for a lease.
+func TestQuietReservationReturnedAfterALease(t *testing.T) {
+	api := newFakeAPI(100)
+	clk := &fakeClock{now: epoch}
+	r := newTestReplica(api, clk, "a", 0)
+	if serveUntilDenied(r, 2) != 2 { // blocks of 1 and 2: one use left
+		t.Fatal("not served")
+	}
+	writes := func() int { return len(api.patches) }
+	r.flush(false) // reports the use and renews
+	after := writes()
+	held := func() bool { return len(api.get().Status.UseReservations) == 1 }
+	for round, want := range []struct {
+		writes int
+		held   bool
+	}{
+		{0, true},  // quiet 1: the lease lasts 20s more: no write
+		{1, true},  // quiet 2: 10s left: renewed
+		{1, false}, // quiet 3 (a lease): returned
+	} {
+		clk.advance(10 * time.Second)
+		r.flush(false)
+		if got := writes() - after; got != want.writes || held() != want.held {
+			t.Fatalf("round %d: %d writes, held %v; want %d, %v", round+1, got, held(), want.writes, want.held)
+		}
+		after = writes()
 	}
 }
