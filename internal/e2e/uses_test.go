@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -96,24 +94,6 @@ type linkStatus struct {
 			Type, Status, Reason string
 		} `json:"conditions"`
 	} `json:"status"`
-}
-
-// metric reads a counter or gauge without labels from r's /metrics.
-func (u *usesEnv) metric(g Gomega, r *replica, name string) float64 {
-	resp, err := u.client.Get("http://" + r.probes + "/metrics")
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			g.Expect(err).NotTo(HaveOccurred())
-			return f
-		}
-	}
-	g.Expect(fmt.Errorf("no metric %s on %s", name, r.name)).NotTo(HaveOccurred())
-	return 0
 }
 
 func (u *usesEnv) link(name string) (linkStatus, error) {
@@ -502,7 +482,7 @@ func (u *usesEnv) testLoweredLimit(t *testing.T) {
 	path := "/uses/" + code
 	before := map[int]float64{}
 	for j, r := range u.replicas {
-		before[j] = u.metric(g, r, "linkforge_redirector_uses_limit_lowered_total")
+		before[j] = metric(r.probes, "linkforge_redirector_uses_limit_lowered_total")
 	}
 	// Clicks on every replica, quickly: each holds a block it has not served.
 	redirects := 0
@@ -515,7 +495,7 @@ func (u *usesEnv) testLoweredLimit(t *testing.T) {
 	u.mustKubectl("patch", "shortlink", "-n", "uses", "lowered", "--type=merge", "-p", fmt.Sprintf(`{"spec":{"maxUses":%d}}`, limit))
 	// Each replica's informer delivers the change: its quota stops at once.
 	for j, r := range u.replicas {
-		g.Eventually(func() float64 { return u.metric(g, r, "linkforge_redirector_uses_limit_lowered_total") }).
+		g.Eventually(func() float64 { return metric(r.probes, "linkforge_redirector_uses_limit_lowered_total") }).
 			Should(BeNumerically(">", before[j]), r.name)
 	}
 	gone := 0
