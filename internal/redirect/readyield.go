@@ -119,7 +119,7 @@ func (c *timedConn) Read(p []byte) (int, error) {
 // newTimedConn wraps an accepted connection.
 func newTimedConn(c net.Conn, clock *atomic.Int64) *timedConn {
 	tc := &timedConn{Conn: c, clock: clock}
-	if runtime.GOMAXPROCS(0) <= yieldMaxProcs {
+	if yieldEnabled && runtime.GOMAXPROCS(0) <= yieldMaxProcs {
 		tc.peek = newInputPeeker(c)
 	}
 	return tc
