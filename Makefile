@@ -43,6 +43,7 @@ manifests: controller-gen ## Generate the CRD and RBAC manifests.
 	cp config/crd/bases/*.yaml $(CHART)/files/crds/
 	cp config/rbac/role.yaml $(CHART)/files/rbac/manager-role.yaml
 	cp config/rbac/redirector/role.yaml $(CHART)/files/rbac/redirector-role.yaml
+	cp config/monitoring/rules.yaml config/monitoring/linkforge-dashboard.json $(CHART)/files/monitoring/
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.

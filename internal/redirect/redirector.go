@@ -109,7 +109,7 @@ func New(opts Options) *Redirector {
 		linkInformers: 1,
 	}
 	r.domains = NewDomains(r.domainConflict)
-	r.metrics = newMetrics(opts.Registry, r.index, r.domains)
+	r.metrics = newMetrics(opts.Registry, r.index, r.domains, func() bool { return !r.draining.Load() && r.Ready() })
 	if opts.AccessLog != nil {
 		r.accessLog = newAccessLog(opts.AccessLog, opts.AccessLogBuffer, r.metrics.accessLogDropped)
 	}

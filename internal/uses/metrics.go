@@ -17,6 +17,7 @@ type metrics struct {
 	forfeited    prometheus.Counter
 	limitLowered prometheus.Counter
 	pending      prometheus.Gauge
+	reserveWait  prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -38,9 +39,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Versions of a link whose maxUses is below the limit this replica's reservation was written under: its quota stopped at once, to be shrunk on a live read."))),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts(opts("uses_pending",
 			"Uses served and not yet written to the API server, after the last flush round."))),
+		reserveWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+			Name: "uses_reserve_duration_seconds",
+			Help: "How long requests of links with maxUses waited for a reservation (a live read and a write; bounded by --uses-reserve-timeout).",
+			// From a round trip on a quiet API server to the 2s timeout.
+			Buckets: []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2, 5}}),
+	}
+	// Every label value exists from the start, at 0: rates and alerts need
+	// no first event.
+	for _, r := range []string{"ok", "conflict", "error"} {
+		m.writes.WithLabelValues(r)
+	}
+	for _, r := range []string{"granted", "denied", "error"} {
+		m.reservations.WithLabelValues(r)
+	}
+	for _, o := range []string{"applied", "not-applied", "taken-back"} {
+		m.settled.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.reservations, m.settled, m.unavailable, m.forfeited, m.limitLowered, m.pending)
+		reg.MustRegister(m.writes, m.reservations, m.settled, m.unavailable, m.forfeited, m.limitLowered, m.pending, m.reserveWait)
 	}
 	return m
 }

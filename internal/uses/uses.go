@@ -232,7 +232,9 @@ func (u *Uses) reserve(c *Counter) {
 	if c.quota.Load() > 0 && at < c.leaseEnd.Load() || at < c.denied.Load() {
 		return
 	}
+	start := time.Now()
 	granted, err := u.writeReservation(ctx, c, true, false, budgetWait)
+	u.metrics.reserveWait.Observe(time.Since(start).Seconds())
 	switch {
 	case err != nil:
 		u.metrics.reservations.WithLabelValues("error").Inc()
