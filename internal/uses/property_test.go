@@ -18,6 +18,7 @@ import (
 //     delivers each change to every live replica here);
 //   - status.uses never exceeds the uses served plus the quota of
 //     reservations taken back (their holders may have served it).
+//
 // debugProperty prints the status after every step of a failing history.
 var debugProperty = true
 

@@ -109,8 +109,8 @@ type Uses struct {
 func New(opts Options) *Uses {
 	opts = opts.withDefaults()
 	u := &Uses{
-		opts: opts,
-		base: opts.Clock(),
+		opts:    opts,
+		base:    opts.Clock(),
 		budget:  rate.NewLimiter(rate.Limit(opts.WritesPerSecond), opts.ReserveBurst),
 		pace:    rate.NewLimiter(rate.Limit(opts.WritesPerSecond), 1),
 		holding: map[*Counter]struct{}{},
@@ -345,28 +345,7 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 		err := u.patchStatus(ctx, link, plan.Uses, reservations)
 		switch {
 		case err == nil:
-			u.metrics.writes.WithLabelValues("ok").Inc()
-			u.metrics.forfeited.Add(float64(plan.Forfeited))
-			c.seen = plan.Seen
-			c.held, c.heldExpires = mine, expires
-			if granted > 0 {
-				c.block, c.lastGrant = granted, now
-			}
-			if mine > 0 {
-				c.quota.Add(delta)
-				u.startLease(c, now, *link.Spec.MaxUses)
-				u.hold(c, true)
-			} else {
-				c.quota.Store(0)
-				u.hold(c, false)
-			}
-			if grow && granted == 0 && link.Spec.MaxUses != nil {
-				if plan.Uses >= *link.Spec.MaxUses {
-					u.deny(c, true, time.Second)
-				} else {
-					u.deny(c, false, min(max(plan.BusyUntil.Sub(now), time.Second), u.opts.FlushInterval))
-				}
-			}
+			u.written(c, link.Spec.MaxUses, plan, written{mine: mine, granted: granted, delta: delta, expires: expires, now: now, grow: grow})
 			return granted, nil
 		case apierrors.IsConflict(err):
 			u.metrics.writes.WithLabelValues("conflict").Inc()
@@ -396,6 +375,39 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 		}
 	}
 	return 0, fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
+}
+
+// written is what a reservation write applied.
+type written struct {
+	mine, granted, delta int64
+	expires, now         time.Time
+	grow                 bool
+}
+
+// written records a reservation write the API server applied.
+func (u *Uses) written(c *Counter, maxUses *int64, plan Plan, w written) {
+	u.metrics.writes.WithLabelValues("ok").Inc()
+	u.metrics.forfeited.Add(float64(plan.Forfeited))
+	c.seen = plan.Seen
+	c.held, c.heldExpires = w.mine, w.expires
+	if w.granted > 0 {
+		c.block, c.lastGrant = w.granted, w.now
+	}
+	if w.mine > 0 {
+		c.quota.Add(w.delta)
+		u.startLease(c, w.now, *maxUses)
+		u.hold(c, true)
+	} else {
+		c.quota.Store(0)
+		u.hold(c, false)
+	}
+	if w.grow && w.granted == 0 && maxUses != nil {
+		if plan.Uses >= *maxUses {
+			u.deny(c, true, time.Second)
+		} else {
+			u.deny(c, false, min(max(plan.BusyUntil.Sub(w.now), time.Second), u.opts.FlushInterval))
+		}
+	}
 }
 
 // startLease lets c serve its quota for a lease from now (taken before the
