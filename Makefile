@@ -93,7 +93,7 @@ bench: envtest-assets build ## Run the benchmarks: code algorithm, controller an
 	go test ./internal/shortcode -run '^$$' -bench . -benchmem
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./controllers -run '^$$' -bench . -benchtime 1x -timeout 60m
 	go test ./internal/redirect -run '^$$' -bench CountingOverhead -benchtime 1x
-	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench UsesDrain -benchtime 1x -timeout 30m
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench 'UsesDrain|FirstClicks|BusyLimitedLinks' -benchtime 1x -timeout 30m
 	hack/bench-redirect.sh
 
 .PHONY: bench-scale
