@@ -353,3 +353,40 @@ func TestQuietReservationReturnedAfterALease(t *testing.T) {
 		after = writes()
 	}
 }
+
+// A release waits for a request that has taken quota and not yet counted
+// it, so the count it writes holds that use; and a request that finds no
+// quota leaves the pending count alone. (Counting before taking, as before,
+// let a write carry away a count that a failed take then took back: the
+// pending count went negative and the next write lowered status.uses.)
+func TestReleaseWaitsForATakeInFlight(t *testing.T) {
+	api := newFakeAPI(100)
+	r := newTestReplica(api, &fakeClock{now: epoch}, "a", 0)
+	served := serveUntilDenied(r, 2) // blocks of 1 and 2: one use left
+	if !r.c.take(r.u.mono(r.clock())) {
+		t.Fatal("no quota left to take")
+	}
+	r.c.taking.Add(1) // a request between its take and its count
+	released := make(chan struct{})
+	go func() {
+		r.flush(true)
+		close(released)
+	}()
+	select {
+	case <-released:
+		t.Fatal("the release did not wait for the request between its take and its count")
+	case <-time.After(100 * time.Millisecond):
+	}
+	r.c.pending.Add(1)
+	r.c.taking.Add(-1)
+	<-released
+	if got := api.get().Status.Uses; got != int64(served+1) {
+		t.Errorf("status.uses %d after %d uses", got, served+1)
+	}
+	// No quota and a denial in force: the request is refused and the
+	// pending count is untouched.
+	r.c.denied.Store(r.u.mono(r.clock().Add(time.Minute)))
+	if v := r.take(); v != Unavailable || r.c.pending.Load() != 0 {
+		t.Errorf("a refused request: %v, pending %d", v, r.c.pending.Load())
+	}
+}
