@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,19 +82,17 @@ func startRedirectors(b *testing.B, cp *devenv.ControlPlane, bin, tmp, name stri
 		}
 		cancel()
 		for _, p := range paths {
-			for deadline := time.Now().Add(time.Minute); ; {
+			served := func(context.Context) (bool, error) {
 				req, _ := http.NewRequest(http.MethodHead, "http://"+r.addr+p, nil)
 				resp, err := hc.Do(req)
-				if err == nil {
-					_ = resp.Body.Close()
-					if resp.StatusCode == http.StatusFound {
-						break
-					}
+				if err != nil {
+					return false, nil
 				}
-				if time.Now().After(deadline) {
-					b.Fatalf("%s does not serve %s", r.addr, p)
-				}
-				time.Sleep(10 * time.Millisecond) // polling a process we do not control
+				_ = resp.Body.Close()
+				return resp.StatusCode == http.StatusFound, nil
+			}
+			if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true, served); err != nil {
+				b.Fatalf("%s does not serve %s: %v", r.addr, p, err)
 			}
 		}
 	}

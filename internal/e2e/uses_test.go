@@ -54,6 +54,30 @@ func (u *usesEnv) start(t *testing.T, r *replica) {
 	}
 }
 
+// newReplica describes a redirector on free ports, run as the redirector's
+// service account with args added; start it with usesEnv.start.
+func newReplica(g Gomega, name, bin, tmp, kubeconfig string, args ...string) *replica {
+	r := &replica{name: name, bin: filepath.Join(bin, "redirector"), log: filepath.Join(tmp, name+".log")}
+	var err error
+	r.addr, err = devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	r.probes, err = devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	r.args = append([]string{"--kubeconfig", kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes}, args...)
+	return r
+}
+
+// head sends a HEAD (not a use) to addr and returns the status, 0 on error.
+func (u *usesEnv) head(addr, path string) int {
+	req, _ := http.NewRequest(http.MethodHead, "http://"+addr+path, nil)
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
 // hit sends one GET to replica i and returns the status.
 func (u *usesEnv) hit(i int, path string) int {
 	resp, err := u.client.Get("http://" + u.replicas[i%len(u.replicas)].addr + path)
@@ -127,15 +151,7 @@ func (u *usesEnv) readyCode(g *WithT, name, spec string) string {
 	}).Should(Succeed())
 	// HEAD is not a use: it tells when each replica serves the link.
 	for _, r := range u.replicas {
-		g.Eventually(func() int {
-			req, _ := http.NewRequest(http.MethodHead, "http://"+r.addr+"/"+ns+"/"+code, nil)
-			resp, err := u.client.Do(req)
-			if err != nil {
-				return 0
-			}
-			_ = resp.Body.Close()
-			return resp.StatusCode
-		}).Should(Equal(http.StatusFound), r.name)
+		g.Eventually(func() int { return u.head(r.addr, "/"+ns+"/"+code) }).Should(Equal(http.StatusFound), r.name)
 	}
 	return code
 }
@@ -283,14 +299,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g := newG(t)
 		// A fourth replica that never flushes on its own: only its shutdown
 		// can write its counts, and its lease would hold quota for hours.
-		slow := &replica{name: "redirector-slow", bin: filepath.Join(bin, "redirector"), log: filepath.Join(tmp, "redirector-slow.log")}
-		var err error
-		slow.addr, err = devenv.FreeAddr()
-		g.Expect(err).NotTo(HaveOccurred())
-		slow.probes, err = devenv.FreeAddr()
-		g.Expect(err).NotTo(HaveOccurred())
-		slow.args = []string{"--kubeconfig", kc.Redirector, "--bind-address", slow.addr, "--health-probe-bind-address", slow.probes,
-			"--uses-flush-interval", "1h", "--uses-lease", "2h"}
+		slow := newReplica(g, "redirector-slow", bin, tmp, kc.Redirector, "--uses-flush-interval", "1h", "--uses-lease", "2h")
 		u.start(t, slow)
 		getSlow := func(path string) int {
 			resp, err := u.client.Get("http://" + slow.addr + path)
@@ -527,25 +536,11 @@ func (u *usesEnv) testFrozenFirstClick(t *testing.T, bin, tmp, redirectorKubecon
 	code := u.readyCode(g, "frozen", "{url: https://example.com/frozen, maxUses: 10}")
 	// A replica that has not reserved anything yet in its life, as well
 	// as the three that have.
-	fresh := &replica{name: "redirector-fresh", bin: filepath.Join(bin, "redirector"), log: filepath.Join(tmp, "redirector-fresh.log")}
-	var err error
-	fresh.addr, err = devenv.FreeAddr()
-	g.Expect(err).NotTo(HaveOccurred())
-	fresh.probes, err = devenv.FreeAddr()
-	g.Expect(err).NotTo(HaveOccurred())
-	fresh.args = []string{"--kubeconfig", redirectorKubeconfig, "--bind-address", fresh.addr, "--health-probe-bind-address", fresh.probes,
-		"--uses-flush-interval", usesFlush.String(), "--uses-lease", usesLease.String()}
+	fresh := newReplica(g, "redirector-fresh", bin, tmp, redirectorKubeconfig,
+		"--uses-flush-interval", usesFlush.String(), "--uses-lease", usesLease.String())
 	u.start(t, fresh)
 	defer func() { _ = fresh.proc.Stop(10 * time.Second) }()
-	g.Eventually(func() int {
-		req, _ := http.NewRequest(http.MethodHead, "http://"+fresh.addr+"/uses/"+code, nil)
-		resp, err := u.client.Do(req)
-		if err != nil {
-			return 0
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode
-	}).Should(Equal(http.StatusFound))
+	g.Eventually(func() int { return u.head(fresh.addr, "/uses/"+code) }).Should(Equal(http.StatusFound))
 	pid, err := u.cp.APIServerPID()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(syscall.Kill(pid, syscall.SIGSTOP)).To(Succeed())
