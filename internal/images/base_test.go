@@ -124,13 +124,14 @@ func TestWriteKoCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var listed []v1.Hash
+	listed := make([]v1.Hash, 0, len(tm.Manifests))
 	for _, d := range tm.Manifests {
 		listed = append(listed, d.Digest)
 	}
 	want, _ := idx.Digest()
 	im, _ := idx.IndexManifest()
-	wantAll := []v1.Hash{want}
+	wantAll := make([]v1.Hash, 0, 1+len(im.Manifests))
+	wantAll = append(wantAll, want)
 	for _, d := range im.Manifests {
 		wantAll = append(wantAll, d.Digest)
 	}

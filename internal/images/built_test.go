@@ -7,7 +7,10 @@ import (
 	"crypto/x509"
 	"debug/elf"
 	"encoding/json"
+	"io"
 	"io/fs"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +20,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"github.com/linkforge/linkforge/internal/testenv"
 )
@@ -55,7 +62,7 @@ type builtImage struct {
 // the binaries and the base's regular files.
 func readBuilt(t *testing.T, dir string) []builtImage {
 	t.Helper()
-	var all []builtImage
+	all := make([]builtImage, 0, len(Images)*len(Platforms))
 	for _, spec := range Images {
 		idx, err := OpenIndex(LayoutDir(dir, spec.Name))
 		if err != nil {
@@ -301,8 +308,8 @@ func TestSBOMs(t *testing.T) {
 	_, dir := builtDir(t)
 	for _, im := range Images {
 		for _, p := range append(PlatformStrings(), "index") {
-			name := im.Name + "-" + strings.ReplaceAll(p, "/", "-") + ".spdx.json"
-			data, err := os.ReadFile(filepath.Join(dir, "sbom", name))
+			file := im.Name + "-" + strings.ReplaceAll(p, "/", "-") + ".spdx.json"
+			data, err := os.ReadFile(filepath.Join(dir, "sbom", file))
 			if err != nil {
 				t.Errorf("no SBOM: %v", err)
 				continue
@@ -314,7 +321,7 @@ func TestSBOMs(t *testing.T) {
 				} `json:"packages"`
 			}
 			if err := json.Unmarshal(data, &doc); err != nil || !strings.HasPrefix(doc.SPDXVersion, "SPDX-") {
-				t.Errorf("%s is not an SPDX document: %v", name, err)
+				t.Errorf("%s is not an SPDX document: %v", file, err)
 				continue
 			}
 			if p == "index" {
@@ -325,8 +332,46 @@ func TestSBOMs(t *testing.T) {
 			}) bool {
 				return pk.Name == "sigs.k8s.io/controller-runtime" || pk.Name == "k8s.io/client-go"
 			}) {
-				t.Errorf("%s names none of the image's Go modules", name)
+				t.Errorf("%s names none of the image's Go modules", file)
 			}
+		}
+	}
+}
+
+// TestPushBuiltImages pushes the layouts to a registry on loopback (an
+// in-memory one, as `make images-push` would to a real one) and pulls them
+// back by tag: the same index digest, every platform's image whole.
+func TestPushBuiltImages(t *testing.T) {
+	_, dir := builtDir(t)
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, im := range Images {
+		want, err := IndexDigest(LayoutDir(dir, im.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag := host + "/linkforge/" + im.Name + ":test"
+		pushed, err := Push(LayoutDir(dir, im.Name), tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pushed.DigestStr() != want.String() {
+			t.Errorf("%s: pushed as %s, the layout's digest is %s", im.Name, pushed, want)
+		}
+		ref, err := name.ParseReference(tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, err := remote.Index(ref)
+		if err != nil {
+			t.Fatalf("pulling %s: %v", tag, err)
+		}
+		if got, _ := idx.Digest(); got != want {
+			t.Errorf("%s: pulled %s, pushed %s", tag, got, want)
+		}
+		if err := validate.Index(idx); err != nil {
+			t.Errorf("%s: the pulled index is not whole: %v", tag, err)
 		}
 	}
 }

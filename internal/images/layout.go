@@ -18,9 +18,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// LayoutDir is where `make images` writes image name's OCI layout, under the
+// LayoutDir is where `make images` writes the OCI layout of the image named image, under the
 // output directory out (dist/images).
-func LayoutDir(out, name string) string { return filepath.Join(out, name) }
+func LayoutDir(out, image string) string { return filepath.Join(out, image) }
 
 // OpenIndex returns the image index held by the OCI layout at dir, which
 // `make images` writes with exactly one: the image for every platform.
@@ -66,7 +66,7 @@ type File struct {
 
 // Files returns img's flattened filesystem (every layer applied, whiteouts
 // honoured) by absolute path; keep says which regular files' content to read.
-func Files(img v1.Image, keep func(path string) bool) (map[string]File, error) {
+func Files(img v1.Image, keep func(file string) bool) (map[string]File, error) {
 	rc := mutate.Extract(img)
 	defer func() { _ = rc.Close() }()
 	files := map[string]File{}

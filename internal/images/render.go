@@ -33,7 +33,7 @@ func ImageEnv() []string {
 func KoConfig() string {
 	var b strings.Builder
 	b.WriteString(generated)
-	b.WriteString("# The base image is given by digest in KO_DEFAULTBASEIMAGE (hack/build-images.sh).\n")
+	b.WriteString("# The base image is given by digest in KO_DEFAULTBASEIMAGE (hack/images build).\n")
 	b.WriteString("defaultPlatforms:\n")
 	for _, p := range PlatformStrings() {
 		fmt.Fprintf(&b, "- %s\n", p)

@@ -5,11 +5,11 @@
 package release
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -51,9 +51,9 @@ func Built(out, repo string) ([]Image, error) {
 
 // kustomization is the part of a kustomization.yaml this package reads and writes.
 type kustomization struct {
-	APIVersion string          `json:"apiVersion,omitempty"`
-	Kind       string          `json:"kind,omitempty"`
-	Resources  []string        `json:"resources,omitempty"`
+	APIVersion string           `json:"apiVersion,omitempty"`
+	Kind       string           `json:"kind,omitempty"`
+	Resources  []string         `json:"resources,omitempty"`
 	Images     []kustomizeImage `json:"images,omitempty"`
 }
 
@@ -107,43 +107,51 @@ func indexOf(imgs []kustomizeImage, name string) int {
 }
 
 // ChartValues returns the chart's values.yaml with image.repository set to
-// repo and image.digests.<name> to each built image's digest, comments and
-// order kept.
+// repo and image.digests.<name> to each built image's digest. Only those
+// values change: the rest of the file, comments and layout, stays as it is.
 func ChartValues(values []byte, repo string, built []Image) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(values, &doc); err != nil {
 		return nil, fmt.Errorf("reading values.yaml: %w", err)
 	}
-	if err := setScalar(&doc, []string{"image", "repository"}, strings.TrimSuffix(repo, "/")); err != nil {
+	lines := strings.Split(string(values), "\n")
+	set := func(keys []string, value string) error {
+		n, err := lookup(&doc, keys)
+		if err != nil {
+			return err
+		}
+		// Replace the scalar where it is written: to the end of its line,
+		// or to a comment after it.
+		line := lines[n.Line-1]
+		start := n.Column - 1
+		end := len(line)
+		if i := strings.Index(line[start:], " #"); i >= 0 {
+			end = start + i
+		}
+		lines[n.Line-1] = line[:start] + strconv.Quote(value) + line[end:]
+		return nil
+	}
+	if err := set([]string{"image", "repository"}, strings.TrimSuffix(repo, "/")); err != nil {
 		return nil, err
 	}
 	for _, im := range built {
-		if err := setScalar(&doc, []string{"image", "digests", im.Name}, im.Digest); err != nil {
+		if err := set([]string{"image", "digests", im.Name}, im.Digest); err != nil {
 			return nil, err
 		}
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return []byte(strings.Join(lines, "\n")), nil
 }
 
-// setScalar sets the existing string at keys in doc to value: a key the chart
-// does not have is an error, not a new value the templates ignore.
-func setScalar(doc *yaml.Node, keys []string, value string) error {
+// lookup returns the scalar at keys in doc: a key the chart does not have is
+// an error, not a new value the templates would ignore.
+func lookup(doc *yaml.Node, keys []string) (*yaml.Node, error) {
 	n := doc
 	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
 		n = n.Content[0]
 	}
 	for _, k := range keys {
 		if n.Kind != yaml.MappingNode {
-			return fmt.Errorf("values.yaml: %s is not a map", strings.Join(keys, "."))
+			return nil, fmt.Errorf("values.yaml: %s is not a map", strings.Join(keys, "."))
 		}
 		var next *yaml.Node
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -153,15 +161,14 @@ func setScalar(doc *yaml.Node, keys []string, value string) error {
 			}
 		}
 		if next == nil {
-			return fmt.Errorf("values.yaml has no %s", strings.Join(keys, "."))
+			return nil, fmt.Errorf("values.yaml has no %s", strings.Join(keys, "."))
 		}
 		n = next
 	}
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("values.yaml: %s is not a scalar", strings.Join(keys, "."))
+		return nil, fmt.Errorf("values.yaml: %s is not a scalar", strings.Join(keys, "."))
 	}
-	n.Value, n.Tag, n.Style = value, "!!str", yaml.DoubleQuotedStyle
-	return nil
+	return n, nil
 }
 
 // Write writes the overlay into overlayDir (kustomization.yaml, whose base is
