@@ -7,9 +7,11 @@ import (
 	"crypto/x509"
 	"debug/elf"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"log"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -62,6 +64,9 @@ type builtImage struct {
 // the binaries and the base's regular files.
 func readBuilt(t *testing.T, dir string) []builtImage {
 	t.Helper()
+	if all, ok := builtCache[dir]; ok {
+		return all
+	}
 	all := make([]builtImage, 0, len(Images)*len(Platforms))
 	for _, spec := range Images {
 		idx, err := OpenIndex(LayoutDir(dir, spec.Name))
@@ -101,8 +106,14 @@ func readBuilt(t *testing.T, dir string) []builtImage {
 			all = append(all, builtImage{spec: spec, platform: p, config: cf, files: files})
 		}
 	}
+	builtCache[dir] = all
 	return all
 }
+
+// builtCache keeps what readBuilt read, by directory: the layouts do not
+// change while the tests run, and reading them takes a second. Tests that
+// change an image change a copy.
+var builtCache = map[string][]builtImage{}
 
 func (b builtImage) String() string {
 	return b.spec.Name + " " + b.platform.OS + "/" + b.platform.Architecture
@@ -122,23 +133,7 @@ func TestBuiltImages(t *testing.T) {
 	}
 	for _, b := range readBuilt(t, dir) {
 		t.Run(b.String(), func(t *testing.T) {
-			c := b.config
-			if c.OS != b.platform.OS || c.Architecture != b.platform.Architecture {
-				t.Errorf("config platform %s/%s", c.OS, c.Architecture)
-			}
-			if !slices.Equal(c.Config.Entrypoint, b.spec.Entrypoint()) || len(c.Config.Cmd) != 0 {
-				t.Errorf("entrypoint %q cmd %q, want %q and no cmd", c.Config.Entrypoint, c.Config.Cmd, b.spec.Entrypoint())
-			}
-			if c.Config.User != User {
-				t.Errorf("user %q, want %q", c.Config.User, User)
-			}
-			if c.Config.WorkingDir != WorkDir {
-				t.Errorf("working directory %q, want %q", c.Config.WorkingDir, WorkDir)
-			}
-			if !slices.Equal(c.Config.Env, ImageEnv()) {
-				t.Errorf("env %q, want %q", c.Config.Env, ImageEnv())
-			}
-			checkLabels(t, c.Config.Labels)
+			checkConfig(t, b)
 			checkBinary(t, b)
 			checkNoShell(t, b)
 			checkBaseFiles(t, b, caBundle)
@@ -146,7 +141,37 @@ func TestBuiltImages(t *testing.T) {
 	}
 }
 
-func checkLabels(t *testing.T, labels map[string]string) {
+// reporter is what the checks report to: the test, or a recorder in
+// TestChecksCatchBadImages.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
+// checkConfig checks the image's config: platform, entrypoint (and no cmd),
+// user, working directory, environment and labels.
+func checkConfig(t reporter, b builtImage) {
+	t.Helper()
+	c := b.config
+	if c.OS != b.platform.OS || c.Architecture != b.platform.Architecture {
+		t.Errorf("config platform %s/%s", c.OS, c.Architecture)
+	}
+	if !slices.Equal(c.Config.Entrypoint, b.spec.Entrypoint()) || len(c.Config.Cmd) != 0 {
+		t.Errorf("entrypoint %q cmd %q, want %q and no cmd", c.Config.Entrypoint, c.Config.Cmd, b.spec.Entrypoint())
+	}
+	if c.Config.User != User {
+		t.Errorf("user %q, want %q", c.Config.User, User)
+	}
+	if c.Config.WorkingDir != WorkDir {
+		t.Errorf("working directory %q, want %q", c.Config.WorkingDir, WorkDir)
+	}
+	if !slices.Equal(c.Config.Env, ImageEnv()) {
+		t.Errorf("env %q, want %q", c.Config.Env, ImageEnv())
+	}
+	checkLabels(t, c.Config.Labels)
+}
+
+func checkLabels(t reporter, labels map[string]string) {
 	t.Helper()
 	if got := labels["org.opencontainers.image.source"]; got != Source {
 		t.Errorf("label org.opencontainers.image.source %q, want %q", got, Source)
@@ -162,18 +187,20 @@ func checkLabels(t *testing.T, labels map[string]string) {
 // checkBinary checks the entrypoint is a static ELF executable (no
 // interpreter, no shared libraries) for the image's architecture, stamped
 // with the image's version.
-func checkBinary(t *testing.T, b builtImage) {
+func checkBinary(t reporter, b builtImage) {
 	t.Helper()
 	f, ok := b.files[b.spec.BinaryPath()]
 	if !ok || f.Header.Typeflag != tar.TypeReg {
-		t.Fatalf("no regular file %s", b.spec.BinaryPath())
+		t.Errorf("no regular file %s", b.spec.BinaryPath())
+		return
 	}
 	if f.Header.Mode&0o111 == 0 {
 		t.Errorf("%s mode %o: not executable", b.spec.BinaryPath(), f.Header.Mode)
 	}
 	ef, err := elf.NewFile(bytes.NewReader(f.Data))
 	if err != nil {
-		t.Fatalf("%s is not ELF: %v", b.spec.BinaryPath(), err)
+		t.Errorf("%s is not ELF: %v", b.spec.BinaryPath(), err)
+		return
 	}
 	if ef.Machine != elfMachine[b.platform.Architecture] {
 		t.Errorf("%s is for %v, want %v", b.spec.BinaryPath(), ef.Machine, elfMachine[b.platform.Architecture])
@@ -202,7 +229,7 @@ var shellsAndPackageManagers = []string{
 
 // checkNoShell checks there is no shell or package manager: the binary is
 // the image's only executable file.
-func checkNoShell(t *testing.T, b builtImage) {
+func checkNoShell(t reporter, b builtImage) {
 	t.Helper()
 	for _, p := range shellsAndPackageManagers {
 		if _, ok := b.files[p]; ok {
@@ -222,7 +249,7 @@ func checkNoShell(t *testing.T, b builtImage) {
 // checkBaseFiles checks the image holds every file of the base as
 // BaseEntries defines it, with this machine's CA bundle, and that the
 // bundle and the user database are usable.
-func checkBaseFiles(t *testing.T, b builtImage, caBundle []byte) {
+func checkBaseFiles(t reporter, b builtImage, caBundle []byte) {
 	t.Helper()
 	for _, e := range BaseEntries(caBundle) {
 		f, ok := b.files[e.Path]
@@ -373,5 +400,70 @@ func TestPushBuiltImages(t *testing.T) {
 		if err := validate.Index(idx); err != nil {
 			t.Errorf("%s: the pulled index is not whole: %v", tag, err)
 		}
+	}
+}
+
+// recorder records what a check reports.
+type recorder struct{ errs []string }
+
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+// TestChecksCatchBadImages checks the checks of TestBuiltImages fail on what
+// they guard against: an image built on another base (a shell, root, a
+// dynamic binary, no CA bundle), unlabelled, for another architecture.
+func TestChecksCatchBadImages(t *testing.T) {
+	_, dir := builtDir(t)
+	good := readBuilt(t, dir)[0] // manager linux/amd64
+	dynamic, err := os.ReadFile("/bin/ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(CABundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBase := func(t reporter, b builtImage) { checkBaseFiles(t, b, ca) }
+	for name, tc := range map[string]struct {
+		mutate func(b *builtImage)
+		check  func(t reporter, b builtImage)
+		want   string
+	}{
+		"root user":          {func(b *builtImage) { b.config.Config.User = "" }, checkConfig, "user"},
+		"another entrypoint": {func(b *builtImage) { b.config.Config.Entrypoint = []string{"/manager"} }, checkConfig, "entrypoint"},
+		"no revision label":  {func(b *builtImage) { delete(b.config.Config.Labels, "org.opencontainers.image.revision") }, checkConfig, "revision"},
+		"dynamic binary": {func(b *builtImage) {
+			b.files[b.spec.BinaryPath()] = File{Header: b.files[b.spec.BinaryPath()].Header, Data: dynamic}
+		}, checkBinary, "interpreter"},
+		"another architecture": {func(b *builtImage) { b.platform.Architecture = "arm64" }, checkBinary, "EM_AARCH64"},
+		"a shell": {func(b *builtImage) {
+			b.files["/bin/sh"] = File{Header: &tar.Header{Typeflag: tar.TypeReg, Mode: 0o755}}
+		}, checkNoShell, "/bin/sh"},
+		"no CA bundle": {func(b *builtImage) { delete(b.files, CABundle) }, checkBase, CABundle},
+		"home owned by root": {func(b *builtImage) {
+			h := *b.files[HomeDir].Header
+			h.Uid, h.Gid = 0, 0
+			b.files[HomeDir] = File{Header: &h}
+		}, checkBase, HomeDir},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := good
+			b.config = good.config.DeepCopy()
+			b.files = maps.Clone(good.files)
+			tc.mutate(&b)
+			var r recorder
+			tc.check(&r, b)
+			if !slices.ContainsFunc(r.errs, func(e string) bool { return strings.Contains(e, tc.want) }) {
+				t.Errorf("the check reported %q, want a report naming %q", r.errs, tc.want)
+			}
+			// The unchanged image passes the same check.
+			var clean recorder
+			tc.check(&clean, good)
+			if len(clean.errs) != 0 {
+				t.Errorf("the built image fails the check: %q", clean.errs)
+			}
+		})
 	}
 }
