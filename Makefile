@@ -58,8 +58,8 @@ manifests: controller-gen ## Generate the CRD and RBAC manifests.
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods, and the Dockerfile and .ko.yaml from internal/images.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
-	go run ./hack/images dockerfile > Dockerfile
-	go run ./hack/images koconfig > .ko.yaml
+	go run ./hack/images dockerfile > Dockerfile.tmp && mv Dockerfile.tmp Dockerfile
+	go run ./hack/images koconfig > .ko.yaml.tmp && mv .ko.yaml.tmp .ko.yaml
 
 .PHONY: fmt
 fmt: ## Run go fmt.

@@ -426,7 +426,7 @@ func TestChecksCatchBadImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkBase := func(t reporter, b builtImage) { checkBaseFiles(t, b, ca) }
-	for name, tc := range map[string]struct {
+	for bad, tc := range map[string]struct {
 		mutate func(b *builtImage)
 		check  func(t reporter, b builtImage)
 		want   string
@@ -448,7 +448,7 @@ func TestChecksCatchBadImages(t *testing.T) {
 			b.files[HomeDir] = File{Header: &h}
 		}, checkBase, HomeDir},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(bad, func(t *testing.T) {
 			b := good
 			b.config = good.config.DeepCopy()
 			b.files = maps.Clone(good.files)
