@@ -1,5 +1,6 @@
-# Image to build and deploy.
-IMG ?= linkforge:latest
+# Where the images are pushed and pulled from: <KO_DOCKER_REPO>/manager and
+# <KO_DOCKER_REPO>/redirector (make images-push, make release).
+KO_DOCKER_REPO ?= ghcr.io/linkforge/linkforge
 # Kubernetes version of the envtest control plane (kube-apiserver) and its etcd,
 # pinned in hack/envtest-versions.env, which the Go tests read too.
 include hack/envtest-versions.env
@@ -21,6 +22,16 @@ SHELL = /usr/bin/env bash -o pipefail
 CHART = config/helm/linkforge
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The images' org.opencontainers.image.revision label, and their creation time
+# (the commit's), so the same tree gives the same image digests.
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# The images' OCI layouts and SBOMs (make images) and the release (make release).
+DIST ?= dist
+IMAGES_DIR = $(DIST)/images
+# The manager and redirector taken out of the linux/amd64 images, which the
+# end-to-end test runs (make test).
+IMAGE_BINARIES = bin/image-linux-amd64
 LDFLAGS ?= -s -w -X main.version=$(VERSION)
 
 .PHONY: all
@@ -46,8 +57,10 @@ manifests: controller-gen ## Generate the CRD and RBAC manifests.
 	cp config/monitoring/rules.yaml config/monitoring/linkforge-dashboard.json $(CHART)/files/monitoring/
 
 .PHONY: generate
-generate: controller-gen ## Generate DeepCopy methods.
+generate: controller-gen ## Generate DeepCopy methods, and the Dockerfile and .ko.yaml from internal/images.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+	go run ./hack/images dockerfile > Dockerfile.tmp && mv Dockerfile.tmp Dockerfile
+	go run ./hack/images koconfig > .ko.yaml.tmp && mv .ko.yaml.tmp .ko.yaml
 
 .PHONY: fmt
 fmt: ## Run go fmt.
@@ -85,8 +98,8 @@ api-docs-check: crd-ref-docs ## Fail if docs/reference/api.md is not what the Go
 	fi
 
 .PHONY: test
-test: manifests generate fmt vet lint api-docs-check envtest-assets build helm ## Run lint, unit, envtest and end-to-end tests.
-	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
+test: manifests generate fmt vet lint api-docs-check envtest-assets build helm release image-binaries ## Run lint, unit, envtest, image, release and end-to-end tests (the e2e runs the amd64 images' binaries).
+	LINKFORGE_E2E_BINARIES="$(CURDIR)/$(IMAGE_BINARIES)" KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
 
 .PHONY: bench
 bench: envtest-assets build ## Run the benchmarks: code algorithm, controller and reaper against envtest, counting uses, redirector vs nginx.
@@ -126,9 +139,31 @@ dev: build envtest-assets ## Run linkforge locally: control plane, manager, redi
 run: manifests generate fmt vet ## Run the manager against the cluster in ~/.kube/config (or KUBECONFIG).
 	go run ./cmd/manager
 
+.PHONY: images
+images: ko ## Build the manager and redirector images (linux/amd64, linux/arm64) offline with ko into dist/images: OCI layouts and SBOMs.
+	go build -o bin/images ./hack/images
+	bin/images build -ko $(KO) -out $(IMAGES_DIR) -kocache bin/kocache \
+		-version $(VERSION) -revision $(REVISION) -source-date-epoch $(SOURCE_DATE_EPOCH)
+
+.PHONY: image-binaries
+image-binaries: images ## Take the manager and redirector out of the linux/amd64 images into bin/image-linux-amd64.
+	bin/images extract -layouts $(IMAGES_DIR) -platform linux/amd64 -out $(IMAGE_BINARIES)
+
+.PHONY: images-push
+images-push: images ## Push the images built to $(KO_DOCKER_REPO)/<name>:$(VERSION) (needs a registry; credentials from `docker login`).
+	bin/images push -layouts $(IMAGES_DIR) -repo $(KO_DOCKER_REPO) -tag $(VERSION)
+
+.PHONY: release
+release: images kustomize helm ## Write dist/install.yaml and the Helm chart dist/linkforge-*.tgz, both naming the images built by digest.
+	bin/images release -layouts $(IMAGES_DIR) -repo $(KO_DOCKER_REPO) -overlay bin/release/overlay -chart bin/release/linkforge
+	$(KUSTOMIZE) build bin/release/overlay > $(DIST)/install.yaml
+	rm -f $(DIST)/linkforge-*.tgz
+	$(HELM) package bin/release/linkforge --app-version $(VERSION) --destination $(DIST)
+
 .PHONY: docker-build
-docker-build: ## Build the image (needs a Docker engine).
-	docker build -t $(IMG) .
+docker-build: ## Build the images with a Docker engine instead, from the Dockerfile (generated from the same definition).
+	docker build --target manager --build-arg VERSION=$(VERSION) -t $(KO_DOCKER_REPO)/manager:$(VERSION) .
+	docker build --target redirector --build-arg VERSION=$(VERSION) -t $(KO_DOCKER_REPO)/redirector:$(VERSION) .
 
 ##@ Deployment
 
@@ -145,9 +180,8 @@ uninstall: manifests ## Uninstall the CRD. Call with ignore-not-found=true to ig
 	kubectl delete --ignore-not-found=$(ignore-not-found) -k config/crd
 
 .PHONY: deploy
-deploy: manifests kustomize ## Deploy the operator (manager + redirector) with image IMG.
-	cd config/default && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | kubectl apply --server-side -f -
+deploy: release ## Deploy dist/install.yaml (the images must be in KO_DOCKER_REPO: make images-push).
+	kubectl apply --server-side -f $(DIST)/install.yaml
 
 .PHONY: undeploy
 undeploy: kustomize ## Remove the operator. Call with ignore-not-found=true to ignore missing resources.
@@ -165,6 +199,7 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 HELM ?= $(LOCALBIN)/helm
 CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs
+KO ?= $(LOCALBIN)/ko
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 SETUP_ENVTEST_VERSION ?= v0.25.1
@@ -172,6 +207,7 @@ KUSTOMIZE_VERSION ?= v5.7.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v4.3.1
 CRD_REF_DOCS_VERSION ?= v0.3.0
+KO_VERSION ?= v0.19.1
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION) ## controller-gen, versioned in bin/.
@@ -208,6 +244,12 @@ crd-ref-docs: $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION) ## crd-ref-docs, versioned
 	@ln -sf $(notdir $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION)) $(CRD_REF_DOCS)
 $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION): | $(LOCALBIN)
 	$(call go-install-tool,$(CRD_REF_DOCS),github.com/elastic/crd-ref-docs,$(CRD_REF_DOCS_VERSION))
+
+.PHONY: ko
+ko: $(KO)-$(KO_VERSION) ## ko, versioned in bin/ (built from its Go module).
+	@ln -sf $(notdir $(KO)-$(KO_VERSION)) $(KO)
+$(KO)-$(KO_VERSION): | $(LOCALBIN)
+	$(call go-install-tool,$(KO),github.com/google/ko,$(KO_VERSION))
 
 # go-install-tool installs package $(2) at version $(3) as $(1)-$(3).
 define go-install-tool

@@ -1,6 +1,7 @@
 // Package e2e runs the real binaries (bin/manager, bin/redirector, built from
-// this tree) against a local control plane, driven by the real kubectl and
-// real HTTP requests, the way a user would.
+// this tree, or taken out of the images: see buildBinaries) against a local
+// control plane, driven by the real kubectl and real HTTP requests, the way a
+// user would.
 package e2e
 
 import (
@@ -53,10 +54,34 @@ func (e *env) fetch(addrPath string) (string, error) {
 	return string(b), err
 }
 
-// buildBinaries builds the three binaries of this tree into dir.
+// binariesFromEnv names a directory holding the manager and the redirector
+// to run instead of building them: make test sets it to the binaries taken
+// out of the linux/amd64 images (make image-binaries), so the artifact users
+// pull is the one that passes.
+const binariesFromEnv = "LINKFORGE_E2E_BINARIES"
+
+// buildBinaries builds the three binaries of this tree into dir, or links
+// the manager and the redirector from $LINKFORGE_E2E_BINARIES when set.
 func buildBinaries(t testing.TB, dir string) {
 	t.Helper()
+	from := os.Getenv(binariesFromEnv)
 	for _, name := range []string{"manager", "redirector", "linkforge"} {
+		if from != "" && name != "linkforge" {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			src, err := filepath.Abs(filepath.Join(from, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(src); err != nil {
+				t.Fatalf("%s=%s: %v", binariesFromEnv, from, err)
+			}
+			if err := os.Symlink(src, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {

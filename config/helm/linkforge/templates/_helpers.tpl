@@ -70,10 +70,18 @@ Labels of a component's objects; call like selectorLabels.
 {{- end }}
 
 {{/*
-The image of both Deployments.
+A component's image, <repository>/<component>, by digest when image.digests
+has one (as the packaged chart of `make release` does), else by tag; call with
+(dict "ctx" $ "component" "manager").
 */}}
 {{- define "linkforge.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- $image := .ctx.Values.image }}
+{{- $repository := printf "%s/%s" (trimSuffix "/" $image.repository) .component }}
+{{- with index (default dict $image.digests) .component }}
+{{- printf "%s@%s" $repository . }}
+{{- else }}
+{{- printf "%s:%s" $repository ($image.tag | default .ctx.Chart.AppVersion) }}
+{{- end }}
 {{- end }}
 
 {{/*
