@@ -37,8 +37,8 @@ const (
 	// namespace's linkforge.io/allowed-hosts list, or a DestinationDenyList
 	// denies it.
 	ReasonDestinationNotAllowed = "DestinationNotAllowed"
-	ReasonProgressing  = "Progressing"
-	ReasonActive       = "Active"
+	ReasonProgressing           = "Progressing"
+	ReasonActive                = "Active"
 )
 
 // LinkState is what a link does now, in one word: the controller's reading
