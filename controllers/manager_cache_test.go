@@ -77,7 +77,18 @@ func TestManagerCacheTransform(t *testing.T) {
 		t.Errorf("want nil maps, got %v %v", bl.Labels, bl.Annotations)
 	}
 
-	// A Namespace keeps what the destination policy reads.
+	// Other objects only lose their managedFields.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"a": "b"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}}}
+	o, _ := ManagerCacheTransform()(cm)
+	if got := o.(*corev1.ConfigMap); got.ManagedFields != nil || got.Labels["a"] != "b" {
+		t.Errorf("configmap: %+v", got.ObjectMeta)
+	}
+}
+
+// TestManagerCacheTransformNamespace: a Namespace keeps what the destination
+// policy reads, and nothing else.
+func TestManagerCacheTransformNamespace(t *testing.T) {
 	ns := &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7", Labels: map[string]string{"a": "b"},
 			Annotations:   map[string]string{"linkforge.io/allowed-hosts": "*.example.com", corev1.LastAppliedConfigAnnotation: "{}"},
@@ -88,14 +99,6 @@ func TestManagerCacheTransform(t *testing.T) {
 	want := metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7", Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com"}}
 	if got := o.(*corev1.Namespace); !reflect.DeepEqual(got.ObjectMeta, want) || len(got.Spec.Finalizers) != 0 {
 		t.Errorf("namespace: %+v", got)
-	}
-
-	// Other objects only lose their managedFields.
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"a": "b"},
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}}}
-	o, _ = ManagerCacheTransform()(cm)
-	if got := o.(*corev1.ConfigMap); got.ManagedFields != nil || got.Labels["a"] != "b" {
-		t.Errorf("configmap: %+v", got.ObjectMeta)
 	}
 }
 
