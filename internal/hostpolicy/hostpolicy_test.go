@@ -237,3 +237,17 @@ func TestChanged(t *testing.T) {
 		t.Errorf("Changed = %q, want %q", got.Patterns, want)
 	}
 }
+
+// BenchmarkJudge is what a reconcile adds for a namespace with allowed hosts
+// and one deny-list: parsing the annotation (the deny-list is parsed once per
+// version) and judging one URL.
+func BenchmarkJudge(b *testing.B) {
+	deny := []Named{{Name: "cloud-metadata", List: FromEntries([]string{"169.254.169.254", "metadata.google.internal", "[fd00:ec2::254]", "*.corp.example.com"})}}
+	b.ReportAllocs()
+	for b.Loop() {
+		allow := Parse("*.example.com, docs.vendor.io")
+		if !(Policy{Namespace: "team-a", Allow: &allow, Deny: deny}).Judge("https://www.example.com/docs?a=1").Allowed {
+			b.Fatal("refused")
+		}
+	}
+}
