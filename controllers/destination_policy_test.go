@@ -228,7 +228,8 @@ var _ = Describe("The destination policy", Ordered, func() {
 				cur.Labels = map[string]string{"team": "a"}
 				return k8sClient.Update(suiteCtx, cur)
 			})).To(Succeed())
-			Expect(refusal(ns, "https://other.policy.example/x")).To(ContainSubstring("is not allowed"), "a new link to it is refused")
+			Eventually(func() string { return refusal(ns, "https://other.policy.example/x") }).Should(ContainSubstring("is not allowed"),
+				"a new link to it is refused (once the API server's informer has the annotation)")
 
 			setAllowedHosts(ns, "", true)
 			l = eventuallyReady(ns, "dropped")
