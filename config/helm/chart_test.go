@@ -68,6 +68,16 @@ func TestChartMatchesKustomize(t *testing.T) {
 	t.Run("namespace.create", func(t *testing.T) {
 		compareSets(t, want, helmTemplate(t, helm, root, "--set", "namespace.create=true"))
 	})
+	t.Run("monitoring", func(t *testing.T) {
+		// config/default with its ../monitoring line enabled.
+		withMonitoring := kustomizeBuild(t, kubectl, defaultWith(t, root, "#- ../monitoring"))
+		got := helmTemplate(t, helm, root, "--set", "namespace.create=true",
+			"--set", "monitoring.alerts.enabled=true", "--set", "monitoring.dashboard.enabled=true")
+		if n := countKind(got, "PrometheusRule"); n != 1 {
+			t.Errorf("the chart renders %d PrometheusRules with monitoring.alerts.enabled, want 1", n)
+		}
+		compareSets(t, withMonitoring, got)
+	})
 	t.Run("serviceMonitors", func(t *testing.T) {
 		// config/default with its ../prometheus line enabled.
 		withPrometheus := kustomizeBuild(t, kubectl, defaultWith(t, root, "#- ../prometheus"))
@@ -132,8 +142,10 @@ func TestCopiesMatchSources(t *testing.T) {
 	root := moduleRoot(t)
 	chart := filepath.Join(root, "config", "helm", "linkforge")
 	pairs := map[string]string{
-		filepath.Join("config", "rbac", "role.yaml"):               filepath.Join(chart, "files", "rbac", "manager-role.yaml"),
-		filepath.Join("config", "rbac", "redirector", "role.yaml"): filepath.Join(chart, "files", "rbac", "redirector-role.yaml"),
+		filepath.Join("config", "rbac", "role.yaml"):                      filepath.Join(chart, "files", "rbac", "manager-role.yaml"),
+		filepath.Join("config", "rbac", "redirector", "role.yaml"):        filepath.Join(chart, "files", "rbac", "redirector-role.yaml"),
+		filepath.Join("config", "monitoring", "rules.yaml"):               filepath.Join(chart, "files", "monitoring", "rules.yaml"),
+		filepath.Join("config", "monitoring", "linkforge-dashboard.json"): filepath.Join(chart, "files", "monitoring", "linkforge-dashboard.json"),
 	}
 	policy, err := filepath.Glob(filepath.Join(root, "config", "destination-policy", "*_[pb]*.yaml"))
 	if err != nil || len(policy) != 6 {
