@@ -49,11 +49,13 @@ help: ## Display this help.
 manifests: controller-gen ## Generate the CRD and RBAC manifests.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=redirector-role paths="./internal/redirect/..." output:rbac:artifacts:config=config/rbac/redirector
-	@# The Helm chart renders the CRDs and the generated roles from copies (config/helm/chart_test.go checks them).
+	@# The Helm chart renders the CRDs, the generated roles and the destination policy from copies (config/helm/chart_test.go checks them).
 	rm -f $(CHART)/files/crds/*.yaml
 	cp config/crd/bases/*.yaml $(CHART)/files/crds/
 	cp config/rbac/role.yaml $(CHART)/files/rbac/manager-role.yaml
 	cp config/rbac/redirector/role.yaml $(CHART)/files/rbac/redirector-role.yaml
+	rm -f $(CHART)/files/destination-policy/*.yaml
+	cp config/destination-policy/*_policy.yaml config/destination-policy/*_binding.yaml $(CHART)/files/destination-policy/
 	cp config/monitoring/rules.yaml config/monitoring/linkforge-dashboard.json $(CHART)/files/monitoring/
 
 .PHONY: generate

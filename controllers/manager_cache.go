@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/hostpolicy"
 	"github.com/linkforge/linkforge/internal/intern"
 )
 
@@ -50,7 +52,10 @@ var Defaults = ManagerDefaults{QPS: -1, Burst: 0, MaxConcurrentReconciles: 16}
 const GCPercent = 50
 
 // Annotations the manager reads; the cache keeps only these.
-var keptAnnotations = []string{argoTrackingAnnotation}
+var (
+	keptAnnotations      = []string{argoTrackingAnnotation}
+	namespaceAnnotations = []string{hostpolicy.AllowedHostsAnnotation}
+)
 
 // ManagerCacheTransform is the manager's informer transform: it keeps of a
 // ShortLink only what the reconciler and the reaper read (all of spec and
@@ -58,8 +63,9 @@ var keptAnnotations = []string{argoTrackingAnnotation}
 // deletion timestamps; the GitOps labels and annotation of
 // reaper_gitops.go), and drops the rest: managedFields, the kubectl
 // last-applied-configuration annotation (a second copy of the spec), other
-// labels and annotations, ownerReferences and finalizers. Other objects lose
-// their managedFields only.
+// labels and annotations, ownerReferences and finalizers. A Namespace keeps
+// its name, uid, resourceVersion and linkforge.io/allowed-hosts annotation
+// (the destination policy). Other objects lose their managedFields only.
 //
 // Nothing writes a cached object back whole: the reconciler sends a merge
 // patch of status computed between two copies of the cached object, and the
@@ -68,6 +74,14 @@ var keptAnnotations = []string{argoTrackingAnnotation}
 func ManagerCacheTransform() toolscache.TransformFunc {
 	stripManagedFields := cache.TransformStripManagedFields()
 	return func(in any) (any, error) {
+		if ns, ok := in.(*corev1.Namespace); ok {
+			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+				Name:            intern.String(ns.Name),
+				UID:             ns.UID,
+				ResourceVersion: ns.ResourceVersion,
+				Annotations:     keepKeys(ns.Annotations, namespaceAnnotations),
+			}}, nil
+		}
 		link, ok := in.(*linkv1.ShortLink)
 		if !ok {
 			return stripManagedFields(in)

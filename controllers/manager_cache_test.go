@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -77,11 +78,27 @@ func TestManagerCacheTransform(t *testing.T) {
 	}
 
 	// Other objects only lose their managedFields.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"a": "b"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}}}
+	o, _ := ManagerCacheTransform()(cm)
+	if got := o.(*corev1.ConfigMap); got.ManagedFields != nil || got.Labels["a"] != "b" {
+		t.Errorf("configmap: %+v", got.ObjectMeta)
+	}
+}
+
+// TestManagerCacheTransformNamespace: a Namespace keeps what the destination
+// policy reads, and nothing else.
+func TestManagerCacheTransformNamespace(t *testing.T) {
+	ns := &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7", Labels: map[string]string{"a": "b"},
+			Annotations:   map[string]string{"linkforge.io/allowed-hosts": "*.example.com", corev1.LastAppliedConfigAnnotation: "{}"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}},
+	}
 	o, _ := ManagerCacheTransform()(ns)
-	if got := o.(*corev1.Namespace); got.ManagedFields != nil || got.Labels["a"] != "b" {
-		t.Errorf("namespace: %+v", got.ObjectMeta)
+	want := metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7", Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com"}}
+	if got := o.(*corev1.Namespace); !reflect.DeepEqual(got.ObjectMeta, want) || len(got.Spec.Finalizers) != 0 {
+		t.Errorf("namespace: %+v", got)
 	}
 }
 

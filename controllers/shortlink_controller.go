@@ -35,6 +35,10 @@ import (
 // of its code; the holder's status change normally re-queues it sooner.
 const pendingRetry = 5 * time.Second
 
+// namespaceRetry is how soon a link is judged again whose namespace the
+// manager's cache has not seen yet.
+const namespaceRetry = time.Second
+
 // conflictRetry is how soon a link whose status patch lost a race (another
 // manager or a redirector wrote first) is decided again, on fresh data.
 const conflictRetry = 200 * time.Millisecond
@@ -57,6 +61,7 @@ type ShortLinkReconciler struct {
 	Index *CodeIndex
 
 	expectations codeExpectations
+	denyLists    parsedDenyLists
 }
 
 // +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks,verbs=get;list;watch
@@ -96,10 +101,10 @@ func (r *ShortLinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		r.emitEvents(before, link)
 	}()
 
-	return r.reconcile(link)
+	return r.reconcile(ctx, link)
 }
 
-func (r *ShortLinkReconciler) reconcile(link *linkv1.ShortLink) (ctrl.Result, error) {
+func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortLink) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	st := &link.Status
 	gen := link.Generation
@@ -125,6 +130,31 @@ func (r *ShortLinkReconciler) reconcile(link *linkv1.ShortLink) (ctrl.Result, er
 	if expires {
 		t := metav1.NewTime(expiry)
 		st.ExpiresAt = &t
+	}
+
+	policy, known, err := r.destinationPolicy(ctx, link.Namespace)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case !known:
+		// The cache has not seen the namespace yet; its watch handler
+		// re-queues the link if it has allowed hosts.
+		return ctrl.Result{RequeueAfter: namespaceRetry}, nil
+	}
+	if verdict := policy.Judge(canonical); !verdict.Allowed {
+		// Terminal until the URL or the policy changes (the watches of
+		// Namespaces and DestinationDenyLists re-queue the link). The link
+		// holds no code, so the redirectors stop serving it; it is kept.
+		r.setHold(link, "", 0)
+		st.ConfirmedGeneration = 0
+		st.State = linkv1.StateBlocked
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonDestinationNotAllowed, verdict.Message)
+		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonDestinationNotAllowed,
+			"the link does not redirect while its destination is not allowed: point spec.url at an allowed host, or ask a cluster administrator to change the list; the link is kept")
+		r.removeCondition(link, linkv1.ConditionReconciling)
+		r.clearFinished(link)
+		st.ObservedGeneration = gen
+		return ctrl.Result{}, nil
 	}
 
 	decision, err := r.decide(link, canonical, now)
@@ -373,7 +403,7 @@ func (r *ShortLinkReconciler) emitEvents(before, after *linkv1.ShortLink) {
 			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "CodeCollision", "Assign",
 				"codes at salts 0-%d are held by other links; took salt %d", after.Status.Salt-1, after.Status.Salt)
 		}
-	case linkv1.ReasonCodeConflict, linkv1.ReasonInvalidURL:
+	case linkv1.ReasonCodeConflict, linkv1.ReasonInvalidURL, linkv1.ReasonDestinationNotAllowed:
 		if changed {
 			r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, now.Reason, "Assign", "%s", now.Message)
 		}
@@ -396,6 +426,9 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		For(&linkv1.ShortLink{}).
 		// A change to one link's codes wakes the links that compete for them.
 		Watches(&linkv1.ShortLink{}, &rivalsHandler{r: r}).
+		// A change of a destination list wakes the links it may decide.
+		Watches(&corev1.Namespace{}, &namespaceHandler{r: r}).
+		Watches(&linkv1.DestinationDenyList{}, &denyListHandler{r: r}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Named("shortlink").
 		WithLogConstructor(reconcileLogger(mgr.GetLogger(), "shortlink")).

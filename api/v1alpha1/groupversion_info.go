@@ -1,4 +1,5 @@
-// Package v1alpha1 contains the linkforge.io/v1alpha1 API: the ShortLink kind.
+// Package v1alpha1 contains the linkforge.io/v1alpha1 API: the ShortLink kind and
+// the DestinationDenyList kind of the destination policy.
 // +kubebuilder:object:generate=true
 // +groupName=linkforge.io
 package v1alpha1
@@ -23,7 +24,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ShortLink{}, &ShortLinkList{})
+	s.AddKnownTypes(GroupVersion, &ShortLink{}, &ShortLinkList{}, &DestinationDenyList{}, &DestinationDenyListList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -33,14 +33,18 @@ const (
 	ReasonExhausted    = "Exhausted"
 	ReasonCodeConflict = "CodeConflict"
 	ReasonInvalidURL   = "InvalidURL"
-	ReasonProgressing  = "Progressing"
-	ReasonActive       = "Active"
+	// ReasonDestinationNotAllowed: the host of spec.url is not on its
+	// namespace's linkforge.io/allowed-hosts list, or a DestinationDenyList
+	// denies it.
+	ReasonDestinationNotAllowed = "DestinationNotAllowed"
+	ReasonProgressing           = "Progressing"
+	ReasonActive                = "Active"
 )
 
 // LinkState is what a link does now, in one word: the controller's reading
 // of its typed status, for people (the State column of kubectl get) and for
 // scripts that list links.
-// +kubebuilder:validation:Enum=Active;Pending;Expired;Exhausted;Conflict;Invalid
+// +kubebuilder:validation:Enum=Active;Pending;Expired;Exhausted;Conflict;Invalid;Blocked
 type LinkState string
 
 const (
@@ -58,6 +62,11 @@ const (
 	StateConflict LinkState = "Conflict"
 	// StateInvalid: spec.url is refused by the canonicalizer; the link holds no code.
 	StateInvalid LinkState = "Invalid"
+	// StateBlocked: the destination policy does not allow the host of
+	// spec.url (the namespace's allowed hosts, or a DestinationDenyList); the
+	// link holds no code and does not redirect until the URL or the policy
+	// changes.
+	StateBlocked LinkState = "Blocked"
 )
 
 // DefaultRedirectStatus is the HTTP status of a redirect when spec.redirectStatus is unset.
@@ -144,7 +153,8 @@ type ShortLinkStatus struct {
 
 	// state is what the link does as of observedGeneration: Active (it
 	// redirects), Expired or Exhausted (it answers 410 Gone), Pending,
-	// Conflict or Invalid (it holds no confirmed code and does not redirect).
+	// Conflict, Invalid or Blocked (it holds no confirmed code and does not
+	// redirect).
 	// Empty until the controller has seen the link. It is for people and listings: a finished link reads
 	// Ready=True (it is in the state its spec asks for), so Ready alone does
 	// not say whether it redirects. The redirectors and the reaper read
@@ -155,7 +165,8 @@ type ShortLinkStatus struct {
 	State LinkState `json:"state,omitempty"`
 
 	// code is the short code the link holds in its namespace; empty while it
-	// holds none (for example on CodeConflict or InvalidURL).
+	// holds none (for example on CodeConflict, InvalidURL or
+	// DestinationNotAllowed).
 	// +optional
 	Code string `json:"code,omitempty"`
 
@@ -254,7 +265,7 @@ type UseReservation struct {
 // +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.status.code`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Ready=True: in the state the spec asks for, including finished (see State)"
-// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Active redirects; Expired and Exhausted answer 410 Gone; Pending, Conflict and Invalid do not redirect"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Active redirects; Expired and Exhausted answer 410 Gone; Pending, Conflict, Invalid and Blocked do not redirect"
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the link expires (RFC 3339); empty if never"
 // +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxUses`,priority=1,description="spec.maxUses: redirects served before the link answers 410 Gone; empty if unlimited"

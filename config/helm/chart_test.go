@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -69,7 +70,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 	})
 	t.Run("monitoring", func(t *testing.T) {
 		// config/default with its ../monitoring line enabled.
-		withMonitoring := kustomizeBuild(t, kubectl, defaultWith(t, root, "../monitoring"))
+		withMonitoring := kustomizeBuild(t, kubectl, defaultWith(t, root, "#- ../monitoring"))
 		got := helmTemplate(t, helm, root, "--set", "namespace.create=true",
 			"--set", "monitoring.alerts.enabled=true", "--set", "monitoring.dashboard.enabled=true")
 		if n := countKind(got, "PrometheusRule"); n != 1 {
@@ -79,12 +80,26 @@ func TestChartMatchesKustomize(t *testing.T) {
 	})
 	t.Run("serviceMonitors", func(t *testing.T) {
 		// config/default with its ../prometheus line enabled.
-		withPrometheus := kustomizeBuild(t, kubectl, defaultWith(t, root, "../prometheus"))
+		withPrometheus := kustomizeBuild(t, kubectl, defaultWith(t, root, "#- ../prometheus"))
 		got := helmTemplate(t, helm, root, "--set", "namespace.create=true", "--set", "prometheus.serviceMonitor.enabled=true")
 		if n := countKind(got, "ServiceMonitor"); n != 2 {
 			t.Errorf("the chart renders %d ServiceMonitors with prometheus.serviceMonitor.enabled, want 2", n)
 		}
 		compareSets(t, withPrometheus, got)
+	})
+	t.Run("destinationPolicy", func(t *testing.T) {
+		// config/default with its destination policy component enabled.
+		withPolicy := kustomizeBuild(t, kubectl, defaultWith(t, root, "#components:", "#- ../destination-policy"))
+		got := helmTemplate(t, helm, root, "--set", "namespace.create=true", "--set", "destinationPolicy.enabled=true")
+		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+			if n := countKind(got, kind); n != 3 {
+				t.Errorf("the chart renders %d %ss with destinationPolicy.enabled, want 3", n, kind)
+			}
+			if n := countKind(helmTemplate(t, helm, root), kind); n != 0 {
+				t.Errorf("the chart renders %d %ss by default, want none", n, kind)
+			}
+		}
+		compareSets(t, withPolicy, got)
 	})
 }
 
@@ -131,6 +146,17 @@ func TestCopiesMatchSources(t *testing.T) {
 		filepath.Join("config", "rbac", "redirector", "role.yaml"):        filepath.Join(chart, "files", "rbac", "redirector-role.yaml"),
 		filepath.Join("config", "monitoring", "rules.yaml"):               filepath.Join(chart, "files", "monitoring", "rules.yaml"),
 		filepath.Join("config", "monitoring", "linkforge-dashboard.json"): filepath.Join(chart, "files", "monitoring", "linkforge-dashboard.json"),
+	}
+	policy, err := filepath.Glob(filepath.Join(root, "config", "destination-policy", "*_[pb]*.yaml"))
+	if err != nil || len(policy) != 6 {
+		t.Fatalf("config/destination-policy: %d policies and bindings (%v), want 6", len(policy), err)
+	}
+	for _, p := range policy {
+		rel, _ := filepath.Rel(root, p)
+		pairs[rel] = filepath.Join(chart, "files", "destination-policy", filepath.Base(p))
+	}
+	if copies, _ := filepath.Glob(filepath.Join(chart, "files", "destination-policy", "*.yaml")); len(copies) != len(policy) {
+		t.Errorf("%s/files/destination-policy has %d files, config/destination-policy %d; run `make manifests`", chart, len(copies), len(policy))
 	}
 	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	if err != nil || len(crds) == 0 {
@@ -182,7 +208,8 @@ func TestApplyToEnvtest(t *testing.T) {
 
 	rendered := filepath.Join(t.TempDir(), "linkforge.yaml")
 	out := run(t, helm, "template", release, filepath.Join(root, "config", "helm", "linkforge"),
-		"--namespace", namespace, "--set", "namespace.create=true", "--set", "baseURL=https://go.example.com")
+		"--namespace", namespace, "--set", "namespace.create=true", "--set", "baseURL=https://go.example.com",
+		"--set", "destinationPolicy.enabled=true")
 	if err := os.WriteFile(rendered, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +219,15 @@ func TestApplyToEnvtest(t *testing.T) {
 	if len(names) != len(set) {
 		t.Errorf("kubectl get -f found %d objects, the chart rendered %d:\n%s", len(names), len(set), strings.Join(names, "\n"))
 	}
-	k("wait", "--for=condition=Established", "--timeout=60s", "crd/shortlinks.linkforge.io")
-	k("apply", "-n", "default", "-f", filepath.Join(root, "config", "samples", "shortlink_plain.yaml"))
+	k("wait", "--for=condition=Established", "--timeout=60s", "crd/shortlinks.linkforge.io", "crd/destinationdenylists.linkforge.io")
+	// Installed with its parameter's CRD, the deny-list policy refuses every
+	// ShortLink write ("paramKind ... not yet synced") until the API server
+	// has synced the DestinationDenyLists, a moment later.
+	eventually(t, 30*time.Second, "the sample ShortLink is admitted", func() (bool, string) {
+		out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "apply", "-n", "default",
+			"-f", filepath.Join(root, "config", "samples", "shortlink_plain.yaml")).CombinedOutput()
+		return err == nil, string(out)
+	})
 
 	// The bindings work: each ServiceAccount may do what its role says.
 	for _, c := range []struct{ sa, verb, resource, ns, want string }{
@@ -205,6 +239,9 @@ func TestApplyToEnvtest(t *testing.T) {
 		{"linkforge-redirector", "watch", "shortlinks.linkforge.io", "default", "yes"},
 		{"linkforge-redirector", "list", "namespaces", "", "yes"},
 		{"linkforge-redirector", "delete", "shortlinks.linkforge.io", "default", "no"},
+		{"linkforge-manager", "watch", "namespaces", "", "yes"},
+		{"linkforge-manager", "list", "destinationdenylists.linkforge.io", "", "yes"},
+		{"linkforge-manager", "update", "destinationdenylists.linkforge.io", "", "no"},
 	} {
 		args := append([]string{"--kubeconfig", kubeconfig, "auth", "can-i", c.verb}, strings.Fields(c.resource)...)
 		args = append(args, "--as", "system:serviceaccount:"+namespace+":"+c.sa)
@@ -217,6 +254,20 @@ func TestApplyToEnvtest(t *testing.T) {
 		}
 	}
 
+	// The chart's admission policy is bound and enforced (a policy takes a
+	// moment to be loaded).
+	k("create", "namespace", "restricted")
+	k("annotate", "namespace", "restricted", "linkforge.io/allowed-hosts=*.example.com")
+	link := filepath.Join(t.TempDir(), "link.yaml")
+	if err := os.WriteFile(link, []byte("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: phish, namespace: restricted}\nspec: {url: 'https://evil.example.org/'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const refused = `ValidatingAdmissionPolicy 'linkforge-allowed-hosts' with binding 'linkforge-allowed-hosts' denied request: host "evil.example.org" is not allowed`
+	eventually(t, 30*time.Second, "a ShortLink to a host the namespace does not allow is refused", func() (bool, string) {
+		out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "create", "--dry-run=server", "-f", link).CombinedOutput()
+		return err != nil && strings.Contains(string(out), refused), string(out)
+	})
+
 	// `helm install` of a second release beside the first: its own names,
 	// the CRD left to the first.
 	run(t, helm, "install", "demo", filepath.Join(root, "config", "helm", "linkforge"),
@@ -226,6 +277,23 @@ func TestApplyToEnvtest(t *testing.T) {
 	k("get", "clusterrole/demo-linkforge-manager-role", "clusterrolebinding/demo-linkforge-redirector-rolebinding")
 	if status := run(t, helm, "status", "demo", "--kubeconfig", kubeconfig, "--namespace", "demo"); !strings.Contains(status, "STATUS: deployed") {
 		t.Errorf("helm status demo:\n%s", status)
+	}
+}
+
+// eventually polls check until it is true, and fails t with what it said
+// last if that takes longer than timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
+	t.Helper()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(timeout); ; <-tick.C {
+		ok, last := check()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s; last: %s", what, timeout, last)
+		}
 	}
 }
 
@@ -330,18 +398,21 @@ func kustomizeBuild(t *testing.T, kubectl, dir string) map[string]object {
 	return parse(t, []byte(run(t, kubectl, "kustomize", dir)))
 }
 
-// defaultWith writes config/default's kustomization with the
-// resource's commented line enabled into a temporary directory and returns it.
-func defaultWith(t *testing.T, root, resource string) string {
+// defaultWith writes config/default's kustomization with the commented
+// lines given (each a whole line, such as "#- ../prometheus") enabled into a
+// temporary directory and returns it.
+func defaultWith(t *testing.T, root string, lines ...string) string {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(root, "config", "default", "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := string(src)
-	off := "#- " + resource
-	if !strings.Contains(k, off) {
-		t.Fatalf("config/default/kustomization.yaml has no %q line to enable", off)
+	for _, off := range lines {
+		if !strings.Contains(k, "\n"+off+"\n") {
+			t.Fatalf("config/default/kustomization.yaml has no %q line to enable", off)
+		}
+		k = strings.Replace(k, "\n"+off+"\n", "\n"+strings.TrimPrefix(off, "#")+"\n", 1)
 	}
 	dir := t.TempDir()
 	// kustomize takes no absolute paths of directories.
@@ -349,13 +420,15 @@ func defaultWith(t *testing.T, root, resource string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k = strings.Replace(k, off, "- "+resource, 1)
 	k = strings.ReplaceAll(k, "- ../", "- "+config+"/")
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
 }
+
+// clusterScopedForKustomize are the cluster-scoped kinds kustomize namespaces.
+var clusterScopedForKustomize = map[string]bool{"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
 
 // parse decodes a multi-document stream into objects keyed by
 // apiVersion, kind, namespace and name.
@@ -372,6 +445,15 @@ func parse(t *testing.T, data []byte) map[string]object {
 		}
 		if len(o) == 0 {
 			continue
+		}
+		if clusterScopedForKustomize[fmt.Sprint(o["kind"])] {
+			// kustomize's namespace transformer does not know these kinds
+			// are cluster-scoped and gives them config/default's namespace
+			// (kubernetes-sigs/kustomize#6051); the API server ignores a
+			// namespace on a cluster-scoped object, and the chart writes none.
+			if md, ok := o["metadata"].(map[string]any); ok {
+				delete(md, "namespace")
+			}
 		}
 		k := key(o)
 		if _, dup := set[k]; dup {

@@ -299,6 +299,8 @@ func TestEndToEnd(t *testing.T) {
 			"serviceaccount/linkforge-manager")
 		g.Expect(e.mustKubectl("get", "-n", "linkforge-system", "poddisruptionbudgets", "-o", "name")).NotTo(BeEmpty())
 	})
+
+	t.Run("with the destination policy component, kubectl apply refuses hosts the lists do not allow, and the manager blocks links admitted before", e.testDestinationPolicy)
 }
 
 func tail(s string, n int) string {

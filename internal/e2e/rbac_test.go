@@ -132,10 +132,13 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 
 	t.Run("each service account has exactly the verbs its binary needs", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
-		// The manager: reconcile (status), reap (delete), events, and check
-		// who calls its metrics and /reaper (token and access reviews).
+		// The manager: reconcile (status), reap (delete), events, read the
+		// destination policy (namespaces' allowed hosts, deny-lists), and
+		// check who calls its metrics and /reaper (token and access reviews).
 		managerAnywhere := []string{
+			"destinationdenylists.linkforge.io get", "destinationdenylists.linkforge.io list", "destinationdenylists.linkforge.io watch",
 			"events.events.k8s.io create", "events.events.k8s.io patch",
+			"namespaces get", "namespaces list", "namespaces watch",
 			"shortlinks.linkforge.io delete", "shortlinks.linkforge.io get", "shortlinks.linkforge.io list", "shortlinks.linkforge.io watch",
 			"shortlinks.linkforge.io/status get", "shortlinks.linkforge.io/status patch", "shortlinks.linkforge.io/status update",
 			"subjectaccessreviews.authorization.k8s.io create", "tokenreviews.authentication.k8s.io create",

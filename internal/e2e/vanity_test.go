@@ -23,7 +23,7 @@ func (e *env) getHost(host, path string) (string, error) {
 	return fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Location")), nil
 }
 
-// testVanityHost pins the documented behaviour (README, Threat model): a
+// testVanityHost pins the documented behaviour (docs/security.md, Threat model): a
 // claimed host serves its namespace's /<code>, and, like every host of the
 // redirector, /<namespace>/<code> of every namespace. The path names the
 // namespace, so a vanity host vouches for nothing the shared host does not.

@@ -244,8 +244,13 @@ func apply(ctx context.Context, cl client.Client, link *linkv1.ShortLink, overwr
 	return nil
 }
 
+// policyDenied is how the API server words a ValidatingAdmissionPolicy's
+// refusal (the destination policy's, say): the policy's name and its message.
+var policyDenied = regexp.MustCompile(`^ValidatingAdmissionPolicy '([^']*)'(?: with binding '[^']*')? denied request: (.*)$`)
+
 // writeError explains a failed create or update: the API server's refusal
-// of the spec (its CEL rules) is the user's to fix, so it is exit status 1.
+// of the spec (its CEL rules, an admission policy) is the user's to fix, so
+// it is exit status 1.
 func writeError(err error, verb, where string) error {
 	if !apierrors.IsInvalid(err) {
 		return clusterError(err, verb, where)
@@ -255,6 +260,13 @@ func writeError(err error, verb, where string) error {
 	if errors.As(err, &status) && status.Status().Details != nil && len(status.Status().Details.Causes) > 0 {
 		var causes []string
 		for _, c := range status.Status().Details.Causes {
+			if m := policyDenied.FindStringSubmatch(c.Message); m != nil {
+				return notReadyErrorf("the admission policy %s refused the ShortLink: %s", m[1], m[2])
+			}
+			if c.Field == "" {
+				causes = append(causes, c.Message)
+				continue
+			}
 			causes = append(causes, fmt.Sprintf("%s: %s", c.Field, c.Message))
 		}
 		msg = strings.Join(causes, "\n  ")

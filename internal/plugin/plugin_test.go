@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -446,6 +447,61 @@ func TestInvalidURL(t *testing.T) {
 		!strings.Contains(stderr.String(), "url must be an absolute URL starting with http:// or https://") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}
+}
+
+// TestDestinationPolicy: with the admission policies of
+// config/destination-policy installed, create says which policy refused the
+// link and why (exit 1), and reports a link the controller blocks.
+func TestDestinationPolicy(t *testing.T) {
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove, err := testenv.InstallDestinationPolicy(suiteCtx, admin, root, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := remove(suiteCtx); err != nil {
+			t.Error(err)
+		}
+	})
+	const ns = "restricted"
+	if err := admin.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com, docs.vendor.io"}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
+
+	runVerb(t, adminKube, "create", "phish", "https://login.evil.example/", "-n", ns).
+		expect(t, ExitNotReady, "", "error: the admission policy allowed-hosts refused the ShortLink: "+
+			`host "login.evil.example" is not allowed in namespace restricted: its linkforge.io/allowed-hosts annotation allows only *.example.com, docs.vendor.io`+"\n")
+	if r := runVerb(t, adminKube, "create", "phish", "https://login.evil.example/", "-n", ns); strings.Contains(r.stderr, "created") ||
+		strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("one line, and nothing created: %q", r.stderr)
+	}
+
+	// A host admission cannot compare (an IPv4 address in decimal) is
+	// admitted, and the controller blocks it.
+	deny := &linkv1.DestinationDenyList{ObjectMeta: metav1.ObjectMeta{Name: "plugin-metadata"},
+		Spec: linkv1.DestinationDenyListSpec{Hosts: []linkv1.HostPattern{"169.254.169.254"}}}
+	if err := admin.Create(suiteCtx, deny); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(suiteCtx, deny) })
+	// Once the controller blocks a probe, its cache holds the list.
+	probe := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Name: "metadata-probe", Namespace: linked}, Spec: linkv1.ShortLinkSpec{URL: "http://0xa9fea9fe/"}}
+	if err := admin.Create(suiteCtx, probe); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(suiteCtx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return getLinkT(t, linked, probe.Name).Status.State == linkv1.StateBlocked, nil
+	}); err != nil {
+		t.Fatalf("the controller does not block the probe: %v", err)
+	}
+	runVerb(t, adminKube, "create", "metadata", "http://2852039166/latest/", "-n", linked).
+		expect(t, ExitNotReady, "", "shortlink.linkforge.io/metadata created\n",
+			`error: shortlink linked/metadata is Blocked: host "2852039166" (the address 169.254.169.254) is denied in every namespace by DestinationDenyList "plugin-metadata" (entry 169.254.169.254)`)
 }
 
 func TestForbidden(t *testing.T) {

@@ -1,0 +1,517 @@
+package hostpolicy
+
+// The ValidatingAdmissionPolicies of config/destination-policy mirror this
+// package in CEL. These tests compile them as the API server of Kubernetes
+// 1.30 would (the first with ValidatingAdmissionPolicy GA), evaluate them here
+// and hold their decisions to this package's: the same for plain hosts, and
+// never laxer for the others (see "What admission can check" in the package
+// doc). The envtest suite of package controllers runs the same policies in a
+// real API server.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types/ref"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/apiserver/pkg/cel/library"
+	"sigs.k8s.io/yaml"
+
+	"github.com/linkforge/linkforge/internal/shortcode"
+)
+
+// perCallLimit is the API server's cost limit of one expression (k8s.io/apiserver/pkg/apis/cel.PerCallLimit).
+const perCallLimit = 1000000
+
+// celPolicy is a compiled ValidatingAdmissionPolicy.
+type celPolicy struct {
+	name        string
+	conditions  []cel.Program
+	varNames    []string
+	variables   []cel.Program
+	validations []cel.Program
+	messages    []cel.Program
+}
+
+var policyDir = func() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(d, "config", "destination-policy")
+		}
+		if filepath.Dir(d) == d {
+			panic("no go.mod above " + wd)
+		}
+	}
+}()
+
+func loadPolicy(t testing.TB, file string) *celPolicy {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(policyDir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vap admissionv1.ValidatingAdmissionPolicy
+	if err := yaml.UnmarshalStrict(b, &vap); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	env, err := environment.MustBaseEnvSet(version.MajorMinor(1, 30)).NewExpressionsEnv().Extend(
+		cel.Variable("object", cel.DynType),
+		cel.Variable("oldObject", cel.DynType),
+		cel.Variable("namespaceObject", cel.DynType),
+		cel.Variable("params", cel.DynType),
+		cel.Variable("request", cel.DynType),
+		cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compile := func(what, expr string) cel.Program {
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatalf("%s: %s: %v", file, what, iss.Err())
+		}
+		prg, err := env.Program(ast, cel.CostTracking(&library.CostEstimator{}), cel.CostLimit(perCallLimit))
+		if err != nil {
+			t.Fatalf("%s: %s: %v", file, what, err)
+		}
+		return prg
+	}
+	p := &celPolicy{name: vap.Name}
+	for _, c := range vap.Spec.MatchConditions {
+		p.conditions = append(p.conditions, compile("matchCondition "+c.Name, c.Expression))
+	}
+	for _, v := range vap.Spec.Variables {
+		p.varNames = append(p.varNames, v.Name)
+		p.variables = append(p.variables, compile("variable "+v.Name, v.Expression))
+	}
+	for i, v := range vap.Spec.Validations {
+		p.validations = append(p.validations, compile(fmt.Sprintf("validation %d", i), v.Expression))
+		p.messages = append(p.messages, compile(fmt.Sprintf("messageExpression %d", i), v.MessageExpression))
+	}
+	return p
+}
+
+// admission is what a policy decided about one request.
+type admission struct {
+	matched bool
+	denied  bool
+	message string
+	vars    map[string]any
+}
+
+func (p *celPolicy) eval(act map[string]any) (admission, error) {
+	vars := map[string]any{}
+	act["variables"] = vars
+	run := func(prg cel.Program) (any, error) {
+		out, _, err := prg.Eval(act)
+		if err != nil {
+			return nil, err
+		}
+		return native(out), nil
+	}
+	for _, c := range p.conditions {
+		ok, err := run(c)
+		if err != nil {
+			return admission{}, fmt.Errorf("matchCondition: %w", err)
+		}
+		if ok != true {
+			return admission{}, nil
+		}
+	}
+	for i, v := range p.variables {
+		val, err := run(v)
+		if err != nil {
+			return admission{}, fmt.Errorf("variable %s: %w", p.varNames[i], err)
+		}
+		vars[p.varNames[i]] = val
+	}
+	a := admission{matched: true, vars: vars}
+	for i, v := range p.validations {
+		ok, err := run(v)
+		if err != nil {
+			return a, fmt.Errorf("validation: %w", err)
+		}
+		if ok != true {
+			msg, err := run(p.messages[i])
+			if err != nil {
+				return a, fmt.Errorf("messageExpression: %w", err)
+			}
+			a.denied, a.message = true, msg.(string)
+			return a, nil
+		}
+	}
+	return a, nil
+}
+
+// native turns a CEL value into Go values (lists of any).
+func native(v ref.Val) any {
+	if l, ok := v.Value().([]ref.Val); ok {
+		out := make([]any, len(l))
+		for i, e := range l {
+			out[i] = native(e)
+		}
+		return out
+	}
+	return v.Value()
+}
+
+func shortLinkRequest(url string) map[string]any {
+	return map[string]any{
+		"object":  map[string]any{"metadata": map[string]any{"name": "l", "namespace": "team-a"}, "spec": map[string]any{"url": url}},
+		"request": map[string]any{"operation": "CREATE"},
+	}
+}
+
+func namespaceObject(annotation *string) map[string]any {
+	md := map[string]any{"name": "team-a"}
+	if annotation != nil {
+		md["annotations"] = map[string]any{AllowedHostsAnnotation: *annotation}
+	}
+	return map[string]any{"metadata": md}
+}
+
+// admittedByCRD approximates the CRD's rules on spec.url: the policies only
+// see URLs those admit.
+func admittedByCRD(url string) bool {
+	u := strings.ToLower(strings.TrimSpace(url))
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") || len(strings.TrimSpace(url)) > 2048 {
+		return false
+	}
+	for i := 0; i < len(url); i++ {
+		if url[i] < 0x20 || url[i] == 0x7f {
+			return false
+		}
+	}
+	authority := u[strings.Index(u, "://")+3:]
+	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
+		authority = authority[:i]
+	}
+	return !strings.Contains(authority, "@")
+}
+
+// goVerdict is the manager's decision: "invalid" when the canonicalizer
+// refuses the URL (the link is never served), else allowed or refused.
+func goVerdict(url string, p Policy) (Verdict, bool) {
+	canonical, err := shortcode.Canonicalize(url)
+	if err != nil {
+		return Verdict{}, false
+	}
+	return p.Judge(canonical), true
+}
+
+// checkAllowList holds the allowed-hosts policy to Judge for one URL and one
+// annotation (nil: none).
+func checkAllowList(t *testing.T, allowPolicy *celPolicy, url string, annotation *string) {
+	t.Helper()
+	if !admittedByCRD(url) {
+		return
+	}
+	act := shortLinkRequest(url)
+	act["namespaceObject"] = namespaceObject(annotation)
+	got, err := allowPolicy.eval(act)
+	if err != nil {
+		t.Fatalf("url %q, annotation %v: the policy fails (a refusal without a useful message): %v", url, deref(annotation), err)
+	}
+	p := Policy{Namespace: "team-a"}
+	if annotation != nil {
+		l := Parse(*annotation)
+		p.Allow = &l
+	}
+	v, valid := goVerdict(url, p)
+	switch {
+	case !valid:
+		// Admitted or not, the controller refuses the URL: nothing to compare.
+	case !got.denied && !v.Allowed:
+		t.Errorf("url %q, annotation %q: admitted, but the manager refuses it: %s", url, deref(annotation), v.Message)
+	case got.denied && v.Allowed && isPlain(rawHost(url)):
+		t.Errorf("url %q, annotation %q: refused at admission (%s), but the manager allows it, and the host is plain", url, deref(annotation), got.message)
+	case got.denied && v.Message != "" && isPlain(rawHost(url)):
+		// Both refuse: the messages agree but for how the host is shown and
+		// how ignored entries are quoted.
+		want := v.Message[strings.Index(v.Message, " is not allowed"):]
+		want, _, _ = strings.Cut(want, " (ignored")
+		if !strings.Contains(got.message, want) {
+			t.Errorf("url %q: admission says %q, the manager %q", url, got.message, v.Message)
+		}
+	}
+}
+
+// checkDenyList holds the denied-hosts policy to Judge for one URL and one
+// DestinationDenyList's hosts.
+func checkDenyList(t *testing.T, denyPolicy *celPolicy, url string, hosts []string) {
+	t.Helper()
+	if !admittedByCRD(url) {
+		return
+	}
+	act := shortLinkRequest(url)
+	items := make([]any, len(hosts))
+	for i, h := range hosts {
+		items[i] = h
+	}
+	act["params"] = map[string]any{"metadata": map[string]any{"name": "deny"}, "spec": map[string]any{"hosts": items}}
+	got, err := denyPolicy.eval(act)
+	if err != nil {
+		t.Fatalf("url %q, hosts %q: the policy fails: %v", url, hosts, err)
+	}
+	v, valid := goVerdict(url, Policy{Namespace: "team-a", Deny: []Named{{Name: "deny", List: FromEntries(hosts)}}})
+	plain := isPlain(rawHost(url))
+	switch {
+	case !valid:
+	case got.denied && v.Allowed:
+		t.Errorf("url %q, hosts %q: refused at admission (%s), but the manager allows it", url, hosts, got.message)
+	case !got.denied && !v.Allowed && plain:
+		t.Errorf("url %q, hosts %q: admitted, but the manager denies it (%s), and the host is plain", url, hosts, v.Message)
+	}
+}
+
+// rawHost is the host of url as the package doc says admission reads it
+// (computed here, not by the policies under test): trimmed, after "://", up
+// to '/', '?' or '#', an IPv6 literal with its brackets or else up to the
+// last ':', ASCII letters lower-cased, trailing dots removed.
+func rawHost(url string) string {
+	u := strings.TrimSpace(url)
+	_, authority, _ := strings.Cut(u, "://")
+	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
+		authority = authority[:i]
+	}
+	host := authority
+	if strings.HasPrefix(authority, "[") {
+		if i := strings.IndexByte(authority, ']'); i >= 0 {
+			host = authority[:i+1]
+		}
+	} else if i := strings.LastIndexByte(authority, ':'); i >= 0 {
+		host = authority[:i]
+	}
+	return trimDots(lowerASCII(host))
+}
+
+// isPlain: a host admission compares exactly (the package doc).
+func isPlain(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !isLabelByte(c) && c != '.' {
+			return false
+		}
+	}
+	return !endsInNumber(h) || isDottedQuad(h)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<none>"
+	}
+	return *s
+}
+
+// hostCorpus: hosts at the edges of the rule, spelled in the ways a URL can
+// spell them.
+var hostCorpus = []string{
+	"example.com", "EXAMPLE.com", "www.example.com", "a.b.example.com", "example.com.", "www.example.com.",
+	"evilexample.com", "example.com.evil.io", "docs.vendor.io", "x.docs.vendor.io", "vendor.io",
+	"bücher.example", "BÜCHER.example", "xn--bcher-kva.example", "bücher.example.com", "ü.example.com",
+	"evil。example.com", "example.com。evil.io", "ｅｘａｍｐｌｅ.com", "\u00ad.example.com",
+	"169.254.169.254", "2852039166", "0xa9fea9fe", "0xA9FEA9FE", "0251.0376.0251.0376", "169.254.43518",
+	"169.254.169.254.", "127.1", "10.0.0.1", "1.2.3.256", "foo.1",
+	"[fd00:ec2::254]", "[FD00:EC2::254]", "[fd00:ec2:0:0:0:0:0:254]", "[::ffff:169.254.169.254]", "[::ffff:a9fe:a9fe]", "[2001:db8::1]",
+	"metadata.google.internal", "metadata.google.internal.", "x.corp.example.com", "corp.example.com",
+	"exa_mple.com", "-x.example.com", ".example.com", "a..example.com", "%65xample.com", "ex%61mple.com", "exa\\mple.com",
+	"localhost", "my-host", "_srv.example.com",
+}
+
+var urlShapes = []string{"https://%s/", "http://%s", "https://%s:8443/p?q=1#f", "HTTPS://%s:443/x", "  https://%s/a  ", "http://%s:/x"}
+
+var allowCorpus = []*string{
+	nil,
+	ptr("*.example.com, docs.vendor.io"),
+	ptr("example.com *.example.com"),
+	ptr("*.EXAMPLE.com."),
+	ptr("xn--bcher-kva.example"),
+	ptr("*.example"),
+	ptr("169.254.169.254 10.0.0.1"),
+	ptr("[fd00:ec2::254]"),
+	ptr("[FD00:0ec2::254], 127.0.0.1"),
+	ptr(""),
+	ptr(" , "),
+	ptr("https://example.com, example.com:443, bücher.example, *, *., 2852039166"),
+	ptr("*.com\n*.io\tlocalhost"),
+	ptr("*.internal,_srv.example.com"),
+}
+
+var denyCorpus = [][]string{
+	{"169.254.169.254", "metadata.google.internal", "[fd00:ec2::254]"},
+	{"*.corp.example.com"},
+	{"*.example.com"},
+	{"EXAMPLE.com."},
+	{"xn--bcher-kva.example", "*.example"},
+	{"[FD00:0EC2:0::254]"},
+	{"127.0.0.1", "*.internal", "localhost"},
+	{"*.io"},
+}
+
+func ptr(s string) *string { return &s }
+
+func TestAllowedHostsPolicyMatchesJudge(t *testing.T) {
+	allowPolicy := loadPolicy(t, "allowed_hosts_policy.yaml")
+	for _, h := range hostCorpus {
+		for _, shape := range urlShapes {
+			for _, a := range allowCorpus {
+				checkAllowList(t, allowPolicy, fmt.Sprintf(shape, h), a)
+			}
+		}
+	}
+}
+
+func TestDeniedHostsPolicyMatchesJudge(t *testing.T) {
+	denyPolicy := loadPolicy(t, "denied_hosts_policy.yaml")
+	for _, h := range hostCorpus {
+		for _, shape := range urlShapes {
+			for _, d := range denyCorpus {
+				checkDenyList(t, denyPolicy, fmt.Sprintf(shape, h), d)
+			}
+		}
+	}
+}
+
+// TestPolicyDecisions pins what admission does with the hosts it cannot
+// compare exactly (the package doc's "What admission can check").
+func TestPolicyDecisions(t *testing.T) {
+	allowPolicy := loadPolicy(t, "allowed_hosts_policy.yaml")
+	denyPolicy := loadPolicy(t, "denied_hosts_policy.yaml")
+	allow := func(url, annotation string) admission {
+		act := shortLinkRequest(url)
+		act["namespaceObject"] = namespaceObject(&annotation)
+		a, err := allowPolicy.eval(act)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	deny := func(url string, hosts ...string) admission {
+		act := shortLinkRequest(url)
+		items := make([]any, 0, len(hosts))
+		for _, h := range hosts {
+			items = append(items, h)
+		}
+		act["params"] = map[string]any{"metadata": map[string]any{"name": "cloud-metadata"}, "spec": map[string]any{"hosts": items}}
+		a, err := denyPolicy.eval(act)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := allow("https://bücher.example/", "*.example"); a.denied {
+		t.Errorf("a non-ASCII name below an allowed wildcard is admitted: %s", a.message)
+	}
+	a := allow("https://bücher.example/", "xn--bcher-kva.example")
+	if !a.denied || !strings.Contains(a.message, "write a non-ASCII name in its ASCII (punycode) form") {
+		t.Errorf("a non-ASCII name that only its IDNA form would match is refused with a hint: %+v", a)
+	}
+	if a := allow("https://xn--bcher-kva.example/", "xn--bcher-kva.example"); a.denied {
+		t.Errorf("the punycode form is admitted: %s", a.message)
+	}
+	if a := allow("https://evil.example.org/", "*.example.com, docs.vendor.io"); !a.denied ||
+		a.message != `host "evil.example.org" is not allowed in namespace team-a: its linkforge.io/allowed-hosts annotation allows only *.example.com, docs.vendor.io` {
+		t.Errorf("the refusal names the namespace's list: %q", a.message)
+	}
+	if a := deny("http://2852039166/", "169.254.169.254"); a.denied {
+		t.Errorf("a decimal IPv4 address is left to the manager: %s", a.message)
+	}
+	if a := deny("http://169.254.169.254./latest", "169.254.169.254"); !a.denied ||
+		a.message != `host "169.254.169.254" is denied in every namespace by DestinationDenyList "cloud-metadata" (entry 169.254.169.254)` {
+		t.Errorf("a denied address is refused, naming the list: %q", a.message)
+	}
+	if a := deny("https://ü.corp.example.com/", "*.corp.example.com"); !a.denied {
+		t.Error("a non-ASCII name below a denied wildcard is refused at admission")
+	}
+
+	// Only a new URL is judged.
+	act := shortLinkRequest("https://evil.example.org/")
+	act["request"] = map[string]any{"operation": "UPDATE"}
+	act["oldObject"] = act["object"]
+	act["namespaceObject"] = namespaceObject(ptr("*.example.com"))
+	if a, err := allowPolicy.eval(act); err != nil || a.matched {
+		t.Errorf("an update that keeps spec.url is not judged: %+v, %v", a, err)
+	}
+}
+
+func TestAnnotationPolicyMatchesParse(t *testing.T) {
+	p := loadPolicy(t, "allowed_hosts_annotation_policy.yaml")
+	for _, a := range allowCorpus {
+		if a == nil {
+			continue
+		}
+		checkAnnotation(t, p, *a)
+	}
+	got, err := p.eval(map[string]any{
+		"object":  namespaceObject(ptr("*.example.com, https://docs.example.com")),
+		"request": map[string]any{"operation": "CREATE"},
+	})
+	if err != nil || !got.denied || !strings.HasPrefix(got.message, `linkforge.io/allowed-hosts: "https://docs.example.com" is not a host pattern: list exact hosts`) {
+		t.Errorf("a bad entry is refused with its name: %+v, %v", got, err)
+	}
+	// A namespace whose annotation is unchanged is not judged, even if invalid.
+	old := namespaceObject(ptr("https://docs.example.com"))
+	got, err = p.eval(map[string]any{"object": old, "oldObject": old, "request": map[string]any{"operation": "UPDATE"}})
+	if err != nil || got.matched {
+		t.Errorf("an unchanged annotation is not judged: %+v, %v", got, err)
+	}
+}
+
+func checkAnnotation(t *testing.T, p *celPolicy, annotation string) {
+	t.Helper()
+	got, err := p.eval(map[string]any{"object": namespaceObject(&annotation), "request": map[string]any{"operation": "CREATE"}})
+	if err != nil {
+		t.Fatalf("annotation %q: the policy fails: %v", annotation, err)
+	}
+	var celInvalid []string
+	if got.vars != nil {
+		for _, e := range got.vars["invalid"].([]any) {
+			celInvalid = append(celInvalid, e.(string))
+		}
+	}
+	goInvalid := Parse(annotation).Invalid
+	if !slices.Equal(celInvalid, goInvalid) {
+		t.Errorf("annotation %q: the policy refuses entries %q, the manager ignores %q", annotation, celInvalid, goInvalid)
+	}
+	if got.denied != (len(goInvalid) > 0) {
+		t.Errorf("annotation %q: refused=%v with %d invalid entries", annotation, got.denied, len(goInvalid))
+	}
+}
+
+// FuzzPoliciesMatchJudge holds the three policies to this package on any URL,
+// annotation and deny-list entry.
+func FuzzPoliciesMatchJudge(f *testing.F) {
+	for i, h := range hostCorpus {
+		a := allowCorpus[i%len(allowCorpus)]
+		f.Add(fmt.Sprintf(urlShapes[i%len(urlShapes)], h), deref(a), denyCorpus[i%len(denyCorpus)][0])
+	}
+	allowPolicy := loadPolicy(f, "allowed_hosts_policy.yaml")
+	denyPolicy := loadPolicy(f, "denied_hosts_policy.yaml")
+	annotationPolicy := loadPolicy(f, "allowed_hosts_annotation_policy.yaml")
+	f.Fuzz(func(t *testing.T, url, annotation, denyEntry string) {
+		// The API server stores only UTF-8 strings (it decodes JSON so).
+		if !utf8.ValidString(url) || !utf8.ValidString(annotation) || !utf8.ValidString(denyEntry) {
+			return
+		}
+		checkAllowList(t, allowPolicy, url, &annotation)
+		// The CRD admits only patterns into a DestinationDenyList.
+		if _, ok := ParsePattern(denyEntry); ok {
+			checkDenyList(t, denyPolicy, url, []string{denyEntry})
+		}
+		checkAnnotation(t, annotationPolicy, annotation)
+	})
+}
