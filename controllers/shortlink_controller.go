@@ -255,7 +255,7 @@ func (r *ShortLinkReconciler) claimLink(link *linkv1.ShortLink, canonical string
 	return claim.Link{
 		Name:      link.Name,
 		Created:   link.CreationTimestamp.Time,
-		Target:    claim.TargetKey(canonical, expiresAt, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery),
+		Target:    claim.TargetKey(canonical, expiresAt, nil, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery),
 		Custom:    link.Spec.Code,
 		Held:      link.Status.Code,
 		Confirmed: link.HoldsConfirmedCode(),
