@@ -131,6 +131,15 @@ func TestLinkFeatures(t *testing.T) {
 		g.Eventually(metric(`linkforge_codes_salted_total{salt="1"}`)).Should(Equal(`linkforge_codes_salted_total{salt="1"} 1`))
 		g.Eventually(metric(`linkforge_codes_held{namespace="` + ns + `"}`)).Should(Equal(`linkforge_codes_held{namespace="` + ns + `"} 2`))
 		g.Eventually(metric(`linkforge_codes_shared_links{namespace="` + ns + `"}`)).Should(Equal(`linkforge_codes_shared_links{namespace="` + ns + `"} 2`))
+		// What docs/concepts.md shows.
+		body, _ := e.fetch(mgrMetrics + "/metrics")
+		var lines []string
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "linkforge_codes_") {
+				lines = append(lines, l)
+			}
+		}
+		t.Logf("curl -s http://%s/metrics | grep ^linkforge_codes_\n%s", mgrMetrics, strings.Join(lines, "\n"))
 	})
 
 	code := predict(url, 0)
