@@ -88,8 +88,12 @@ func TestImportToDirectory(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	if len(names) != 2 || !strings.HasPrefix(names[0], "shlink-12c18-") || names[1] != "shlink-old-api.yaml" {
-		t.Fatalf("files %q, want shlink-12c18-<hash>.yaml and shlink-old-api.yaml", names)
+	if len(names) != 3 || !strings.HasPrefix(names[0], "shlink-12c18-") || names[1] != "shlink-later.yaml" || names[2] != "shlink-old-api.yaml" {
+		t.Fatalf("files %q, want shlink-12c18-<hash>.yaml, shlink-later.yaml and shlink-old-api.yaml", names)
+	}
+	later, err := os.ReadFile(filepath.Join(dir, "shlink-later.yaml"))
+	if err != nil || !strings.Contains(string(later), `activatesAt: "2030-01-01T00:00:00Z"`) {
+		t.Errorf("shlink-later.yaml (validSince to come) lacks activatesAt: %v\n%s", err, later)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, names[0]))
 	if err != nil {
@@ -103,7 +107,7 @@ func TestImportToDirectory(t *testing.T) {
 	for _, want := range []string{
 		"shlink.json: shortUrls.data[2]: skipped: already exhausted: meta.maxVisits 10 and 10 visits counted",
 		"shlink.json: shortUrls.data[10]: skipped: duplicate shortCode \"12C18\": shortUrls.data[0] already has it",
-		"2 ShortLink(s) from " + fixtures + "shlink.json (shlink) written to directory " + dir + "; 9 row(s) skipped",
+		"3 ShortLink(s) from " + fixtures + "shlink.json (shlink) written to directory " + dir + "; 9 row(s) skipped",
 	} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())

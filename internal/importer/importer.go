@@ -56,6 +56,7 @@ type Link struct {
 	CanonicalURL string // shortcode.Canonicalize(URL), for names of links without a code
 	Code         string // custom code; "" lets the controller compute one
 	ExpiresAt    *time.Time
+	ActivatesAt  *time.Time // Shlink's validSince, when it is still to come
 	MaxUses      *int64
 	ForwardQuery bool
 }
@@ -300,10 +301,13 @@ func (p *parser) add(r row) {
 			p.skip(r.position, "%v", err)
 			return
 		}
-		// linkforge has no start time: importing would serve the link early.
+		// A start still to come is spec.activatesAt; a past one changes nothing.
 		if since.After(p.now) {
-			p.skip(r.position, "not valid yet: %s %s is in the future and a ShortLink has no start time; import it after that instant or clear %s", r.validSince.name, r.validSince.value, r.validSince.name)
-			return
+			if link.ExpiresAt != nil && !since.Before(*link.ExpiresAt) {
+				p.skip(r.position, "never valid: %s %s is not before %s %s", r.validSince.name, r.validSince.value, r.expires.name, r.expires.value)
+				return
+			}
+			link.ActivatesAt = &since
 		}
 	}
 

@@ -18,6 +18,9 @@ func summary(l Link) string {
 	if l.ExpiresAt != nil {
 		s += " expires=" + l.ExpiresAt.UTC().Format(time.RFC3339)
 	}
+	if l.ActivatesAt != nil {
+		s += " activates=" + l.ActivatesAt.UTC().Format(time.RFC3339)
+	}
 	if l.MaxUses != nil {
 		s += fmt.Sprintf(" maxUses=%d", *l.MaxUses)
 	}
@@ -117,10 +120,11 @@ func TestParseFixtures(t *testing.T) {
 				// maxVisits 100 with 40 visits counted: 60 uses are left.
 				`shortUrls.data[0] code="12C18" url=https://store.example.com/product/123 expires=2027-01-01T00:00:00Z maxUses=60 forwardQuery`,
 				`shortUrls.data[1] code="old-api" url=https://example.com/old-api maxUses=5`,
+				// validSince still to come: spec.activatesAt.
+				`shortUrls.data[3] code="later" url=https://example.com/later activates=2030-01-01T00:00:00Z`,
 			},
 			wantSkipped: []skip{
 				{"shortUrls.data[2]", `already exhausted: meta.maxVisits 10 and 10 visits counted`},
-				{"shortUrls.data[3]", `not valid yet: meta.validSince 2030-01-01T00:00:00+00:00 is in the future`},
 				{"shortUrls.data[4]", `already expired: meta.validUntil 2025-01-01T00:00:00+00:00 is in the past`},
 				{"shortUrls.data[5]", `invalid longUrl "https://": host`},
 				{"shortUrls.data[6]", `invalid shortCode "blog/2024"`},
@@ -128,6 +132,7 @@ func TestParseFixtures(t *testing.T) {
 				{"shortUrls.data[8]", `not a Shlink short URL: want a JSON object with shortCode and longUrl`},
 				{"shortUrls.data[9]", `invalid meta.validUntil "someday"`},
 				{"shortUrls.data[10]", `duplicate shortCode "12C18": shortUrls.data[0] already has it`},
+				{"shortUrls.data[11]", `never valid: meta.validSince 2030-01-01T00:00:00+00:00 is not before meta.validUntil 2029-01-01T00:00:00+00:00`},
 			},
 		},
 		{

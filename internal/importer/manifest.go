@@ -40,7 +40,8 @@ type ManifestMeta struct {
 type ManifestSpec struct {
 	URL          string `json:"url"`
 	Code         string `json:"code,omitempty"`
-	ExpiresAt    string `json:"expiresAt,omitempty"` // RFC 3339, UTC
+	ExpiresAt    string `json:"expiresAt,omitempty"`   // RFC 3339, UTC
+	ActivatesAt  string `json:"activatesAt,omitempty"` // RFC 3339, UTC
 	MaxUses      *int64 `json:"maxUses,omitempty"`
 	ForwardQuery bool   `json:"forwardQuery,omitempty"`
 }
@@ -103,6 +104,10 @@ func Manifests(links []Link, namespace, prefix string) ([]Manifest, error) {
 		}
 		if link.ExpiresAt != nil {
 			m.Spec.ExpiresAt = formatExpiry(*link.ExpiresAt)
+		}
+		if link.ActivatesAt != nil {
+			// Rounded up as an expiry is: the link never starts before its time.
+			m.Spec.ActivatesAt = formatExpiry(*link.ActivatesAt)
 		}
 		manifests = append(manifests, m)
 	}

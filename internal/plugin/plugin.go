@@ -1,5 +1,5 @@
 // Package plugin is the cluster side of the linkforge CLI: the verbs that
-// talk to the API server (create, get, open). Installed on the PATH as
+// talk to the API server (create, get, open, qr). Installed on the PATH as
 // kubectl-linkforge, the linkforge binary is a kubectl plugin, and these
 // verbs read the usual kubeconfig flags (--kubeconfig, --context, -n, --as…)
 // through client-go's clientcmd, which kubectl's own flags are built on.
@@ -60,10 +60,11 @@ const (
 	verbCreate = "create"
 	verbGet    = "get"
 	verbOpen   = "open"
+	verbQR     = "qr"
 )
 
 // Verbs are the verbs this package runs.
-var Verbs = []string{verbCreate, verbGet, verbOpen}
+var Verbs = []string{verbCreate, verbGet, verbOpen, verbQR}
 
 // Name is how the user invoked the binary, for usage and hints:
 // "kubectl linkforge" when it runs as a kubectl plugin.
@@ -85,6 +86,8 @@ func Run(verb string, args []string, stdout, stderr io.Writer) int {
 		err = runGet(ctx, args, stdout, stderr)
 	case verbOpen:
 		err = runOpen(ctx, args, stdout, stderr)
+	case verbQR:
+		err = runQR(ctx, args, stdout, stderr)
 	default:
 		err = usageErrorf("", "unknown verb %q", verb)
 	}
