@@ -27,7 +27,7 @@ func FuzzParseCSV(f *testing.F) {
 	f.Add([]byte("url\n\"https://example.com/\n\"x\n"))
 	f.Add([]byte("\ufeffURL,Max_Uses\r\nhttps://example.com/,1\r\n,\r\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		result, err := Parse(data, FormatCSV, testNow)
+		result, err := Parse(data, Options{Format: FormatCSV, Now: testNow})
 		if err != nil {
 			return // an unreadable header: nothing was imported, and the error says why
 		}
