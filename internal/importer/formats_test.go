@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // fullSummary is summary with the domain, labels and annotations.
@@ -355,6 +357,179 @@ func compare(t *testing.T, what string, got, want []string) {
 		}
 		if g != w {
 			t.Errorf("%s[%d]:\n got %s\nwant %s", what, i, g, w)
+		}
+	}
+}
+
+func TestDomainsMapToNamespaces(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "shlink.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		domains map[string]string
+		links   []string
+		skipped []string
+	}{
+		{
+			// Two links with code abc123 on two domains: one namespace each.
+			name:    "every domain mapped",
+			domains: map[string]string{"s.test": "team-a", "GO.example.com": "team-b"},
+			links: []string{
+				`line 2 code="abc123" url=https://example.com/a domain=s.test namespace=team-a linkforge.io/imported-visits="12" linkforge.io/title="Title A" tag.linkforge.io/bar=true tag.linkforge.io/foo=true`,
+				`line 3 code="Docs_v2" url=https://example.com/docs/v2 domain=s.test namespace=team-a linkforge.io/imported-visits="0"`,
+				`line 4 code="abc123" url=https://example.com/other-domain domain=go.example.com namespace=team-b linkforge.io/imported-visits="3" linkforge.io/title="Say \"hi\"" tag.linkforge.io/Summer-Sale=true tag.linkforge.io/team-a=true`,
+			},
+			skipped: []string{`line 5: invalid longUrl "example.com/no-scheme": not an absolute URL: the URL must have the form http(s)://host/path, e.g. https://example.com/page`},
+		},
+		{
+			name:    "a domain left out is reported, not guessed",
+			domains: map[string]string{"s.test": "team-a"},
+			links: []string{
+				`line 2 code="abc123" url=https://example.com/a domain=s.test namespace=team-a linkforge.io/imported-visits="12" linkforge.io/title="Title A" tag.linkforge.io/bar=true tag.linkforge.io/foo=true`,
+				`line 3 code="Docs_v2" url=https://example.com/docs/v2 domain=s.test namespace=team-a linkforge.io/imported-visits="0"`,
+			},
+			skipped: []string{
+				`line 4: short domain go.example.com is not mapped to a namespace: add --domain go.example.com=NAMESPACE`,
+				`line 5: invalid longUrl "example.com/no-scheme": not an absolute URL: the URL must have the form http(s)://host/path, e.g. https://example.com/page`,
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			result, err := Parse(data, Options{Now: testNow, Domains: tc.domains})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var links, skipped []string
+			for _, l := range result.Links {
+				links = append(links, fullSummary(l))
+			}
+			for _, s := range result.Skipped {
+				skipped = append(skipped, s.Error())
+			}
+			compare(t, "links", links, tc.links)
+			compare(t, "skipped", skipped, tc.skipped)
+		})
+	}
+
+	// A link without a domain (linkforge's CSV) stays in the default
+	// namespace whatever --domain says.
+	result, err := Parse([]byte("url,code\nhttps://example.com/,a\n"), Options{Now: testNow, Domains: map[string]string{"s.test": "team-a"}})
+	if err != nil || len(result.Links) != 1 || result.Links[0].Namespace != "" {
+		t.Errorf("linkforge CSV with --domain: %+v, %v", result, err)
+	}
+}
+
+func TestLabelName(t *testing.T) {
+	tests := []struct{ tag, want string }{
+		{"foo", "foo"},
+		{"Q3 Campaign", "Q3-Campaign"},
+		{"Summer Sale!", "Summer-Sale"},
+		{"team/a", "team-a"},
+		{"  -x- ", "x"},
+		{"a..b_c", "a..b_c"},
+		{"über", "ber"},
+		{"日本", ""},
+		{"!!!", ""},
+		{strings.Repeat("a", 62) + " b", strings.Repeat("a", 62)},
+		{strings.Repeat("x", 80), strings.Repeat("x", 63)},
+	}
+	for _, tc := range tests {
+		got := labelName(tc.tag)
+		if got != tc.want {
+			t.Errorf("labelName(%q) = %q, want %q", tc.tag, got, tc.want)
+		}
+		if got != "" {
+			if errs := validation.IsQualifiedName(TagLabelPrefix + got); len(errs) > 0 {
+				t.Errorf("labelName(%q) = %q: not a valid label key: %v", tc.tag, got, errs)
+			}
+		}
+	}
+}
+
+func TestTagsReportWhatChanged(t *testing.T) {
+	input := `{"version":"1.0","links":[{"slug":"a","url":"https://example.com/a","tags":["ok","Two words","日本"]},{"slug":"b","url":"https://example.com/b","tags":["Two words"]}],"list_complete":true}`
+	result, err := Parse([]byte(input), Options{Now: testNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compare(t, "notes", result.Notes, []string{
+		`tag "Two words" is label tag.linkforge.io/Two-words: a label name is at most 63 of A-Z a-z 0-9 - _ . and starts and ends with a letter or digit`,
+		`tag "日本" has no letter or digit a label name can keep: it is not kept`,
+	})
+	if got := fullSummary(result.Links[0]); got != `links[0] code="a" url=https://example.com/a tag.linkforge.io/Two-words=true tag.linkforge.io/ok=true` {
+		t.Errorf("link 0: %s", got)
+	}
+}
+
+// TestPartialAnswers: an API answer that holds one page says so, so that
+// nobody takes it for the whole list.
+func TestPartialAnswers(t *testing.T) {
+	tests := []struct{ name, input, note string }{
+		{"YOURLS stats under its limit", `{"links":{"link_1":{"shorturl":"https:\/\/sho.rt\/a","url":"https:\/\/example.com\/"}},"stats":{"total_links":"40","total_clicks":"0"},"statusCode":"200","message":"success"}`, "the answer holds 1 of the 40 links: the stats action returns at most its limit; ask again with limit=40"},
+		{"Bitly next page", `{"links":[],"pagination":{"prev":"","next":"https://api-ssl.bitly.com/v4/groups/B1/bitlinks?page=2","size":50,"page":1,"total":120}}`, "the answer has more pages (pagination.next https://api-ssl.bitly.com/v4/groups/B1/bitlinks?page=2)"},
+		{"Kutt page", `{"total":51,"limit":50,"skip":0,"data":[{"address":"a","target":"https://example.com/"}]}`, "the answer holds links 1-1 of 51"},
+		{"Sink cursor", `{"version":"1.0","links":[],"cursor":"abc","list_complete":false}`, "ask again with cursor=abc"},
+		{"Shlink page", `{"shortUrls":{"data":[],"pagination":{"currentPage":1,"pagesCount":3}}}`, "page 1 of 3"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			result, err := Parse([]byte(tc.input), Options{Now: testNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(result.Notes, "\n"), tc.note) {
+				t.Errorf("notes %q lack %q", result.Notes, tc.note)
+			}
+		})
+	}
+}
+
+// TestDetectEveryFixture: every fixture is told apart from every other
+// format by its content alone.
+func TestDetectEveryFixture(t *testing.T) {
+	want := map[string]Format{
+		"links.csv": FormatCSV, "reordered.csv": FormatCSV,
+		"yourls-phpmyadmin.sql": FormatYOURLSSQL, "yourls-mysqldump.sql": FormatYOURLSSQL, "yourls-navicat.sql": FormatYOURLSSQL,
+		"yourls.csv": FormatYOURLSTable, "yourls.json": FormatYOURLSTable,
+		"yourls-plugin.csv": FormatYOURLSCSV, "yourls-plugin.xml": FormatYOURLSXML,
+		"yourls-api-stats.json": FormatYOURLSAPI, "yourls-api-shlink-list.json": FormatYOURLSAPI,
+		"shlink-importer-comma.csv": FormatShlinkCSV, "shlink-importer-semicolon.csv": FormatShlinkCSV, "shlink-importer-shorturl.csv": FormatShlinkCSV,
+		"shlink.csv": FormatShlinkExport, "shlink-export-old.csv": FormatShlinkExport, "shlink.json": FormatShlinkAPI,
+		"bitly.json": FormatBitlyAPI, "bitly.csv": FormatBitlyCSV,
+		"dub-default.csv": FormatDubCSV, "dub-all.csv": FormatDubCSV, "dub-old.csv": FormatDubCSV,
+		"kutt.json": FormatKuttAPI, "sink.json": FormatSinkJSON,
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[Format]bool{}
+	for _, file := range files {
+		name := filepath.Base(file)
+		if name == "README.md" {
+			continue
+		}
+		format, ok := want[name]
+		if !ok {
+			t.Errorf("%s: no expected format; add it to this test", name)
+			continue
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Detect(data)
+		if err != nil || got != format {
+			t.Errorf("Detect(%s) = %q, %v; want %q", name, got, err, format)
+		}
+		seen[format] = true
+	}
+	for _, f := range Formats {
+		if !seen[f] {
+			t.Errorf("no fixture of format %s", f)
 		}
 	}
 }

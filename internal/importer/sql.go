@@ -235,13 +235,16 @@ type sqlValue struct {
 type sqlRow struct {
 	line   int
 	number int // 1-based, within its INSERT: one line of mysqldump holds thousands
-	values []sqlValue
+	// columns is the INSERT's column list; nil when it has none and the
+	// table's columns apply.
+	columns []string
+	values  []sqlValue
 }
 
 // sqlTable is what the dump says about one table.
 type sqlTable struct {
 	name    string
-	columns []string // from CREATE TABLE or the INSERT's column list; nil if neither
+	columns []string // from CREATE TABLE; nil without one
 	rows    []sqlRow
 	errors  []RowError // broken INSERT statements, reported if the table is read
 }
@@ -452,8 +455,8 @@ func (d *sqlDump) insert() error {
 		})
 		return d.skipStatement()
 	}
+	var columns []string
 	if d.isPunct("(") {
-		var columns []string
 		for {
 			if err := d.advance(); err != nil {
 				return err
@@ -472,7 +475,6 @@ func (d *sqlDump) insert() error {
 				return broken("want , or ) in the column list, not %q", d.tok.text)
 			}
 		}
-		t.columns = columns
 		if err := d.advance(); err != nil {
 			return err
 		}
@@ -487,7 +489,7 @@ func (d *sqlDump) insert() error {
 		if !d.isPunct("(") {
 			return broken("want ( to start a row, not %q", d.tok.text)
 		}
-		r := sqlRow{line: d.tok.line, number: number}
+		r := sqlRow{line: d.tok.line, number: number, columns: columns}
 		if err := d.advance(); err != nil {
 			return err
 		}
@@ -600,10 +602,16 @@ func (d *sqlDump) collate() error {
 // or, when the dump says nothing of them, by its name: the table prefix is
 // configurable (YOURLS_DB_PREFIX), the name always ends in "url".
 func (t *sqlTable) isYOURLSTable() bool {
-	if t.columns == nil {
+	columns := t.columns
+	for _, r := range t.rows {
+		if columns == nil {
+			columns = r.columns
+		}
+	}
+	if columns == nil {
 		return strings.HasSuffix(strings.ToLower(t.name), "url") && len(t.rows) > 0
 	}
-	return columnIndex(t.columns, "keyword") >= 0 && columnIndex(t.columns, "url") >= 0
+	return columnIndex(columns, "keyword") >= 0 && columnIndex(columns, "url") >= 0
 }
 
 func columnIndex(columns []string, name string) int {
@@ -648,18 +656,26 @@ func (p *parser) readSQLDump(data []byte) error {
 		p.note("read table %s; the rows of %d other table(s) of the dump were ignored", table.name, other)
 	}
 
-	columns := table.columns
-	if columns == nil {
-		columns = yourlsColumnOrder
-		p.note("table %s: the dump has neither CREATE TABLE nor column lists, so its columns are taken in YOURLS' order (%s)", table.name, strings.Join(yourlsColumnOrder, ", "))
-	}
-	keyword, urlColumn := columnIndex(columns, "keyword"), columnIndex(columns, "url")
-	if keyword < 0 || urlColumn < 0 {
-		return fmt.Errorf("table %s has columns %q: a YOURLS URL table has keyword and url", table.name, columns)
-	}
-	title, clicks := columnIndex(columns, "title"), columnIndex(columns, "clicks")
+	guessed := false
 	for _, r := range table.rows {
+		columns := r.columns
+		if columns == nil {
+			columns = table.columns
+		}
+		if columns == nil {
+			columns = yourlsColumnOrder
+			if !guessed {
+				guessed = true
+				p.note("table %s: the dump has neither CREATE TABLE nor column lists, so its columns are taken in YOURLS' order (%s)", table.name, strings.Join(yourlsColumnOrder, ", "))
+			}
+		}
+		keyword, urlColumn := columnIndex(columns, "keyword"), columnIndex(columns, "url")
+		title, clicks := columnIndex(columns, "title"), columnIndex(columns, "clicks")
 		pos := Position{Line: r.line, Path: fmt.Sprintf("line %d, row %d", r.line, r.number)}
+		if keyword < 0 || urlColumn < 0 {
+			p.skip(pos, "the INSERT's columns %q lack keyword or url", columns)
+			continue
+		}
 		if len(r.values) != len(columns) {
 			p.skip(pos, "the row has %d value(s) but table %s has %d column(s) %q", len(r.values), table.name, len(columns), columns)
 			continue
