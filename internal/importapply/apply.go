@@ -116,7 +116,7 @@ func Apply(ctx context.Context, cl client.Client, manifests []importer.Manifest,
 			defer wg.Done()
 			for i := range next {
 				m := manifests[i]
-				rv, err := applyOne(ctx, cl, m, opts.Force)
+				generation, err := applyOne(ctx, cl, m, opts.Force)
 				switch {
 				case err != nil && fatal(err):
 					cancel(err)
@@ -131,7 +131,7 @@ func Apply(ctx context.Context, cl client.Client, manifests []importer.Manifest,
 					switch {
 					case !ok:
 						created.Add(1)
-					case before == rv:
+					case before.generation == generation && sameMetadata(before, m):
 						unchanged.Add(1)
 					default:
 						updated.Add(1)
@@ -171,37 +171,60 @@ feed:
 
 func key(m importer.Manifest) string { return m.Metadata.Namespace + "/" + m.Metadata.Name }
 
-// applyOne server-side applies m and returns the resource version the
-// API server answered with.
-func applyOne(ctx context.Context, cl client.Client, m importer.Manifest, force bool) (string, error) {
+// applyOne server-side applies m and returns the generation the API server
+// answered with. (Not the resource version: the API server of the
+// measurement wrote every re-apply, bumping it, though nothing changed.)
+func applyOne(ctx context.Context, cl client.Client, m importer.Manifest, force bool) (int64, error) {
 	data, err := json.Marshal(m)
 	if err != nil {
-		return "", err
+		return 0, err
 	}
 	u := &unstructured.Unstructured{}
 	if err := json.Unmarshal(data, &u.Object); err != nil {
-		return "", err
+		return 0, err
 	}
 	opts := []client.ApplyOption{client.FieldOwner(FieldManager)}
 	if force {
 		opts = append(opts, client.ForceOwnership)
 	}
 	if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
-		return "", err
+		return 0, err
 	}
-	return u.GetResourceVersion(), nil
+	return u.GetGeneration(), nil
+}
+
+// existingLink is what the list said of a link before the apply.
+type existingLink struct {
+	generation  int64
+	labels      map[string]string
+	annotations map[string]string
+}
+
+// sameMetadata: the labels and annotations m sets were there already.
+func sameMetadata(before existingLink, m importer.Manifest) bool {
+	for k, v := range m.Metadata.Labels {
+		if got, ok := before.labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	for k, v := range m.Metadata.Annotations {
+		if got, ok := before.annotations[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // listExisting lists the ShortLinks of the namespaces the manifests go to,
 // metadata only and a page at a time, to tell created, updated and
 // unchanged links apart afterwards. Without list permission it returns nil
 // and the summary only counts applied links.
-func listExisting(ctx context.Context, cl client.Client, manifests []importer.Manifest) (map[string]string, error) {
+func listExisting(ctx context.Context, cl client.Client, manifests []importer.Manifest) (map[string]existingLink, error) {
 	namespaces := map[string]bool{}
 	for _, m := range manifests {
 		namespaces[m.Metadata.Namespace] = true
 	}
-	existing := map[string]string{}
+	existing := map[string]existingLink{}
 	for ns := range namespaces {
 		var list metav1.PartialObjectMetadataList
 		list.SetGroupVersionKind(listGVK)
@@ -217,7 +240,7 @@ func listExisting(ctx context.Context, cl client.Client, manifests []importer.Ma
 				return nil, fmt.Errorf("listing the ShortLinks of namespace %s: %w", ns, err)
 			}
 			for _, item := range list.Items {
-				existing[item.Namespace+"/"+item.Name] = item.ResourceVersion
+				existing[item.Namespace+"/"+item.Name] = existingLink{generation: item.Generation, labels: item.Labels, annotations: item.Annotations}
 			}
 			if list.Continue == "" {
 				break
