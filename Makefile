@@ -43,6 +43,7 @@ manifests: controller-gen ## Generate the CRD and RBAC manifests.
 	cp config/crd/bases/*.yaml $(CHART)/files/crds/
 	cp config/rbac/role.yaml $(CHART)/files/rbac/manager-role.yaml
 	cp config/rbac/redirector/role.yaml $(CHART)/files/rbac/redirector-role.yaml
+	cp config/monitoring/rules.yaml config/monitoring/linkforge-dashboard.json $(CHART)/files/monitoring/
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -71,8 +72,20 @@ envtest-assets: setup-envtest ## Find, download or build kube-apiserver and etcd
 # The assets directory, computed only by the recipes that need it.
 ASSETS = $$(SETUP_ENVTEST=$(SETUP_ENVTEST) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh)
 
+.PHONY: api-docs
+api-docs: crd-ref-docs ## Generate the API reference (docs/reference/api.md) from the Go types.
+	$(CRD_REF_DOCS) --source-path=./api --config=hack/crd-ref-docs.yaml --renderer=markdown --output-path=docs/reference/api.md --log-level=ERROR
+
+.PHONY: api-docs-check
+api-docs-check: crd-ref-docs ## Fail if docs/reference/api.md is not what the Go types generate.
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(CRD_REF_DOCS) --source-path=./api --config=hack/crd-ref-docs.yaml --renderer=markdown --output-path="$$tmp/api.md" --log-level=ERROR; \
+	if ! diff -u docs/reference/api.md "$$tmp/api.md"; then \
+		echo "docs/reference/api.md is stale: the API types changed. Run 'make api-docs' and commit it." >&2; exit 1; \
+	fi
+
 .PHONY: test
-test: manifests generate fmt vet lint envtest-assets build helm ## Run lint, unit, envtest and end-to-end tests.
+test: manifests generate fmt vet lint api-docs-check envtest-assets build helm ## Run lint, unit, envtest and end-to-end tests.
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
 
 .PHONY: bench
@@ -80,7 +93,7 @@ bench: envtest-assets build ## Run the benchmarks: code algorithm, controller an
 	go test ./internal/shortcode -run '^$$' -bench . -benchmem
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./controllers -run '^$$' -bench . -benchtime 1x -timeout 60m
 	go test ./internal/redirect -run '^$$' -bench CountingOverhead -benchtime 1x
-	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench UsesDrain -benchtime 1x -timeout 30m
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench 'UsesDrain|FirstClicks|BusyLimitedLinks' -benchtime 1x -timeout 30m
 	hack/bench-redirect.sh
 
 .PHONY: bench-scale
@@ -151,12 +164,14 @@ SETUP_ENVTEST ?= $(LOCALBIN)/setup-envtest
 KUSTOMIZE ?= $(LOCALBIN)/kustomize
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 HELM ?= $(LOCALBIN)/helm
+CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 SETUP_ENVTEST_VERSION ?= v0.25.1
 KUSTOMIZE_VERSION ?= v5.7.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v4.3.1
+CRD_REF_DOCS_VERSION ?= v0.3.0
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION) ## controller-gen, versioned in bin/.
@@ -187,6 +202,12 @@ helm: $(HELM)-$(HELM_VERSION) ## helm, versioned in bin/ (built from its Go modu
 	@ln -sf $(notdir $(HELM)-$(HELM_VERSION)) $(HELM)
 $(HELM)-$(HELM_VERSION): | $(LOCALBIN)
 	$(call go-install-tool,$(HELM),helm.sh/helm/v4/cmd/helm,$(HELM_VERSION))
+
+.PHONY: crd-ref-docs
+crd-ref-docs: $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION) ## crd-ref-docs, versioned in bin/.
+	@ln -sf $(notdir $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION)) $(CRD_REF_DOCS)
+$(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION): | $(LOCALBIN)
+	$(call go-install-tool,$(CRD_REF_DOCS),github.com/elastic/crd-ref-docs,$(CRD_REF_DOCS_VERSION))
 
 # go-install-tool installs package $(2) at version $(3) as $(1)-$(3).
 define go-install-tool

@@ -42,7 +42,7 @@ func readmeArgoHealthScript() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "gitops.md"))
 	if err != nil {
 		return "", err
 	}
@@ -58,7 +58,7 @@ func readmeArgoHealthScript() (string, error) {
 		found = append(found, data[argoHealthKey])
 	}
 	if len(found) != 1 || found[0] == "" {
-		return "", fmt.Errorf("want one yaml block with %s in README.md, found %d", argoHealthKey, len(found))
+		return "", fmt.Errorf("want one yaml block with %s in docs/gitops.md, found %d", argoHealthKey, len(found))
 	}
 	return found[0], nil
 }

@@ -74,7 +74,12 @@ fi
 command -v taskset >/dev/null || { log "taskset is missing (util-linux)"; exit 1; }
 
 log "building the benchmark's redirector and the fasthttp floor"
-go build -trimpath -o "$work/redirector-bench" ./hack/redirector-bench
+# YIELD=off builds the redirector without the read yield (a build tag, not a
+# flag), to decide the yield on measurements of the same script.
+tags=""
+[ "${YIELD:-on}" = off ] && tags="-tags=noreadyield"
+# shellcheck disable=SC2086 # $tags is empty or one word
+go build -trimpath $tags -o "$work/redirector-bench" ./hack/redirector-bench
 go build -trimpath -o "$work/fasthttp-floor" ./hack/fasthttp-floor
 
 log "generating $N links over $NSS namespaces"
@@ -286,6 +291,7 @@ echo
 echo "rounds:"
 awk '{ split($3, r, "="); split($NF, c, "="); printf "  %-10s %8s requests/s %8s CPU ns/request\n", $1, r[2], c[2] }' "$work/rounds.txt"
 echo
+echo "read yield: ${YIELD:-on}"
 echo "links: $N over $NSS namespaces; wrk -t1 -c$CONNS -d$DURATION (after a $WARMUP warm-up), $ROUNDS alternating rounds, median shown;"
 echo "servers on CPU $SERVER_CPU, wrk on CPU $LOAD_CPU; $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-17s %12s %10s %10s %9s %14s\n' server "requests/s" "p50 (us)" "p99 (us)" "non-3xx" "CPU ns/request"
@@ -298,6 +304,36 @@ awk -v r="$rr" -v n="$nr" -v f="$fr" -v rc="$rc" -v nc="$nc" -v fc="$fc" -v o="$
 	printf "ratio redirector/nginx:      %.2fx by requests/s; by CPU per request: %.2fx (goal >= 0.90x)\n", r / n, nc / rc
 	printf "ratio redirector/floor:      %.2fx by requests/s; by CPU per request: %.2fx\n", r / f, fc / rc
 	printf "ratio fasthttp floor/nginx:  %.2fx by requests/s; by CPU per request: %.2fx\n", f / n, nc / fc }'
+echo
+# Per-round ratios: each round measures the servers back to back, so a
+# round's ratio is what noise disturbs least. Their median and spread, and
+# a verdict only where every round agrees.
+awk '
+	function cpu(line,   i, f, n) { n = split(line, f, " "); for (i = 1; i <= n; i++) if (f[i] ~ /^cpu_ns=/) return substr(f[i], 8) + 0 }
+	{ k = ++seen[$1]; c[$1, k] = cpu($0); if (k > rounds) rounds = k }
+	function sort(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t } }
+	function report(name, num, den, goal,   k, v, n, med, lo, hi, verdict) {
+		n = 0
+		for (k = 1; k <= rounds; k++) if (c[den, k] > 0) v[++n] = c[num, k] / c[den, k]
+		if (n == 0) return
+		sort(v, n)
+		med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+		lo = v[1]; hi = v[n]
+		verdict = ""
+		if (goal > 0) {
+			if (lo >= goal) verdict = sprintf("meets %.2fx in every round", goal)
+			else if (hi < goal) verdict = sprintf("misses %.2fx in every round", goal)
+			else verdict = sprintf("too noisy to judge against %.2fx: the rounds straddle it", goal)
+		}
+		printf "  %-24s median %.2fx, rounds %.2fx-%.2fx (spread %.2f)  %s\n", name, med, lo, hi, hi - lo, verdict
+	}
+	END {
+		print "per-round ratios by CPU per request (" rounds " rounds):"
+		report("counting on/off", "nocount", "redirector", 0.95)
+		report("redirector/nginx", "nginx", "redirector", 0.90)
+		report("redirector/floor", "floor", "redirector", 0)
+		report("fasthttp floor/nginx", "nginx", "floor", 0)
+	}' "$work/rounds.txt"
 echo
 printf '%-28s %12s %12s\n' "redirector VmRSS (KiB)" "idle" "after load"
 printf '%-28s %12s %12s\n' "0 links" "$rss0_idle" "$rss0_load"

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -28,6 +27,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/redirect"
+	"github.com/linkforge/linkforge/internal/uses"
 )
 
 var version = "dev"
@@ -51,7 +51,7 @@ func run() error {
 		showVersion     bool
 		pprofAddr       string
 		srvOpts         = redirect.DefaultServerOptions()
-		usesOpts        redirect.UsesOptions
+		usesOpts        uses.Options
 	)
 	flag.StringVar(&bindAddr, "bind-address", ":8080", "Address of the redirect server.")
 	flag.DurationVar(&srvOpts.HeaderTimeout, "header-timeout", srvOpts.HeaderTimeout,
@@ -75,8 +75,10 @@ func run() error {
 		"How often this replica writes the uses it counted to the links' status.uses: at most one write per link per interval. A SIGKILL loses at most the uses not yet written.")
 	flag.Float64Var(&usesOpts.WritesPerSecond, "uses-writes-per-second", 20,
 		"This replica's budget of API writes for uses and reservations (a token bucket), however much traffic there is; uses that do not fit wait for the next round.")
+	flag.IntVar(&usesOpts.ReserveBurst, "uses-reserve-burst", 0,
+		"How many writes requests may make at once beyond --uses-writes-per-second, for the first clicks of many limited links (a campaign's invitations); flush rounds never use it. 0: half a flush interval's budget (100 with the defaults).")
 	flag.DurationVar(&usesOpts.Lease, "uses-lease", 30*time.Second,
-		"How long a reservation of maxUses quota lasts unless renewed; quota of a replica that stopped without returning it is taken back after this. At least twice --uses-flush-interval.")
+		"How long a reservation of maxUses quota lasts unless renewed; quota of a replica that stopped without returning it is taken back once another replica has seen it unchanged for this plus --uses-flush-interval. At least twice --uses-flush-interval.")
 	flag.DurationVar(&usesOpts.ReserveTimeout, "uses-reserve-timeout", 2*time.Second,
 		"How long a GET of a link with maxUses waits for a reservation before it answers 503.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof); \"0\" disables them.")
@@ -159,14 +161,14 @@ func run() error {
 	// Uses are written with a client of their own: the manager's cache
 	// holds no ShortLinks (the redirector's informers hold stripped Links),
 	// and reservations read the live object.
-	usesClient, err := client.New(cfg, client.Options{Scheme: scheme})
+	usesClient, err := uses.NewClient(cfg, scheme)
 	if err != nil {
 		return fmt.Errorf("creating the uses client: %w", err)
 	}
 	usesOpts.Client, usesOpts.Holder, usesOpts.Log, usesOpts.Registry = usesClient, holderName(), log.WithName("uses"), reg
-	uses := redirect.NewUses(usesOpts)
-	opts.Uses = uses
-	if err := mgr.Add(uses); err != nil {
+	counting := uses.New(usesOpts)
+	opts.Uses = counting
+	if err := mgr.Add(counting); err != nil {
 		return err
 	}
 	r := redirect.New(opts)
@@ -216,7 +218,7 @@ func run() error {
 	// The redirect port has stopped: write the last uses and give back
 	// unused quota, within the shutdown timeout.
 	final, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	left := uses.Stop(final)
+	left := counting.Stop(final)
 	cancel()
 	log.Info("stopped", "usesUnwritten", left)
 	return nil

@@ -67,9 +67,19 @@ func TestChartMatchesKustomize(t *testing.T) {
 	t.Run("namespace.create", func(t *testing.T) {
 		compareSets(t, want, helmTemplate(t, helm, root, "--set", "namespace.create=true"))
 	})
+	t.Run("monitoring", func(t *testing.T) {
+		// config/default with its ../monitoring line enabled.
+		withMonitoring := kustomizeBuild(t, kubectl, defaultWith(t, root, "../monitoring"))
+		got := helmTemplate(t, helm, root, "--set", "namespace.create=true",
+			"--set", "monitoring.alerts.enabled=true", "--set", "monitoring.dashboard.enabled=true")
+		if n := countKind(got, "PrometheusRule"); n != 1 {
+			t.Errorf("the chart renders %d PrometheusRules with monitoring.alerts.enabled, want 1", n)
+		}
+		compareSets(t, withMonitoring, got)
+	})
 	t.Run("serviceMonitors", func(t *testing.T) {
 		// config/default with its ../prometheus line enabled.
-		withPrometheus := kustomizeBuild(t, kubectl, defaultWithPrometheus(t, root))
+		withPrometheus := kustomizeBuild(t, kubectl, defaultWith(t, root, "../prometheus"))
 		got := helmTemplate(t, helm, root, "--set", "namespace.create=true", "--set", "prometheus.serviceMonitor.enabled=true")
 		if n := countKind(got, "ServiceMonitor"); n != 2 {
 			t.Errorf("the chart renders %d ServiceMonitors with prometheus.serviceMonitor.enabled, want 2", n)
@@ -117,8 +127,10 @@ func TestCopiesMatchSources(t *testing.T) {
 	root := moduleRoot(t)
 	chart := filepath.Join(root, "config", "helm", "linkforge")
 	pairs := map[string]string{
-		filepath.Join("config", "rbac", "role.yaml"):               filepath.Join(chart, "files", "rbac", "manager-role.yaml"),
-		filepath.Join("config", "rbac", "redirector", "role.yaml"): filepath.Join(chart, "files", "rbac", "redirector-role.yaml"),
+		filepath.Join("config", "rbac", "role.yaml"):                      filepath.Join(chart, "files", "rbac", "manager-role.yaml"),
+		filepath.Join("config", "rbac", "redirector", "role.yaml"):        filepath.Join(chart, "files", "rbac", "redirector-role.yaml"),
+		filepath.Join("config", "monitoring", "rules.yaml"):               filepath.Join(chart, "files", "monitoring", "rules.yaml"),
+		filepath.Join("config", "monitoring", "linkforge-dashboard.json"): filepath.Join(chart, "files", "monitoring", "linkforge-dashboard.json"),
 	}
 	crds, err := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
 	if err != nil || len(crds) == 0 {
@@ -318,16 +330,16 @@ func kustomizeBuild(t *testing.T, kubectl, dir string) map[string]object {
 	return parse(t, []byte(run(t, kubectl, "kustomize", dir)))
 }
 
-// defaultWithPrometheus writes config/default's kustomization with the
-// ../prometheus line enabled into a temporary directory and returns it.
-func defaultWithPrometheus(t *testing.T, root string) string {
+// defaultWith writes config/default's kustomization with the
+// resource's commented line enabled into a temporary directory and returns it.
+func defaultWith(t *testing.T, root, resource string) string {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(root, "config", "default", "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	k := string(src)
-	const off = "#- ../prometheus"
+	off := "#- " + resource
 	if !strings.Contains(k, off) {
 		t.Fatalf("config/default/kustomization.yaml has no %q line to enable", off)
 	}
@@ -337,7 +349,7 @@ func defaultWithPrometheus(t *testing.T, root string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k = strings.Replace(k, off, "- ../prometheus", 1)
+	k = strings.Replace(k, off, "- "+resource, 1)
 	k = strings.ReplaceAll(k, "- ../", "- "+config+"/")
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/linkforge/linkforge/internal/redirect"
+	"github.com/linkforge/linkforge/internal/uses"
 )
 
 func main() {
@@ -76,7 +77,7 @@ func run() error {
 	}
 	if *countUses {
 		// No Start: the counts stay in memory, as between two flushes.
-		opts.Uses = redirect.NewUses(redirect.UsesOptions{Registry: reg})
+		opts.Uses = uses.New(uses.Options{Registry: reg})
 	}
 	r := redirect.New(opts)
 	defer r.Close()

@@ -147,6 +147,8 @@ func TestEndToEnd(t *testing.T) {
 	defer cancel()
 	lf, err := devenv.StartLinkforgeAs(ctx, cp, kubeconfigs, bin, tmp, "",
 		"--metrics-bind-address", mgrMetrics,
+		// As deployed: the alerts watch the leader election.
+		"--leader-elect", "--leader-election-namespace", systemNamespace,
 		// Reap quickly so the test sees it: 1s after finishing, sweeping every second.
 		"--default-ttl-after-finished", "1s", "--reap-interval", "1s")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -260,6 +262,8 @@ func TestEndToEnd(t *testing.T) {
 
 		g.Expect(e.reaperStats()).To(BeNumerically(">=", 1))
 	})
+
+	t.Run("the alerts and the dashboard use only metrics the binaries export", e.testMonitoringMetrics)
 
 	t.Run("the deploy manifests are accepted by the API server", func(t *testing.T) {
 		g, e := newG(t), e.in(t)

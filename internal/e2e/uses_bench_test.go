@@ -14,8 +14,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,14 +35,7 @@ func BenchmarkUsesDrain(b *testing.B) {
 	}
 	bin, tmp, cp := newCluster(b)
 
-	scheme := runtime.NewScheme()
-	_ = linkv1.AddToScheme(scheme)
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = -1, -1 // the benchmark's own setup is not what is measured
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := benchClient(b, cp)
 	ctx := context.Background()
 	ns := "drain"
 	if out, err := cp.KubectlCmd(ctx, "create", "namespace", ns).CombinedOutput(); err != nil {

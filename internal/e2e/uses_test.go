@@ -54,6 +54,30 @@ func (u *usesEnv) start(t *testing.T, r *replica) {
 	}
 }
 
+// newReplica describes a redirector on free ports, run as the redirector's
+// service account with args added; start it with usesEnv.start.
+func newReplica(g Gomega, name, bin, tmp, kubeconfig string, args ...string) *replica {
+	r := &replica{name: name, bin: filepath.Join(bin, "redirector"), log: filepath.Join(tmp, name+".log")}
+	var err error
+	r.addr, err = devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	r.probes, err = devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	r.args = append([]string{"--kubeconfig", kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes}, args...)
+	return r
+}
+
+// head sends a HEAD (not a use) to addr and returns the status, 0 on error.
+func (u *usesEnv) head(addr, path string) int {
+	req, _ := http.NewRequest(http.MethodHead, "http://"+addr+path, nil)
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
 // hit sends one GET to replica i and returns the status.
 func (u *usesEnv) hit(i int, path string) int {
 	resp, err := u.client.Get("http://" + u.replicas[i%len(u.replicas)].addr + path)
@@ -127,15 +151,7 @@ func (u *usesEnv) readyCode(g *WithT, name, spec string) string {
 	}).Should(Succeed())
 	// HEAD is not a use: it tells when each replica serves the link.
 	for _, r := range u.replicas {
-		g.Eventually(func() int {
-			req, _ := http.NewRequest(http.MethodHead, "http://"+r.addr+"/"+ns+"/"+code, nil)
-			resp, err := u.client.Do(req)
-			if err != nil {
-				return 0
-			}
-			_ = resp.Body.Close()
-			return resp.StatusCode
-		}).Should(Equal(http.StatusFound), r.name)
+		g.Eventually(func() int { return u.head(r.addr, "/"+ns+"/"+code) }).Should(Equal(http.StatusFound), r.name)
 	}
 	return code
 }
@@ -283,14 +299,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g := newG(t)
 		// A fourth replica that never flushes on its own: only its shutdown
 		// can write its counts, and its lease would hold quota for hours.
-		slow := &replica{name: "redirector-slow", bin: filepath.Join(bin, "redirector"), log: filepath.Join(tmp, "redirector-slow.log")}
-		var err error
-		slow.addr, err = devenv.FreeAddr()
-		g.Expect(err).NotTo(HaveOccurred())
-		slow.probes, err = devenv.FreeAddr()
-		g.Expect(err).NotTo(HaveOccurred())
-		slow.args = []string{"--kubeconfig", kc.Redirector, "--bind-address", slow.addr, "--health-probe-bind-address", slow.probes,
-			"--uses-flush-interval", "1h", "--uses-lease", "2h"}
+		slow := newReplica(g, "redirector-slow", bin, tmp, kc.Redirector, "--uses-flush-interval", "1h", "--uses-lease", "2h")
 		u.start(t, slow)
 		getSlow := func(path string) int {
 			resp, err := u.client.Get("http://" + slow.addr + path)
@@ -394,6 +403,11 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g.Expect(l.Status.Uses).To(BeNumerically(">=", redirects.Load()))
 	})
 
+	t.Run("a lowered maxUses: the replicas never serve past the new limit", u.testLoweredLimit)
+	t.Run("a frozen API server before the first click: 503 with Retry-After within the reserve timeout", func(t *testing.T) {
+		u.testFrozenFirstClick(t, bin, tmp, kc.Redirector)
+	})
+
 	t.Run("a paused API server: unlimited links keep redirecting and their counts arrive after; limited links 503, never over", func(t *testing.T) {
 		g := newG(t)
 		plain := u.readyCode(g, "steady", "{url: https://example.com/steady}")
@@ -467,4 +481,85 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(l.Status.Uses).To(BeNumerically("<=", 500))
 	})
+}
+
+// testLoweredLimit: clicks on every replica, then maxUses patched to the
+// clicks plus 5: never more than that in total.
+func (u *usesEnv) testLoweredLimit(t *testing.T) {
+	g := newG(t)
+	code := u.readyCode(g, "lowered", "{url: https://example.com/lowered, maxUses: 1000}")
+	path := "/uses/" + code
+	before := map[int]float64{}
+	for j, r := range u.replicas {
+		before[j] = metric(r.probes, "linkforge_redirector_uses_limit_lowered_total")
+	}
+	// Clicks on every replica, quickly: each holds a block it has not served.
+	redirects := 0
+	for i := range 120 {
+		if u.hit(i, path) == http.StatusFound {
+			redirects++
+		}
+	}
+	limit := redirects + 5
+	u.mustKubectl("patch", "shortlink", "-n", "uses", "lowered", "--type=merge", "-p", fmt.Sprintf(`{"spec":{"maxUses":%d}}`, limit))
+	// Each replica's informer delivers the change: its quota stops at once.
+	for j, r := range u.replicas {
+		g.Eventually(func() float64 { return metric(r.probes, "linkforge_redirector_uses_limit_lowered_total") }).
+			Should(BeNumerically(">", before[j]), r.name)
+	}
+	gone := 0
+	for i := 0; gone < len(u.replicas); i++ {
+		switch u.hit(i, path) {
+		case http.StatusFound:
+			redirects++
+			gone = 0
+		case http.StatusGone:
+			gone++
+		default:
+			gone = 0
+		}
+		g.Expect(redirects).To(BeNumerically("<=", limit), "a redirect past the lowered limit")
+		g.Expect(i).To(BeNumerically("<", 5000), "the link never answered 410 on every replica")
+	}
+	t.Logf("%d redirects for a limit lowered to %d", redirects, limit)
+	g.Eventually(func() (int64, error) {
+		l, err := u.link("lowered")
+		return l.Status.Uses, err
+	}).Should(BeNumerically(">=", redirects))
+}
+
+// testFrozenFirstClick: the API server stopped before the first click of a
+// limited link: every replica, one of them fresh, answers 503 within the
+// reserve timeout plus a second.
+func (u *usesEnv) testFrozenFirstClick(t *testing.T, bin, tmp, redirectorKubeconfig string) {
+	g := newG(t)
+	code := u.readyCode(g, "frozen", "{url: https://example.com/frozen, maxUses: 10}")
+	// A replica that has not reserved anything yet in its life, as well
+	// as the three that have.
+	fresh := newReplica(g, "redirector-fresh", bin, tmp, redirectorKubeconfig,
+		"--uses-flush-interval", usesFlush.String(), "--uses-lease", usesLease.String())
+	u.start(t, fresh)
+	defer func() { _ = fresh.proc.Stop(10 * time.Second) }()
+	g.Eventually(func() int { return u.head(fresh.addr, "/uses/"+code) }).Should(Equal(http.StatusFound))
+	pid, err := u.cp.APIServerPID()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(syscall.Kill(pid, syscall.SIGSTOP)).To(Succeed())
+	defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+	// --uses-reserve-timeout is 2s (the default); the bound is that plus a second.
+	const bound = 3 * time.Second
+	for j, r := range append([]*replica{fresh}, u.replicas...) {
+		for k := range 2 {
+			start := time.Now()
+			resp, err := u.client.Get("http://" + r.addr + "/uses/" + code)
+			g.Expect(err).NotTo(HaveOccurred(), "%s request %d", r.name, k)
+			_ = resp.Body.Close()
+			took := time.Since(start)
+			t.Logf("%s request %d: %d after %s", r.name, k, resp.StatusCode, took.Round(time.Millisecond))
+			g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable), "%s request %d", r.name, k)
+			g.Expect(resp.Header.Get("Retry-After")).NotTo(BeEmpty())
+			g.Expect(took).To(BeNumerically("<", bound), "replica %d request %d", j, k)
+		}
+	}
+	g.Expect(syscall.Kill(pid, syscall.SIGCONT)).To(Succeed())
+	g.Eventually(func() int { return u.hit(0, "/uses/"+code) }).WithTimeout(30 * time.Second).Should(Equal(http.StatusFound))
 }

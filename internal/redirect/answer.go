@@ -3,6 +3,8 @@ package redirect
 import (
 	"strings"
 	"time"
+
+	"github.com/linkforge/linkforge/internal/uses"
 )
 
 // answer is what the redirect port answers to one request.
@@ -66,13 +68,13 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	if method == "GET" && r.opts.Uses != nil && e.counter != nil {
 		// A use: a GET answered with a redirect. HEAD (link unfurlers) is not.
 		if !e.is(flagMaxUses) {
-			r.opts.Uses.count(e.counter)
+			r.opts.Uses.Count(e.counter)
 		} else {
-			switch r.opts.Uses.takeLimited(e.counter, start) {
-			case useExhausted:
+			switch r.opts.Uses.Take(e.counter, start) {
+			case uses.Exhausted:
 				return answer{resp: respGone, cacheControl: ccNoStore}
-			case useUnavailable:
-				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.retryAfter.Load())}
+			case uses.Unavailable:
+				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter())}
 			}
 		}
 	}

@@ -21,7 +21,7 @@ const (
 	metricsSubsystem = "redirector"
 )
 
-func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains) *metrics {
+func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready func() bool) *metrics {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace,
 		Subsystem: metricsSubsystem,
@@ -44,6 +44,17 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains) *metric
 		return m
 	}
 	reg.MustRegister(requests, m.accessLogDropped,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metricsNamespace,
+			Subsystem: metricsSubsystem,
+			Name:      "ready",
+			Help:      "1 when the redirector serves (its informers have synced and it is not shutting down), else 0: what /readyz answers.",
+		}, func() float64 {
+			if ready() {
+				return 1
+			}
+			return 0
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace,
 			Subsystem: metricsSubsystem,

@@ -3,6 +3,7 @@ package redirect
 import (
 	"net"
 	"runtime"
+	"sync/atomic"
 )
 
 // Yielding before a read.
@@ -88,9 +89,13 @@ func (y *readYield) checked(arrived bool) {
 }
 
 // Write writes to the connection (a response, or fasthttp's 100 Continue);
-// the next Read may yield first.
+// the next Read may yield first. A write made outside the respond phase is
+// timed as one (see timedConn.writeOutsideRespond).
 func (c *timedConn) Write(p []byte) (int, error) {
 	c.wrote = true
+	if v := phaseStamp(c.state.Load()); v.phase() != phaseRespond && v.phase() != phaseExpired && c.clock != nil {
+		return c.writeOutsideRespond(p, v)
+	}
 	return c.Conn.Write(p)
 }
 
@@ -112,9 +117,9 @@ func (c *timedConn) Read(p []byte) (int, error) {
 }
 
 // newTimedConn wraps an accepted connection.
-func newTimedConn(c net.Conn) *timedConn {
-	tc := &timedConn{Conn: c}
-	if runtime.GOMAXPROCS(0) <= yieldMaxProcs {
+func newTimedConn(c net.Conn, clock *atomic.Int64) *timedConn {
+	tc := &timedConn{Conn: c, clock: clock}
+	if yieldEnabled && runtime.GOMAXPROCS(0) <= yieldMaxProcs {
 		tc.peek = newInputPeeker(c)
 	}
 	return tc

@@ -64,7 +64,7 @@ func TestTimedConnYieldsAfterAResponse(t *testing.T) {
 	g := NewWithT(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(yieldMaxProcs))
 	server, client := tcpPair(t)
-	c := newTimedConn(server)
+	c := newTimedConn(server, nil)
 	g.Expect(c.peek).NotTo(BeNil(), "GOMAXPROCS %d: yields", yieldMaxProcs)
 	buf := make([]byte, 8)
 
@@ -100,7 +100,7 @@ func TestTimedConnDoesNotYieldOnManyProcessors(t *testing.T) {
 	g := NewWithT(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(yieldMaxProcs + 1))
 	server, _ := tcpPair(t)
-	c := newTimedConn(server)
+	c := newTimedConn(server, nil)
 	g.Expect(c.peek).To(BeNil(), "GOMAXPROCS %d: no yield", yieldMaxProcs+1)
 
 	_, err := c.Write([]byte("response"))

@@ -21,12 +21,16 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+
+	"github.com/linkforge/linkforge/internal/uses"
 )
 
 // RBAC of the redirector alone (config/rbac/redirector, role redirector-role):
 // it reads ShortLinks and Namespaces, records events, and writes the status
-// of ShortLinks for uses (status.uses, status.useReservations; see uses.go):
-// update and patch of the status subresource only, never the spec.
+// of ShortLinks for uses (status.uses, status.useReservations; see
+// internal/uses): merge patches of the status subresource only, never the
+// spec (update stays granted for redirectors of earlier releases during an
+// upgrade, which wrote reservations with it).
 // +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks/status,verbs=update;patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -66,7 +70,7 @@ type Options struct {
 	Recorder events.EventRecorder
 	// Uses counts uses and enforces maxUses. Nil counts nothing and serves
 	// limited links without a limit (tests of routing only).
-	Uses *Uses
+	Uses *uses.Uses
 	// Log is the logger; the zero value discards.
 	Log logr.Logger
 }
@@ -105,7 +109,7 @@ func New(opts Options) *Redirector {
 		linkInformers: 1,
 	}
 	r.domains = NewDomains(r.domainConflict)
-	r.metrics = newMetrics(opts.Registry, r.index, r.domains)
+	r.metrics = newMetrics(opts.Registry, r.index, r.domains, func() bool { return !r.draining.Load() && r.Ready() })
 	if opts.AccessLog != nil {
 		r.accessLog = newAccessLog(opts.AccessLog, opts.AccessLogBuffer, r.metrics.accessLogDropped)
 	}
@@ -241,7 +245,11 @@ func (r *Redirector) WatchShortLinks(inf Informer) error {
 
 func (r *Redirector) attachUses(old, cur *Link) {
 	if r.opts.Uses != nil {
-		r.opts.Uses.attach(old, cur)
+		var prev *uses.Counter
+		if old != nil {
+			prev = old.counter
+		}
+		cur.counter = r.opts.Uses.Attach(prev, cur)
 	}
 }
 

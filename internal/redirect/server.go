@@ -94,9 +94,12 @@ func NewServer(addr string, r *Redirector, opts ServerOptions) *Server {
 		},
 		ErrorHandler: serveError,
 		// No ReadTimeout, IdleTimeout or WriteTimeout: fasthttp would set
-		// two or three deadlines (and read the clock as often) on every
-		// request. The watchdog (watch) enforces the same timeouts from the
-		// connection phases instead; see timedConn.
+		// three deadlines a keep-alive request (the idle wait, the head after
+		// its first byte, the write after the handler), each a clock read and
+		// a runtime timer update, where the watchdog (watch) stamps a phase
+		// with an atomic store and keeps the same bounds: a head from the
+		// accept or from its first byte, an idle wait, and every write,
+		// wherever fasthttp makes it (timedConn.writeOutsideRespond).
 		LazyRequestTime:              true,
 		ReadBufferSize:               opts.MaxHeaderBytes,
 		Concurrency:                  opts.MaxConnections,
@@ -228,6 +231,10 @@ type timedConn struct {
 	net.Conn
 	state atomic.Uint64 // a phaseStamp
 
+	// clock is the server's watchdog clock (nil: the connection's writes
+	// are not timed; tests that build a timedConn by hand).
+	clock *atomic.Int64
+
 	// Owned by the goroutine serving the connection (see readYield).
 	wrote bool         // something was written since the last Read
 	yield readYield    // whether to yield before the next read
@@ -246,6 +253,30 @@ func (v phaseStamp) phase() connPhase { return connPhase(v >> 62) }
 func (v phaseStamp) since() int64     { return int64(v & (1<<62 - 1)) }
 
 func (c *timedConn) enter(p connPhase, now int64) { c.state.Store(uint64(stamp(p, now))) }
+
+// writeOutsideRespond writes p while the connection is in phase v.phase()
+// (a request head or an idle wait) and times the write by WriteTimeout, as
+// a response: fasthttp writes there too. With pipelined requests it flushes
+// the responses it queued only when the buffered input ends part-way
+// through the next request, after that request's StateActive moved the
+// connection to phaseHead; it writes a 100 Continue and its error responses
+// (400, 408, 431) in the head phase as well. Timed as a head, a client that
+// stopped reading held the connection for HeaderTimeout (or forever with
+// HeaderTimeout 0). For the write's duration the connection is in
+// phaseRespond; afterwards it is back in its phase, whose clock did not run
+// during the write: the client was waiting for the server, not the other
+// way round. If the watchdog expired the write, the phase stays expired.
+func (c *timedConn) writeOutsideRespond(p []byte, v phaseStamp) (int, error) {
+	start := c.clock.Load()
+	respond := stamp(phaseRespond, start)
+	if !c.state.CompareAndSwap(uint64(v), uint64(respond)) {
+		// The watchdog expired the phase meanwhile: its deadline bounds the write.
+		return c.Conn.Write(p)
+	}
+	n, err := c.Conn.Write(p)
+	c.state.CompareAndSwap(uint64(respond), uint64(stamp(v.phase(), v.since()+c.clock.Load()-start)))
+	return n, err
+}
 
 // leave moves the connection from phase from to phase to, if it is in from.
 func (c *timedConn) leave(from, to connPhase, now int64) {
@@ -362,7 +393,7 @@ func (l *retryListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
-			tc := newTimedConn(c)
+			tc := newTimedConn(c, l.clock)
 			tc.enter(phaseHead, l.clock.Load())
 			return tc, nil
 		}

@@ -28,12 +28,22 @@ import (
 // stop is called.
 func startServer(t testing.TB, r *Redirector, mut ...func(*ServerOptions)) (s *Server, stop func()) {
 	t.Helper()
+	return startServerOn(t, nil, r, mut...)
+}
+
+// startServerOn is startServer on the listener ln (nil: 127.0.0.1:0). Its
+// connections are timed as the redirector's own.
+func startServerOn(t testing.TB, ln net.Listener, r *Redirector, mut ...func(*ServerOptions)) (s *Server, stop func()) {
+	t.Helper()
 	opts := DefaultServerOptions()
 	opts.ShutdownTimeout = 5 * time.Second
 	for _, m := range mut {
 		m(&opts)
 	}
 	s = NewServer("127.0.0.1:0", r, opts)
+	if ln != nil {
+		s.ln = &retryListener{Listener: ln, log: s.log, clock: &s.clock}
+	}
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -604,6 +614,106 @@ func TestServerWriteTimeout(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("a connection whose client stopped reading was still open after 10s (write timeout 300ms)")
+	}
+}
+
+// pipeListener accepts the server ends of net.Pipe connections: a write on
+// one blocks until the client reads it, byte for byte, so a test controls
+// exactly which of the server's writes block.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+// dial returns the client end of a new connection.
+func (l *pipeListener) dial(t *testing.T) net.Conn {
+	t.Helper()
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not accept a pipe connection")
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	return client
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// The bound: a client that stops reading holds a connection at most
+// --write-timeout plus two watchdog ticks, whatever fasthttp is doing when
+// it writes. Each case makes the server write in the head phase (fasthttp
+// flushing queued pipelined responses once the buffered input ends inside
+// the next request, a 100 Continue, an error response for a head) to a
+// client that never reads; over a pipe that write blocks, every run. The
+// header timeout is off, so a write timed as a head would block forever.
+func TestServerWriteTimeoutInHeadPhase(t *testing.T) {
+	const writeTimeout = 300 * time.Millisecond
+	cases := []struct{ name, send string }{
+		{"pipelined responses flushed inside the next head",
+			"GET /ns/a HTTP/1.1\r\nHost: x\r\n\r\nGET /ns/b HTTP/1.1\r\nHost: x\r\n\r\nGET /ns/a HT"},
+		{"100 Continue",
+			"GET /ns/a HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n"},
+		{"an error response to a head",
+			"GET /ns/a HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			closed := make(chan struct{})
+			var once sync.Once
+			h := newHarness(t)
+			h.add(link("ns", "a", "a", "https://example.com/a"))
+			h.add(link("ns", "b", "b", "https://example.com/b"))
+			ln := newPipeListener()
+			s, _ := startServerOn(t, ln, h.r, func(o *ServerOptions) {
+				o.HeaderTimeout = 0
+				o.IdleTimeout = time.Hour
+				o.WriteTimeout = writeTimeout
+				o.connState = func(_ net.Conn, st fasthttp.ConnState) {
+					if st == fasthttp.StateClosed {
+						once.Do(func() { close(closed) })
+					}
+				}
+			})
+			c := ln.dial(t)
+			sent := time.Now()
+			go func() { _, _ = io.WriteString(c, tc.send) }()
+			// The write starts once the request is read (within
+			// milliseconds); allow a second of scheduling on a busy machine.
+			bound := writeTimeout + 2*s.tick + time.Second
+			select {
+			case <-closed:
+				if d := time.Since(sent); d > bound {
+					t.Errorf("closed after %v, want at most %v", d, bound)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("a client that stopped reading still held its connection after 10s (write timeout %v)", writeTimeout)
+			}
+		})
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
 	"github.com/linkforge/linkforge/internal/intern"
+	"github.com/linkforge/linkforge/internal/uses"
 )
 
 // DomainAnnotation on a Namespace names a host whose requests /<code> are
@@ -43,13 +44,23 @@ type Link struct {
 	Code            string // status.code; served only if Confirmed()
 	Location        string // spec.url trimmed, made a valid URI (see Location)
 
-	until      int64       // expiry (Unix ns) if flagExpires; end of a tombstone
-	statusUses int64       // status.uses of this version: the base of the next count write
-	counter    *useCounter // this replica's uses of the link, shared by its versions (set by the informer handler)
-	created    uint32      // creationTimestamp in Unix seconds (the API's precision): precedence
-	status     uint8       // redirect status - 300: 1, 2, 7 or 8
+	until      int64         // expiry (Unix ns) if flagExpires; end of a tombstone
+	statusUses int64         // status.uses of this version: the base of the next count write
+	maxUses    int64         // spec.maxUses (0: unlimited): a lowered limit stops this replica's quota
+	uid        uint64        // uses.UIDKey of the uid: a counter is handed only to the same object
+	counter    *uses.Counter // this replica's uses of the link, shared by its versions (set by the informer handler)
+	created    uint32        // creationTimestamp in Unix seconds (the API's precision): precedence
+	status     uint8         // redirect status - 300: 1, 2, 7 or 8
 	flags      uint8
-	// 112 bytes in all: exactly an allocation size class, on purpose.
+	// 128 bytes in all: exactly an allocation size class, on purpose.
+}
+
+// UsesVersion is what counting needs of this version (uses.Versioned).
+func (l *Link) UsesVersion() uses.LinkVersion {
+	return uses.LinkVersion{
+		Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
+		UID: l.uid, StatusUses: l.statusUses, MaxUses: l.maxUses,
+	}
 }
 
 const (
@@ -124,6 +135,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 		ResourceVersion: in.ResourceVersion,
 		Code:            in.Status.Code,
 		statusUses:      in.Status.Uses,
+		uid:             uses.UIDKey(in.UID),
 		created:         uint32(max(in.CreationTimestamp.Unix(), 0)),
 	}
 	switch st := in.RedirectStatusCode(); st {
@@ -152,6 +164,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	}
 	if in.Spec.MaxUses != nil {
 		l.flags |= flagMaxUses
+		l.maxUses = *in.Spec.MaxUses
 	}
 	if in.Spec.ForwardQuery {
 		l.flags |= flagForwardQuery

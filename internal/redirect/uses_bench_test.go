@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/uses"
 )
 
 // BenchmarkCountingOverhead measures what counting uses costs the request
@@ -19,8 +20,8 @@ import (
 // of each and their throughput ratio (goal: on/off >= 0.95).
 func BenchmarkCountingOverhead(b *testing.B) {
 	const links, perRound, rounds = 10_000, 2_000_000, 5
-	build := func(uses *Uses) (*Redirector, []string) {
-		r := New(Options{Uses: uses})
+	build := func(counting *uses.Uses) (*Redirector, []string) {
+		r := New(Options{Uses: counting})
 		r.ready.Store(true)
 		paths := make([]string, links)
 		for i := range links {
@@ -38,7 +39,7 @@ func BenchmarkCountingOverhead(b *testing.B) {
 		return r, paths
 	}
 	off, paths := build(nil)
-	on, _ := build(NewUses(UsesOptions{}))
+	on, _ := build(uses.New(uses.Options{}))
 	workers := 8
 	run := func(r *Redirector) time.Duration {
 		start := time.Now()

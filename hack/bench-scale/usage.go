@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Memory and CPU of the processes, read from /proc.
+
+type usage struct{ manager, redirector, apiserver, etcd, etcdDB int64 }
+
+// settledMemory is memory once the manager's and the redirector's RSS have
+// stopped falling (the Go scavenger returns the garbage of a burst to the
+// OS over seconds): read every second until neither falls by 256 KiB, at
+// least 3 s and at most 30 s. hack/bench-redirect.sh settles the same way.
+func (b *bench) settledMemory() usage {
+	time.Sleep(2 * time.Second)
+	prev := b.memory()
+	for i := 0; i < 28; i++ {
+		time.Sleep(time.Second)
+		cur := b.memory()
+		if prev.manager-cur.manager < 256<<10 && prev.redirector-cur.redirector < 256<<10 {
+			return cur
+		}
+		prev = cur
+	}
+	return prev
+}
+
+func (b *bench) memory() usage {
+	var u usage
+	if b.mgr != nil && b.rdr != nil {
+		u.manager, u.redirector = rss(b.mgr.cmd.Process.Pid), rss(b.rdr.cmd.Process.Pid)
+	}
+	port := b.env.ControlPlane.APIServer.Port
+	u.apiserver = rss(findPid("kube-apiserver", "--secure-port="+port))
+	etcdDir := b.env.ControlPlane.Etcd.DataDir
+	u.etcd = rss(findPid("etcd", etcdDir))
+	if fi, err := os.Stat(filepath.Join(etcdDir, "member", "snap", "db")); err == nil {
+		u.etcdDB = fi.Size()
+	}
+	return u
+}
+
+// cpuUse is the CPU time used so far by each process of the benchmark.
+type cpuUse struct{ apiserver, etcd, manager, redirector, bench float64 }
+
+func (b *bench) cpu() cpuUse {
+	u := cpuUse{
+		apiserver: cpuSeconds(findPid("kube-apiserver", "--secure-port="+b.env.ControlPlane.APIServer.Port)),
+		etcd:      cpuSeconds(findPid("etcd", b.env.ControlPlane.Etcd.DataDir)),
+		bench:     cpuSeconds(os.Getpid()),
+	}
+	if b.mgr != nil && b.rdr != nil {
+		u.manager, u.redirector = cpuSeconds(b.mgr.cmd.Process.Pid), cpuSeconds(b.rdr.cmd.Process.Pid)
+	}
+	return u
+}
+
+// since is the CPU each process used from before to u, in seconds.
+func (u cpuUse) since(before cpuUse) string {
+	return fmt.Sprintf("kube-apiserver %.0fs, etcd %.0fs, manager %.0fs, redirector %.0fs, the benchmark %.0fs",
+		u.apiserver-before.apiserver, u.etcd-before.etcd, u.manager-before.manager, u.redirector-before.redirector, u.bench-before.bench)
+}
+
+// cpuSeconds is the CPU time (user and system) pid has used.
+func cpuSeconds(pid int) float64 {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(stat), ')')
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ, 100 on Linux
+}
+
+// rss is a process's resident memory now; peakRSS its high-water mark.
+func rss(pid int) int64     { return procStatusBytes(pid, "VmRSS:") }
+func peakRSS(pid int) int64 { return procStatusBytes(pid, "VmHWM:") }
+
+func procStatusBytes(pid int, field string) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = f.Close() }()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if kb, ok := strings.CutPrefix(s.Text(), field); ok {
+			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			return v * 1024
+		}
+	}
+	return 0
+}
+
+// findPid finds the process whose executable is named exe and whose command
+// line contains arg.
+func findPid(exe, arg string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == exe && strings.Contains(string(cmdline), arg) {
+			return pid
+		}
+	}
+	return 0
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// API server metrics.
+
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	return strings.Join(f[:3], " ")
+}
+
+func numCPU() int {
+	data, _ := os.ReadFile("/proc/cpuinfo")
+	return max(1, strings.Count(string(data), "processor\t:"))
+}

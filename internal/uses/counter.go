@@ -1,0 +1,136 @@
+package uses
+
+import (
+	"hash/fnv"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// LinkVersion is what counting needs of one version of a link, as the
+// informer showed it.
+type LinkVersion struct {
+	Namespace, Name, ResourceVersion string
+	// UID is UIDKey of the object's uid: a link deleted and created again
+	// under its name is another link, with a counter of its own.
+	UID uint64
+	// StatusUses is status.uses of this version: the base of a count write.
+	StatusUses int64
+	// MaxUses is spec.maxUses (0: unlimited; the API admits 1 and above).
+	MaxUses int64
+}
+
+// Versioned is a version of a link held by the informer (the redirector's
+// Link). The counter keeps the newest one to write with, without a copy.
+type Versioned interface {
+	UsesVersion() LinkVersion
+}
+
+// UIDKey is the key of an object's uid in LinkVersion.
+func UIDKey(uid types.UID) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(uid))
+	return h.Sum64()
+}
+
+// Counter is the per-link state of uses in this replica. It outlives the
+// versions of the link that point at it (Uses.Attach hands it from one to
+// the next while the uid is the same), and is dropped with the link.
+type Counter struct {
+	// pending are the uses served and not yet written.
+	pending atomic.Int64
+	// taking counts requests between a take of quota and counting it in
+	// pending; a release waits for it to drain, so that every use taken
+	// from the quota is in the count the release writes.
+	taking atomic.Int64
+	// quota is what this replica may still serve of a limited link.
+	quota atomic.Int64
+	// leaseEnd is when this replica stops serving its quota, on Uses'
+	// monotonic clock (ns since its base); 0 stops it at once.
+	leaseEnd atomic.Int64
+	// grantMax is the limit under which the reservation was last written:
+	// a version of the link with a lower one stops the quota at once.
+	grantMax atomic.Int64
+	// latest is the newest version of the link seen by the informer.
+	latest atomic.Value // Versioned
+	uid    uint64
+	// queued is true while the counter is on the flusher's dirty stack.
+	queued atomic.Bool
+	next   *Counter // dirty stack
+
+	// Serialized by Uses.lock: reservations and writes of the link.
+	// held is this replica's reservation quota as last written (0: none)
+	// and heldExpires the expiresAt of that write, which marks it.
+	held        int64
+	heldExpires time.Time
+	// unconfirmed is a write whose outcome is unknown (its response was
+	// lost: a timeout after the API server may have applied it); the next
+	// live read tells by our reservation's expiresAt whether it was.
+	unconfirmed *unconfirmedWrite
+	// seen are the other replicas' reservations as this replica saw them.
+	seen map[string]Observation
+	// block is the size of the next reservation and lastGrant when the last
+	// one was granted: a block used up within a flush interval doubles the
+	// next, a slower one halves it, so a replica holds about what it serves
+	// in an interval, and a killed replica takes little quota with it.
+	block     int64
+	lastGrant time.Time
+	// quietRounds counts the flush rounds in a row in which the link served
+	// nothing from its reservation.
+	quietRounds int
+
+	// denied (ns on the monotonic clock) is until when a failed reservation
+	// is not retried; deniedGone says the limit was reached (410), not
+	// merely busy (503).
+	denied     atomic.Int64
+	deniedGone atomic.Bool
+	retryAfter atomic.Int64 // seconds, for the 503's Retry-After
+}
+
+// unconfirmedWrite is a reservation write whose response was lost.
+type unconfirmedWrite struct {
+	served  int64     // the uses it reported
+	mine    int64     // the reservation it wrote
+	expires time.Time // its expiresAt (zero: it wrote no reservation)
+	delta   int64     // what it changed of the quota served (see writeReservation)
+	sent    time.Time // when it was sent: its lease's start
+	// forfeited is the quota of others' reservations it took back.
+	forfeited int64
+	// maxUses is the limit it was written under.
+	maxUses int64
+}
+
+// RetryAfter is the Retry-After, in seconds, of a 503 of this link.
+func (c *Counter) RetryAfter() int64 { return c.retryAfter.Load() }
+
+// take serves one use from this replica's quota: atomics only.
+func (c *Counter) take(now int64) bool {
+	if now >= c.leaseEnd.Load() {
+		return false
+	}
+	for {
+		q := c.quota.Load()
+		if q <= 0 {
+			return false
+		}
+		if c.quota.CompareAndSwap(q, q-1) {
+			return true
+		}
+	}
+}
+
+func (c *Counter) version() (LinkVersion, bool) {
+	v, _ := c.latest.Load().(Versioned)
+	if v == nil {
+		return LinkVersion{}, false
+	}
+	return v.UsesVersion(), true
+}
+
+func (c *Counter) name() string {
+	if v, ok := c.version(); ok {
+		return v.Namespace + "/" + v.Name
+	}
+	return ""
+}

@@ -1,0 +1,325 @@
+package uses
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+)
+
+// fakeAPI is an API server holding one ShortLink, with the semantics the
+// uses writes rely on (resourceVersion preconditions on merge patches of
+// the status) and faults to inject per holder.
+type fakeAPI struct {
+	mu    sync.Mutex
+	link  *linkv1.ShortLink // nil: deleted
+	rv    int
+	fault map[string]fault // by holder
+	// patches are the bodies of the status patches applied, in order.
+	patches []string
+	// lowered is set when a patch wrote a status.uses below the one before.
+	lowered bool
+	// takenBack is the quota of reservations that a patch of another
+	// holder removed: counted as used, since their holders may have served it.
+	takenBack int64
+}
+
+// fault is what the next request of a holder meets.
+type fault int
+
+const (
+	noFault fault = iota
+	// paused: every request times out at once (the API server does not
+	// answer), deterministically.
+	paused
+	// applyThenTimeout: the next patch is applied, and its response lost.
+	applyThenTimeout
+	// timeoutBeforeApply: the next patch is lost before it is applied.
+	timeoutBeforeApply
+	// frozen: every request waits for its context to end (a stopped API
+	// server, as the client sees it).
+	frozen
+)
+
+var linkGR = schema.GroupResource{Group: "linkforge.io", Resource: "shortlinks"}
+
+func newFakeAPI(maxUses int64) *fakeAPI {
+	a := &fakeAPI{fault: map[string]fault{}}
+	a.create("uid-1", maxUses)
+	return a
+}
+
+// create makes the link anew under its name with uid.
+func (a *fakeAPI) create(uid string, maxUses int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rv++
+	a.link = &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", UID: types.UID(uid), ResourceVersion: strconv.Itoa(a.rv)}}
+	if maxUses > 0 {
+		a.link.Spec.MaxUses = &maxUses
+	}
+}
+
+// setMaxUses changes the spec, as kubectl patch would.
+func (a *fakeAPI) setMaxUses(n int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rv++
+	a.link.Spec.MaxUses = &n
+	a.link.ResourceVersion = strconv.Itoa(a.rv)
+}
+
+func (a *fakeAPI) get() *linkv1.ShortLink {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.link == nil {
+		return nil
+	}
+	return a.link.DeepCopy()
+}
+
+// version is the link as an informer would show it.
+func (a *fakeAPI) version() Versioned {
+	l := a.get()
+	v := &testVersion{LinkVersion{Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
+		UID: UIDKey(l.UID), StatusUses: l.Status.Uses}}
+	if l.Spec.MaxUses != nil {
+		v.MaxUses = *l.Spec.MaxUses
+	}
+	return v
+}
+
+func (a *fakeAPI) setFault(holder string, f fault) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fault[holder] = f
+}
+
+// takeFault returns the holder's fault; one-shot faults are used up.
+func (a *fakeAPI) takeFault(holder string, patch bool) fault {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f := a.fault[holder]
+	lasting := f == paused || f == frozen
+	if !lasting && patch {
+		delete(a.fault, holder)
+	}
+	if !lasting && !patch {
+		return noFault
+	}
+	return f
+}
+
+type testVersion struct{ LinkVersion }
+
+func (v *testVersion) UsesVersion() LinkVersion { return v.LinkVersion }
+
+// fakeClient is one replica's client of a fakeAPI.
+type fakeClient struct {
+	client.Client // nil: any other call panics
+	api           *fakeAPI
+	holder        string
+}
+
+func (c *fakeClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	switch c.api.takeFault(c.holder, false) {
+	case paused:
+		return context.DeadlineExceeded
+	case frozen:
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	l := c.api.get()
+	if l == nil || key.Name != l.Name || key.Namespace != l.Namespace {
+		return apierrors.NewNotFound(linkGR, key.Name)
+	}
+	*obj.(*linkv1.ShortLink) = *l
+	return nil
+}
+
+func (c *fakeClient) Status() client.SubResourceWriter { return &fakeStatus{c: c} }
+
+type fakeStatus struct {
+	client.SubResourceWriter // nil: Update and the others panic
+	c                        *fakeClient
+}
+
+func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, _ ...client.SubResourcePatchOption) error {
+	f := s.c.api.takeFault(s.c.holder, true)
+	switch f {
+	case paused, timeoutBeforeApply:
+		return context.DeadlineExceeded
+	case frozen:
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	switch f {
+	case timeoutBeforeApply:
+		return context.DeadlineExceeded
+	}
+	if patch.Type() != types.MergePatchType {
+		return fmt.Errorf("patch type %s, want a merge patch", patch.Type())
+	}
+	body, err := patch.Data(obj)
+	if err != nil {
+		return err
+	}
+	var p struct {
+		Metadata map[string]json.RawMessage `json:"metadata"`
+		Status   map[string]json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return err
+	}
+	for k := range p.Metadata {
+		if k != "resourceVersion" {
+			return fmt.Errorf("patch sets metadata.%s", k)
+		}
+	}
+	a := s.c.api
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.link == nil || a.link.Name != obj.GetName() {
+		return apierrors.NewNotFound(linkGR, obj.GetName())
+	}
+	var rv string
+	if err := json.Unmarshal(p.Metadata["resourceVersion"], &rv); err != nil || rv == "" {
+		return fmt.Errorf("a status patch without a resourceVersion precondition: %s", body)
+	}
+	if rv != a.link.ResourceVersion {
+		return apierrors.NewConflict(linkGR, obj.GetName(), fmt.Errorf("resourceVersion %s, want %s", a.link.ResourceVersion, rv))
+	}
+	before := a.link.Status.UseReservations
+	for k, v := range p.Status {
+		switch k {
+		case "uses":
+			before := a.link.Status.Uses
+			if err := json.Unmarshal(v, &a.link.Status.Uses); err != nil {
+				return err
+			}
+			if a.link.Status.Uses < before {
+				a.lowered = true
+			}
+		case "useReservations":
+			a.link.Status.UseReservations = nil
+			if err := json.Unmarshal(v, &a.link.Status.UseReservations); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("patch sets status.%s", k)
+		}
+	}
+	for _, old := range before {
+		kept := false
+		for _, res := range a.link.Status.UseReservations {
+			kept = kept || res.Holder == old.Holder
+		}
+		if !kept && old.Holder != s.c.holder {
+			a.takenBack += old.Quota
+		}
+	}
+	a.rv++
+	a.link.ResourceVersion = strconv.Itoa(a.rv)
+	a.patches = append(a.patches, string(body))
+	if f == applyThenTimeout {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// fakeClock is a clock the test moves; each replica reads it with its own skew.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) skewed(skew time.Duration) func() time.Time {
+	return func() time.Time {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.now.Add(skew)
+	}
+}
+
+// testReplica is one redirector's counting of the fake API's link.
+type testReplica struct {
+	u       *Uses
+	c       *Counter
+	api     *fakeAPI
+	holder  string
+	clock   func() time.Time
+	dead    bool
+	ctx     context.Context
+	flushes int
+	// short: the property test's replicas, whose API never blocks.
+	short bool
+}
+
+// wait bounds a request's wait for quota, and a flush round.
+func (r *testReplica) wait() time.Duration {
+	if r.short {
+		return time.Minute // only what the test injects fails
+	}
+	return 50 * time.Millisecond
+}
+
+// starve spends r's write budget until heal: every write finds none.
+func (r *testReplica) starve() {
+	for _, l := range []*rate.Limiter{r.u.budget, r.u.pace} {
+		l.SetLimit(0)
+		l.SetBurst(0)
+	}
+}
+
+func (r *testReplica) heal() {
+	r.u.budget.SetLimit(rate.Limit(r.u.opts.WritesPerSecond))
+	r.u.budget.SetBurst(r.u.opts.ReserveBurst)
+	r.u.pace.SetLimit(rate.Limit(r.u.opts.WritesPerSecond))
+	r.u.pace.SetBurst(1)
+}
+
+func newTestReplica(api *fakeAPI, clk *fakeClock, holder string, skew time.Duration, short ...bool) *testReplica {
+	r := &testReplica{api: api, holder: holder, clock: clk.skewed(skew), ctx: context.Background(), short: len(short) > 0 && short[0]}
+	r.u = New(Options{
+		Client: &fakeClient{api: api, holder: holder}, Holder: holder,
+		FlushInterval: 10 * time.Second, Lease: 30 * time.Second, WritesPerSecond: 1e9,
+		ReserveTimeout: r.wait(), MaxBlock: 8, Clock: r.clock,
+	})
+	r.sync()
+	return r
+}
+
+// sync delivers the link's current version, as the informer does.
+func (r *testReplica) sync() {
+	if l := r.api.get(); l != nil {
+		r.c = r.u.Attach(r.c, r.api.version())
+	}
+}
+
+func (r *testReplica) take() Verdict { return r.u.Take(r.c, r.clock()) }
+
+// flush runs a flush round; a paused API server holds each write 50ms.
+func (r *testReplica) flush(final bool) {
+	r.flushes++
+	ctx, cancel := context.WithTimeout(r.ctx, r.wait())
+	defer cancel()
+	r.u.Flush(ctx, final)
+}

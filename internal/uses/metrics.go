@@ -1,0 +1,63 @@
+package uses
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// The redirector's metric names: linkforge_redirector_uses_*.
+const (
+	metricsNamespace = "linkforge"
+	metricsSubsystem = "redirector"
+)
+
+// metrics count the writes of uses; none has a per-link label.
+type metrics struct {
+	writes       *prometheus.CounterVec
+	reservations *prometheus.CounterVec
+	settled      *prometheus.CounterVec
+	unavailable  prometheus.Counter
+	forfeited    prometheus.Counter
+	limitLowered prometheus.Counter
+	pending      prometheus.Gauge
+	reserveWait  prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
+	}
+	m := &metrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_writes_total",
+			"Status writes of uses and reservations, by result: ok, conflict (a 409, retried on a fresh read) or error (retried next round).")), []string{"result"}),
+		reservations: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_reservations_total",
+			"Reservations of maxUses quota asked by requests, by result: granted, denied (no quota left to reserve) or error (API server unreachable).")), []string{"result"}),
+		settled: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_unconfirmed_writes_total",
+			"Reservation writes whose response was lost, by what the next live read showed: applied, not-applied (its uses counted again) or taken-back.")), []string{"outcome"}),
+		unavailable: prometheus.NewCounter(prometheus.CounterOpts(opts("uses_quota_denied_total",
+			"GETs of a link with maxUses that this replica could not serve from its quota (answered 503, or 410 once the limit is reached)."))),
+		forfeited: prometheus.NewCounter(prometheus.CounterOpts(opts("uses_forfeited_total",
+			"Quota of lapsed reservations (their replica stopped without returning it) counted as used by this replica's writes."))),
+		limitLowered: prometheus.NewCounter(prometheus.CounterOpts(opts("uses_limit_lowered_total",
+			"Versions of a link whose maxUses is below the limit this replica's reservation was written under: its quota stopped at once, to be shrunk on a live read."))),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts(opts("uses_pending",
+			"Uses served and not yet written to the API server, after the last flush round."))),
+		reserveWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+			Name: "uses_reserve_duration_seconds",
+			Help: "How long requests of links with maxUses waited for a reservation (a live read and a write; bounded by --uses-reserve-timeout).",
+			// From a round trip on a quiet API server to the 2s timeout.
+			Buckets: []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2, 5}}),
+	}
+	// Every label value exists from the start, at 0: rates and alerts need
+	// no first event.
+	for _, r := range []string{"ok", "conflict", "error"} {
+		m.writes.WithLabelValues(r)
+	}
+	for _, r := range []string{"granted", "denied", "error"} {
+		m.reservations.WithLabelValues(r)
+	}
+	for _, o := range []string{"applied", "not-applied", "taken-back"} {
+		m.settled.WithLabelValues(o)
+	}
+	if reg != nil {
+		reg.MustRegister(m.writes, m.reservations, m.settled, m.unavailable, m.forfeited, m.limitLowered, m.pending, m.reserveWait)
+	}
+	return m
+}

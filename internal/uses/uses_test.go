@@ -1,0 +1,392 @@
+package uses
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+)
+
+var epoch = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+// serveUntilDenied takes uses on r until it is refused; it returns how many it served.
+func serveUntilDenied(r *testReplica, most int) int {
+	n := 0
+	for n < most && r.take() == Served {
+		n++
+	}
+	return n
+}
+
+// A lowered limit: replicas holding quota reserved under the old limit stop
+// serving it as soon as their informer shows the new one, and the next live
+// read shrinks their reservations to what fits. (Without Attach's check they
+// served their old blocks: 128 redirects for a limit of 86 from outside.)
+func TestLoweredLimitNeverServedPast(t *testing.T) {
+	api := newFakeAPI(1000)
+	clk := &fakeClock{now: epoch}
+	replicas := []*testReplica{newTestReplica(api, clk, "a", 0), newTestReplica(api, clk, "b", 0), newTestReplica(api, clk, "c", 0)}
+	served := 0
+	for _, r := range replicas {
+		// Blocks of 1, 2, 4 and 8 within a flush interval: each holds quota.
+		served += serveUntilDenied(r, 9)
+	}
+	held := int64(0)
+	for _, res := range api.get().Status.UseReservations {
+		held += res.Quota
+	}
+	if held == 0 {
+		t.Fatal("no replica holds quota")
+	}
+	limit := int64(served + 5)
+	api.setMaxUses(limit)
+	for _, r := range replicas {
+		r.sync()
+	}
+	for round := 0; round < 5; round++ {
+		for _, r := range replicas {
+			served += serveUntilDenied(r, 100)
+			r.flush(false)
+			r.sync()
+		}
+		clk.advance(time.Second)
+	}
+	if int64(served) > limit {
+		t.Fatalf("served %d after the limit was lowered to %d (replicas held %d)", served, limit, held)
+	}
+	if got := api.get().Status.Uses; got < int64(served) {
+		t.Errorf("status.uses %d < %d served", got, served)
+	}
+}
+
+// A request waits at most ReserveTimeout for quota, whatever the API server
+// does: a frozen one answers nothing.
+func TestReserveWaitIsBounded(t *testing.T) {
+	api := newFakeAPI(10)
+	clk := &fakeClock{now: epoch}
+	r := newTestReplica(api, clk, "a", 0)
+	api.setFault("a", frozen)
+	start := time.Now()
+	if v := r.take(); v != Unavailable {
+		t.Fatalf("verdict %v with the API server frozen, want Unavailable", v)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the first request waited %v (reserve timeout 50ms)", d)
+	}
+	if r.c.RetryAfter() < 1 {
+		t.Errorf("Retry-After %d", r.c.RetryAfter())
+	}
+	start = time.Now()
+	if v := r.take(); v != Unavailable || time.Since(start) > 10*time.Millisecond {
+		t.Errorf("the next request: %v after %v, want Unavailable at once", v, time.Since(start))
+	}
+}
+
+// The uses client answers within the caller's context even when the API
+// server never answers: its REST mapping needs no discovery. (The default
+// mapper's discovery has no context: the first request of a limited link
+// then waited as long as the API server was frozen.)
+func TestClientNeedsNoDiscovery(t *testing.T) {
+	release := make(chan struct{})
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	scheme := runtime.NewScheme()
+	if err := linkv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(&rest.Config{Host: srv.URL}, scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "l"}, &linkv1.ShortLink{}) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Get succeeded against a server that never answers")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Get still waiting 5s after its 200ms context ended (%d requests)", requests.Load())
+	}
+}
+
+// A write applied by the API server whose response was lost is recognised
+// on the next read by the expiresAt it wrote: its uses count once.
+func TestUnconfirmedWriteCountsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault fault
+	}{
+		{"applied, then the response lost", applyThenTimeout},
+		{"lost before it was applied", timeoutBeforeApply},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newFakeAPI(100)
+			clk := &fakeClock{now: epoch}
+			r := newTestReplica(api, clk, "a", 0)
+			served := serveUntilDenied(r, 9)
+			api.setFault("a", tc.fault)
+			r.flush(false) // the renewal that reports the uses: outcome unknown
+			r.sync()
+			served += serveUntilDenied(r, 3)
+			r.flush(false)
+			r.sync()
+			r.flush(true)
+			st := api.get().Status
+			if st.Uses != int64(served) {
+				t.Errorf("status.uses %d after %d served", st.Uses, served)
+			}
+			if len(st.UseReservations) != 0 {
+				t.Errorf("reservations left after the final flush: %+v", st.UseReservations)
+			}
+		})
+	}
+}
+
+// A link deleted and created again under its name, seen by the informer as
+// one update (a re-list), gets a new counter; the old one's writes find
+// another uid and write nothing.
+func TestRecreatedLinkStartsAfresh(t *testing.T) {
+	api := newFakeAPI(100)
+	clk := &fakeClock{now: epoch}
+	r := newTestReplica(api, clk, "a", 0)
+	served := serveUntilDenied(r, 5)
+	old := r.c
+	api.create("uid-2", 100)
+	r.sync()
+	if r.c == old {
+		t.Fatal("the recreated link got the old link's counter")
+	}
+	if r.take() != Served {
+		t.Fatal("the recreated link is not served")
+	}
+	r.flush(false)
+	r.flush(true)
+	st := api.get().Status
+	if st.Uses != 1 {
+		t.Errorf("the new link's status.uses = %d, want 1 (the old link served %d)", st.Uses, served)
+	}
+	if len(st.UseReservations) != 0 {
+		t.Errorf("reservations left: %+v", st.UseReservations)
+	}
+}
+
+// Requests that find no quota never make the pending count negative, and
+// every use taken is in the count a release writes, however requests and
+// releases interleave.
+func TestTakeAndReleaseInterleave(t *testing.T) {
+	api := newFakeAPI(1_000_000)
+	r := newTestReplica(api, &fakeClock{now: epoch}, "a", 0)
+	r.u.opts.Clock = time.Now
+	r.u.base = time.Now()
+	var served atomic.Int64
+	var negative atomic.Bool
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if r.u.Take(r.c, time.Now()) == Served {
+					served.Add(1)
+				}
+				if r.c.pending.Load() < 0 {
+					negative.Store(true)
+				}
+			}
+		})
+	}
+	for i := range 2000 {
+		// Renewals that report counts, and releases (an idle link's
+		// round, a shutdown), while requests take and find no quota.
+		r.flush(i%2 == 0)
+	}
+	close(stop)
+	wg.Wait()
+	r.flush(true)
+	if negative.Load() {
+		t.Error("the pending count went below zero")
+	}
+	if api.lowered {
+		t.Error("a write lowered status.uses")
+	}
+	if got := api.get().Status.Uses; got != served.Load() {
+		t.Errorf("status.uses %d, served %d", got, served.Load())
+	}
+}
+
+// Reservation writes are merge patches of uses and useReservations with a
+// resourceVersion precondition: status fields a newer controller writes
+// are never sent back (an Update would, and drop the ones this build does
+// not know). The fake refuses anything else.
+func TestReservationWritesArePatches(t *testing.T) {
+	api := newFakeAPI(10)
+	r := newTestReplica(api, &fakeClock{now: epoch}, "a", 0)
+	if r.take() != Served {
+		t.Fatal("not served")
+	}
+	r.flush(true)
+	if len(api.patches) != 2 {
+		t.Fatalf("%d patches, want a reservation and its release", len(api.patches))
+	}
+	for _, p := range api.patches {
+		if !strings.HasPrefix(p, `{"metadata":{"resourceVersion":`) {
+			t.Errorf("patch %s", p)
+		}
+	}
+	if !strings.Contains(api.patches[1], `"useReservations":null`) {
+		t.Errorf("the release does not remove the list: %s", api.patches[1])
+	}
+}
+
+// When the budget is short, the reservations whose leases end first are
+// renewed first.
+func TestRenewalsDueFirst(t *testing.T) {
+	cs := make([]*Counter, 0, 3)
+	for _, end := range []int64{30, 10, 20} {
+		c := &Counter{}
+		c.leaseEnd.Store(end)
+		cs = append(cs, c)
+	}
+	dueFirst(cs)
+	for i, want := range []int64{10, 20, 30} {
+		if got := cs[i].leaseEnd.Load(); got != want {
+			t.Fatalf("renewal %d: lease ending at %d, want %d", i, got, want)
+		}
+	}
+}
+
+// The bound a burst of first clicks on distinct limited links puts on the
+// API server: at most ReserveBurst + WritesPerSecond*t writes in t seconds
+// per replica; and flush rounds, paced at the rate, leave that burst to
+// the requests.
+func TestWriteBudgetBound(t *testing.T) {
+	const rate, burst = 1000.0, 50
+	u := New(Options{WritesPerSecond: rate, ReserveBurst: burst, FlushInterval: time.Second})
+	u.roundEnd = time.Now().Add(time.Second)
+	start := time.Now()
+	for range 100 {
+		if !u.spend(context.Background(), budgetRound) {
+			t.Fatal("a flush round found no budget")
+		}
+	}
+	if d := time.Since(start); d < 90*time.Millisecond {
+		t.Errorf("100 flush writes took %v: not paced at %v/s", d, rate)
+	}
+	if tokens := u.budget.Tokens(); tokens < burst-2 {
+		t.Errorf("flush rounds left %.1f of the reservation burst %d", tokens, burst)
+	}
+	const window = 20 * time.Millisecond
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for range 500 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), window)
+			defer cancel()
+			if u.spend(ctx, budgetWait) {
+				granted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(begin)
+	if most := float64(burst) + rate*elapsed.Seconds() + 1; float64(granted.Load()) > most {
+		t.Errorf("%d writes in %v; the bound is %v", granted.Load(), elapsed, most)
+	}
+	if granted.Load() < burst-2 {
+		t.Errorf("%d writes granted to a burst; want the burst of %d at once", granted.Load(), burst)
+	}
+}
+
+// A reservation in use stays with its replica between clicks (a renewal
+// every other round, no write while its lease lasts), and goes back to the
+// others once it has served nothing for a lease.
+func TestQuietReservationReturnedAfterALease(t *testing.T) {
+	api := newFakeAPI(100)
+	clk := &fakeClock{now: epoch}
+	r := newTestReplica(api, clk, "a", 0)
+	if serveUntilDenied(r, 2) != 2 { // blocks of 1 and 2: one use left
+		t.Fatal("not served")
+	}
+	writes := func() int { return len(api.patches) }
+	r.flush(false) // reports the use and renews
+	after := writes()
+	held := func() bool { return len(api.get().Status.UseReservations) == 1 }
+	for round, want := range []struct {
+		writes int
+		held   bool
+	}{
+		{0, true},  // quiet 1: the lease lasts 20s more: no write
+		{1, true},  // quiet 2: 10s left: renewed
+		{1, false}, // quiet 3 (a lease): returned
+	} {
+		clk.advance(10 * time.Second)
+		r.flush(false)
+		if got := writes() - after; got != want.writes || held() != want.held {
+			t.Fatalf("round %d: %d writes, held %v; want %d, %v", round+1, got, held(), want.writes, want.held)
+		}
+		after = writes()
+	}
+}
+
+// A release waits for a request that has taken quota and not yet counted
+// it, so the count it writes holds that use; and a request that finds no
+// quota leaves the pending count alone. (Counting before taking, as before,
+// let a write carry away a count that a failed take then took back: the
+// pending count went negative and the next write lowered status.uses.)
+func TestReleaseWaitsForATakeInFlight(t *testing.T) {
+	api := newFakeAPI(100)
+	r := newTestReplica(api, &fakeClock{now: epoch}, "a", 0)
+	served := serveUntilDenied(r, 2) // blocks of 1 and 2: one use left
+	if !r.c.take(r.u.mono(r.clock())) {
+		t.Fatal("no quota left to take")
+	}
+	r.c.taking.Add(1) // a request between its take and its count
+	released := make(chan struct{})
+	go func() {
+		r.flush(true)
+		close(released)
+	}()
+	select {
+	case <-released:
+		t.Fatal("the release did not wait for the request between its take and its count")
+	case <-time.After(100 * time.Millisecond):
+	}
+	r.c.pending.Add(1)
+	r.c.taking.Add(-1)
+	<-released
+	if got := api.get().Status.Uses; got != int64(served+1) {
+		t.Errorf("status.uses %d after %d uses", got, served+1)
+	}
+	// No quota and a denial in force: the request is refused and the
+	// pending count is untouched.
+	r.c.denied.Store(r.u.mono(r.clock().Add(time.Minute)))
+	if v := r.take(); v != Unavailable || r.c.pending.Load() != 0 {
+		t.Errorf("a refused request: %v, pending %d", v, r.c.pending.Load())
+	}
+}
