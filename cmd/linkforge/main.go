@@ -5,7 +5,7 @@
 // kubectl linkforge create ...
 //
 //	linkforge code [-n NAMESPACE] [--salt N] URL...
-//	linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
+//	linkforge import FILE [--format F] [-n NAMESPACE] [--domain HOST=NAMESPACE]... [--name-prefix P] [-o PATH | --apply]
 //	linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N] [--status S] [--forward-query] [--dry-run=client -o yaml]
 //	linkforge get [NAME] [-A]
 //	linkforge open NAME [--browser]
@@ -30,8 +30,10 @@ var version = "dev"
 const usage = `usage:
   linkforge code [-n NAMESPACE] [--salt N] URL...
         print "<code>\t<canonical URL>" for each URL
-  linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
-        write ShortLink manifests for the links of a CSV, YOURLS or Shlink export
+  linkforge import FILE [--format F] [-n NAMESPACE] [--domain HOST=NAMESPACE]...
+        [--name-prefix P] [-o PATH | --apply [--workers N]]
+        write ShortLink manifests for the links of a YOURLS, Shlink, Bitly, dub,
+        Kutt or Sink export (or a CSV), or create them in the cluster
   linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N]
         [--status 301|302|307|308] [--forward-query] [--overwrite] [--timeout 30s]
         [--dry-run=client [-o yaml|json]]
