@@ -91,12 +91,18 @@ var errNoCodeIndex = errors.New("the code index has no ShortLink informer: build
 // from every informer: links with the code and others, of namespace and
 // others. The objects are the cache's own: read only.
 func (c *CodeIndex) bucket(namespace, code string) ([]any, error) {
+	return c.bucketOf(codeBucket(namespace, code))
+}
+
+// bucketOf returns the cached links filed under one bucket (a value of
+// bucketNames), from every informer. The objects are the cache's own: read
+// only.
+func (c *CodeIndex) bucketOf(value string) ([]any, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if len(c.indexers) == 0 {
 		return nil, errNoCodeIndex
 	}
-	value := codeBucket(namespace, code)
 	var out []any
 	for _, indexer := range c.indexers {
 		objs, err := indexer.ByIndex(codeIndexName, value)

@@ -63,8 +63,8 @@ func newDenyList(name string, hosts ...linkv1.HostPattern) *linkv1.DestinationDe
 	return d
 }
 
-// createLink creates a ShortLink and returns the API server's answer.
-func createLink(ns, name, url string) error {
+// tryCreateLink creates a ShortLink and returns the API server's answer.
+func tryCreateLink(ns, name, url string) error {
 	return k8sClient.Create(suiteCtx, newLink(ns, name, url))
 }
 
@@ -185,8 +185,8 @@ var _ = Describe("The destination policy", Ordered, func() {
 			Eventually(func() string { return refusal(ns, "http://169.254.169.254/") }).ShouldNot(BeEmpty())
 
 			// Admission compares them only as written: admitted.
-			Expect(createLink(ns, "decimal", "http://2852039166/latest/meta-data/")).To(Succeed())
-			Expect(createLink(ns, "unicode", "https://Bücher.policy.example/")).To(Succeed())
+			Expect(tryCreateLink(ns, "decimal", "http://2852039166/latest/meta-data/")).To(Succeed())
+			Expect(tryCreateLink(ns, "unicode", "https://Bücher.policy.example/")).To(Succeed())
 
 			l := eventuallyState(ns, "decimal", metav1.ConditionFalse, linkv1.ReasonDestinationNotAllowed, linkv1.StateBlocked)
 			Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(Equal(
@@ -205,8 +205,8 @@ var _ = Describe("The destination policy", Ordered, func() {
 		It("reports links a changed allow-list refuses, stops serving them, deletes nothing, and serves them again when it allows them", func() {
 			ns := newNamespace("change")
 			runLinkManagers(ns, 1)
-			Expect(createLink(ns, "kept", "https://docs.app.policy.example/")).To(Succeed())
-			Expect(createLink(ns, "dropped", "https://other.policy.example/x")).To(Succeed())
+			Expect(tryCreateLink(ns, "kept", "https://docs.app.policy.example/")).To(Succeed())
+			Expect(tryCreateLink(ns, "dropped", "https://other.policy.example/x")).To(Succeed())
 			kept := eventuallyReady(ns, "kept")
 			was := eventuallyReady(ns, "dropped")
 
@@ -241,8 +241,8 @@ var _ = Describe("The destination policy", Ordered, func() {
 		It("reports links a new DestinationDenyList denies and serves them again once it is deleted", func() {
 			ns := newNamespace("deny-later")
 			runLinkManagers(ns, 1)
-			Expect(createLink(ns, "tool", "https://tool.intranet.policy.example/")).To(Succeed())
-			Expect(createLink(ns, "public", "https://www.policy.example/")).To(Succeed())
+			Expect(tryCreateLink(ns, "tool", "https://tool.intranet.policy.example/")).To(Succeed())
+			Expect(tryCreateLink(ns, "public", "https://www.policy.example/")).To(Succeed())
 			was := eventuallyReady(ns, "tool")
 			public := eventuallyReady(ns, "public")
 

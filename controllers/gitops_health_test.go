@@ -179,6 +179,12 @@ var _ = Describe("GitOps health", func() {
 		Expect(k8sClient.Create(suiteCtx, wanter)).To(Succeed())
 		eventuallyState(ns, "wanter", metav1.ConditionFalse, linkv1.ReasonCodeConflict, linkv1.StateConflict)
 
+		scheduled := newLink(ns, "scheduled", "https://example.com/scheduled")
+		later := metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))
+		scheduled.Spec.ActivatesAt = &later
+		Expect(k8sClient.Create(suiteCtx, scheduled)).To(Succeed())
+		eventuallyState(ns, "scheduled", metav1.ConditionTrue, linkv1.ReasonScheduled, linkv1.StateScheduled)
+
 		Expect(k8sClient.Create(suiteCtx, newLink(ns, "invalid", "https://bank example.com/"))).To(Succeed())
 		eventuallyState(ns, "invalid", metav1.ConditionFalse, linkv1.ReasonInvalidURL, linkv1.StateInvalid)
 
@@ -243,6 +249,7 @@ var _ = Describe("GitOps health", func() {
 			argoSaying string
 		}{
 			{ns, "active", kstatus.CurrentStatus, "Healthy", "redirects to https://example.com/active"},
+			{ns, "scheduled", kstatus.CurrentStatus, "Healthy", "redirects from " + later.UTC().Format(time.RFC3339)},
 			{ns, "expired", kstatus.CurrentStatus, "Suspended", "answers 410 Gone"},
 			{ns, "exhausted", kstatus.CurrentStatus, "Suspended", "answers 410 Gone"},
 			{ns, "wanter", kstatus.FailedStatus, "Degraded", "waiting for the code to be released"},

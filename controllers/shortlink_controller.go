@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,9 +60,20 @@ type ShortLinkReconciler struct {
 	// Index is the code index of the manager's cache (required): the same
 	// as given to ManagerCacheOptions.
 	Index *CodeIndex
+	// DisableDedup gives every link without a spec.dedupPolicy a code of its
+	// own (the manager's --dedup=false); by default links of one target share one.
+	DisableDedup bool
+	// Metrics receives the code metrics (code_metrics.go); nil means
+	// controller-runtime's registry, which the manager serves.
+	Metrics prometheus.Registerer
+	// MetricsNamespaceLimit is how many namespaces get series of their own
+	// in the per-namespace code gauges (the rest are summed); 0 means
+	// DefaultMetricsNamespaceLimit, negative none.
+	MetricsNamespaceLimit int
 
 	expectations codeExpectations
 	denyLists    parsedDenyLists
+	metrics      *codeMetrics
 }
 
 // +kubebuilder:rbac:groups=linkforge.io,resources=shortlinks,verbs=get;list;watch
@@ -79,6 +91,7 @@ func (r *ShortLinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 
 	before := link.DeepCopy()
+	var decided claim.Decision
 	defer func() {
 		// A reconcile that failed half-way has not handled this generation:
 		// keep the last complete status and the first error.
@@ -99,12 +112,15 @@ func (r *ShortLinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		r.expectations.written(req.NamespacedName, link.Status.Code, before.ResourceVersion)
 		r.emitEvents(before, link)
+		r.metrics.observe(before, link, decided)
 	}()
 
-	return r.reconcile(ctx, link)
+	return r.reconcile(ctx, link, &decided)
 }
 
-func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortLink) (ctrl.Result, error) {
+// reconcile decides the link's status; decided receives the code decision
+// (none for an invalid URL or a destination the policy refuses).
+func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortLink, decided *claim.Decision) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	st := &link.Status
 	gen := link.Generation
@@ -161,6 +177,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	*decided = decision
 
 	st.ObservedGeneration = gen
 	var result ctrl.Result
@@ -169,7 +186,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		r.setHold(link, "", 0)
 		st.ConfirmedGeneration = 0
 		st.State = linkv1.StateConflict
-		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, conflictMessage(link, decision))
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, r.conflictMessage(link, decision))
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict, stalledConflictMessage(link))
 		r.removeCondition(link, linkv1.ConditionReconciling)
 		r.clearFinished(link)
@@ -214,9 +231,11 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	case exhausted:
 		st.State = linkv1.StateExhausted
 		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExhausted, fmt.Sprintf("code %s served all %d uses and answers 410 Gone, as its spec asks", decision.Code, *link.Spec.MaxUses))
+	case link.Scheduled(now):
+		result.RequeueAfter = r.setScheduled(link, decision, now)
 	default:
 		st.State = linkv1.StateActive
-		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonCodeAssigned, fmt.Sprintf("code %s redirects to %s", decision.Code, canonical))
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonCodeAssigned, r.activeMessage(link, decision, canonical))
 		if expires {
 			result.RequeueAfter = expiry.Sub(now)
 		}
@@ -245,7 +264,10 @@ func (r *ShortLinkReconciler) decide(link *linkv1.ShortLink, canonical string, n
 	return d, nil
 }
 
-func conflictMessage(link *linkv1.ShortLink, d claim.Decision) string {
+func (r *ShortLinkReconciler) conflictMessage(link *linkv1.ShortLink, d claim.Decision) string {
+	if !link.Dedup(!r.DisableDedup) {
+		return dedupOffConflictMessage(link, d)
+	}
 	if link.Spec.Code != "" {
 		return fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name)", link.Spec.Code, d.Rival)
 	}
@@ -278,17 +300,21 @@ func (r *ShortLinkReconciler) hashedCodes(canonical, namespace string) []string 
 // passed for the link being reconciled; rivals use their status, which is
 // what the redirectors serve.
 func (r *ShortLinkReconciler) claimLink(link *linkv1.ShortLink, canonical string) claim.Link {
-	var expiresAt *time.Time
+	var expiresAt, activatesAt *time.Time
 	if at, ok := link.Expiry(); ok {
 		expiresAt = &at
+	}
+	if at, ok := link.Activation(); ok {
+		activatesAt = &at
 	}
 	return claim.Link{
 		Name:      link.Name,
 		Created:   link.CreationTimestamp.Time,
-		Target:    claim.TargetKey(canonical, expiresAt, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery),
+		Target:    claim.TargetKey(canonical, expiresAt, activatesAt, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery),
 		Custom:    link.Spec.Code,
 		Held:      link.Status.Code,
 		Confirmed: link.HoldsConfirmedCode(),
+		Exclusive: !link.Dedup(!r.DisableDedup),
 	}
 }
 
@@ -385,7 +411,10 @@ func (r *ShortLinkReconciler) emitEvents(before, after *linkv1.ShortLink) {
 	}
 	changed := was == nil || was.Reason != now.Reason || was.Message != now.Message
 	switch now.Reason {
-	case linkv1.ReasonCodeAssigned:
+	case linkv1.ReasonCodeAssigned, linkv1.ReasonScheduled:
+		if r.emitScheduleEvents(before, after, was, now) {
+			return
+		}
 		// A link's first code is in its status and Ready condition; an event
 		// per new link would double the manager's writes and, held in the
 		// event broadcaster's cache for minutes, its memory. Events are for
@@ -421,6 +450,10 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	}
 	if err := r.addCodeIndex(ctx, mgr.GetCache()); err != nil {
 		return fmt.Errorf("indexing ShortLinks by code: %w", err)
+	}
+	r.metrics = newCodeMetrics(r)
+	if err := r.metrics.register(r.Metrics); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&linkv1.ShortLink{}).

@@ -55,3 +55,30 @@ func (l *ShortLink) ServesConfirmedCode() bool {
 func (l *ShortLink) Finished() bool {
 	return l.Status.FinishedAt != nil || l.Exhausted()
 }
+
+// Activation is spec.activatesAt: the instant from which the link
+// redirects. ok is false when it redirects from the start.
+func (l *ShortLink) Activation() (at time.Time, ok bool) {
+	if l.Spec.ActivatesAt == nil {
+		return time.Time{}, false
+	}
+	return l.Spec.ActivatesAt.Time, true
+}
+
+// Scheduled reports whether the link has not activated yet at now.
+func (l *ShortLink) Scheduled(now time.Time) bool {
+	at, ok := l.Activation()
+	return ok && now.Before(at)
+}
+
+// Dedup reports whether the link shares its code with the links of its
+// target: its dedupPolicy, or byDefault (the manager's --dedup) when unset.
+func (l *ShortLink) Dedup(byDefault bool) bool {
+	switch l.Spec.DedupPolicy {
+	case DedupNever:
+		return false
+	case DedupIfSameTarget:
+		return true
+	}
+	return byDefault
+}

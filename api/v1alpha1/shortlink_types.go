@@ -16,6 +16,19 @@ const (
 	ReapPolicyRetain ReapPolicy = "Retain"
 )
 
+// DedupPolicy says whether a link shares its code with the links of its
+// namespace that have the same target (the same canonical URL, expiry,
+// activation time, maxUses, redirectStatus and forwardQuery).
+// +kubebuilder:validation:Enum=IfSameTarget;Never
+type DedupPolicy string
+
+const (
+	// DedupIfSameTarget shares one code among the links of a target.
+	DedupIfSameTarget DedupPolicy = "IfSameTarget"
+	// DedupNever gives the link a code of its own.
+	DedupNever DedupPolicy = "Never"
+)
+
 // Condition types of a ShortLink. Ready is always present; Reconciling and
 // Stalled only while true (kstatus).
 const (
@@ -39,17 +52,21 @@ const (
 	ReasonDestinationNotAllowed = "DestinationNotAllowed"
 	ReasonProgressing           = "Progressing"
 	ReasonActive                = "Active"
+	ReasonScheduled             = "Scheduled"
 )
 
 // LinkState is what a link does now, in one word: the controller's reading
 // of its typed status, for people (the State column of kubectl get) and for
 // scripts that list links.
-// +kubebuilder:validation:Enum=Active;Pending;Expired;Exhausted;Conflict;Invalid;Blocked
+// +kubebuilder:validation:Enum=Active;Scheduled;Pending;Expired;Exhausted;Conflict;Invalid;Blocked
 type LinkState string
 
 const (
 	// StateActive: the link holds a confirmed code and redirects.
 	StateActive LinkState = "Active"
+	// StateScheduled: the link holds a confirmed code but its activatesAt
+	// has not come yet; until then it answers like an unknown code.
+	StateScheduled LinkState = "Scheduled"
 	// StatePending: the link's code is still held by a younger link that is
 	// moving to another code; it does not redirect yet.
 	StatePending LinkState = "Pending"
@@ -74,6 +91,7 @@ const DefaultRedirectStatus int32 = 302
 
 // ShortLinkSpec is what a team asks for: a target URL and how to redirect to it.
 // +kubebuilder:validation:XValidation:rule="!(has(self.expiresAt) && has(self.ttl))",message="set at most one of expiresAt and ttl: both give the link's expiry"
+// +kubebuilder:validation:XValidation:rule="!(has(self.activatesAt) && has(self.expiresAt)) || self.activatesAt < self.expiresAt",message="activatesAt must be before expiresAt: the link would never redirect"
 type ShortLinkSpec struct {
 	// url is the target of the short link: an absolute http or https URL of at
 	// most 2048 bytes. Redirects send it as written (trimmed); the code is
@@ -131,6 +149,27 @@ type ShortLinkSpec struct {
 	// +optional
 	ForwardQuery bool `json:"forwardQuery,omitempty"`
 
+	// activatesAt is the instant (RFC 3339) from which the link redirects.
+	// Before it the link holds its code (status.state Scheduled, Ready with
+	// reason Scheduled) but answers like an unknown code: 404, or the
+	// namespace's not-found fallback. The redirectors compare it with their
+	// clock on each request, so the link starts redirecting on time without
+	// waiting for the controller. Unset: from when the link has its code.
+	// Like Shlink's validSince.
+	// +optional
+	ActivatesAt *metav1.Time `json:"activatesAt,omitempty"`
+
+	// dedupPolicy says whether the link shares its code with the links of
+	// its namespace that have the same target (canonical URL, expiry,
+	// activatesAt, maxUses, redirectStatus and forwardQuery): IfSameTarget
+	// shares one code among them; Never gives this link a code of its own,
+	// the next salt no other link holds (the oldest link of a target keeps
+	// salt 0). Turning it to Never moves this link's code if it shared it,
+	// never another link's. Unset: the manager's --dedup flag (default
+	// IfSameTarget).
+	// +optional
+	DedupPolicy DedupPolicy `json:"dedupPolicy,omitempty"`
+
 	// reapPolicy says what happens once the link has finished (expired or
 	// exhausted): Delete removes it after ttlSecondsAfterFinished, Retain keeps
 	// it. Unset deletes it, unless a GitOps tool (Flux, Argo CD) manages it:
@@ -152,8 +191,9 @@ type ShortLinkStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// state is what the link does as of observedGeneration: Active (it
-	// redirects), Expired or Exhausted (it answers 410 Gone), Pending,
-	// Conflict, Invalid or Blocked (it holds no confirmed code and does not
+	// redirects), Scheduled (it holds its code and redirects from
+	// spec.activatesAt on), Expired or Exhausted (it answers 410 Gone),
+	// Pending, Conflict, Invalid or Blocked (it holds no confirmed code and does not
 	// redirect).
 	// Empty until the controller has seen the link. It is for people and listings: a finished link reads
 	// Ready=True (it is in the state its spec asks for), so Ready alone does
@@ -265,7 +305,8 @@ type UseReservation struct {
 // +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.status.code`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Ready=True: in the state the spec asks for, including finished (see State)"
-// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Active redirects; Expired and Exhausted answer 410 Gone; Pending, Conflict, Invalid and Blocked do not redirect"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Active redirects; Scheduled redirects from spec.activatesAt on; Expired and Exhausted answer 410 Gone; Pending, Conflict, Invalid and Blocked do not redirect"
+// +kubebuilder:printcolumn:name="Activates",type=string,JSONPath=`.spec.activatesAt`,priority=1,description="spec.activatesAt: when the link starts redirecting (RFC 3339); empty if from the start"
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the link expires (RFC 3339); empty if never"
 // +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxUses`,priority=1,description="spec.maxUses: redirects served before the link answers 410 Gone; empty if unlimited"

@@ -179,6 +179,10 @@ func (in *ShortLinkSpec) DeepCopyInto(out *ShortLinkSpec) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.ActivatesAt != nil {
+		in, out := &in.ActivatesAt, &out.ActivatesAt
+		*out = (*in).DeepCopy()
+	}
 	if in.TTLSecondsAfterFinished != nil {
 		in, out := &in.TTLSecondsAfterFinished, &out.TTLSecondsAfterFinished
 		*out = new(int32)

@@ -88,8 +88,12 @@ func TestImportToDirectory(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	if len(names) != 2 || !strings.HasPrefix(names[0], "shlink-12c18-") || names[1] != "shlink-old-api.yaml" {
-		t.Fatalf("files %q, want shlink-12c18-<hash>.yaml and shlink-old-api.yaml", names)
+	if len(names) != 3 || !strings.HasPrefix(names[0], "shlink-12c18-") || names[1] != "shlink-later.yaml" || names[2] != "shlink-old-api.yaml" {
+		t.Fatalf("files %q, want shlink-12c18-<hash>.yaml, shlink-later.yaml and shlink-old-api.yaml", names)
+	}
+	later, err := os.ReadFile(filepath.Join(dir, "shlink-later.yaml"))
+	if err != nil || !strings.Contains(string(later), `activatesAt: "2030-01-01T00:00:00Z"`) {
+		t.Errorf("shlink-later.yaml (validSince to come) lacks activatesAt: %v\n%s", err, later)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, names[0]))
 	if err != nil {
@@ -103,7 +107,7 @@ func TestImportToDirectory(t *testing.T) {
 	for _, want := range []string{
 		"shlink.json: shortUrls.data[2]: skipped: already exhausted: meta.maxVisits 10 and 10 visits counted",
 		"shlink.json: shortUrls.data[10]: skipped: duplicate shortCode \"12C18\": shortUrls.data[0] already has it",
-		"2 ShortLink(s) from " + fixtures + "shlink.json (shlink) written to directory " + dir + "; 9 row(s) skipped",
+		"3 ShortLink(s) from " + fixtures + "shlink.json (shlink-api) written to directory " + dir + "; 9 row(s) skipped",
 	} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
@@ -155,11 +159,17 @@ spec:
 			args:       []string{"import", "-"},
 			stdin:      "link,target\nx,y\n",
 			wantCode:   1,
-			wantStderr: []string{"stdin: cannot tell the format: tried JSON", "pass --format"},
+			wantStderr: []string{"stdin: cannot tell the format: tried XML, JSON, SQL and CSV", "pass --format"},
 		},
-		{name: "no file", args: []string{"import"}, wantCode: 2, wantStderr: []string{"takes one FILE", "usage: linkforge import"}},
+		{name: "no file", args: []string{"import"}, wantCode: 2, wantStderr: []string{"takes one FILE", "See 'linkforge import --help' for usage."}},
 		{name: "two files", args: []string{"import", "a.csv", "b.csv"}, wantCode: 2, wantStderr: []string{"got 2"}},
-		{name: "bad format flag", args: []string{"import", "-", "--format", "bitly"}, wantCode: 2, wantStderr: []string{`invalid --format "bitly"`}},
+		{name: "bad format flag", args: []string{"import", "-", "--format", "bitlyx"}, wantCode: 2, wantStderr: []string{`invalid --format "bitlyx": use one of csv, yourls-sql,`}},
+		{name: "bad domain flag", args: []string{"import", "-", "--domain", "s.test"}, wantCode: 2, wantStderr: []string{`invalid --domain "s.test": want HOST=NAMESPACE`}},
+		{name: "domain to a bad namespace", args: []string{"import", "-", "--domain", "s.test=Team_A"}, wantCode: 2, wantStderr: []string{`invalid --domain "s.test=Team_A": namespace "Team_A"`}},
+		{name: "one domain, two namespaces", args: []string{"import", "-", "--domain", "s.test=a", "--domain", "S.test=b"}, wantCode: 2, wantStderr: []string{"--domain s.test is given twice, for a and b"}},
+		{name: "-o and --apply", args: []string{"import", "-", "--apply", "-o", "x.yaml"}, wantCode: 2, wantStderr: []string{"pass one of them"}},
+		{name: "--workers without --apply", args: []string{"import", "-", "--workers", "4"}, wantCode: 2, wantStderr: []string{"--workers and --force-conflicts go with --apply"}},
+		{name: "--workers out of range", args: []string{"import", "-", "--apply", "--workers", "0"}, wantCode: 2, wantStderr: []string{"invalid --workers 0: 1-64"}},
 		{name: "bad namespace", args: []string{"import", "-", "-n", "Team_A"}, wantCode: 2, wantStderr: []string{`invalid -n "Team_A"`}},
 		{name: "bad prefix", args: []string{"import", "-", "--name-prefix", "Old_"}, wantCode: 2, wantStderr: []string{`invalid --name-prefix: invalid name prefix "Old_"`}},
 		{name: "missing file", args: []string{"import", "does-not-exist.csv"}, wantCode: 1, wantStderr: []string{"does-not-exist.csv: no such file"}},

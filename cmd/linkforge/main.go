@@ -5,10 +5,11 @@
 // kubectl linkforge create ...
 //
 //	linkforge code [-n NAMESPACE] [--salt N] URL...
-//	linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
+//	linkforge import FILE [--format F] [-n NAMESPACE] [--domain HOST=NAMESPACE]... [--name-prefix P] [-o PATH | --apply]
 //	linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N] [--status S] [--forward-query] [--dry-run=client -o yaml]
 //	linkforge get [NAME] [-A]
 //	linkforge open NAME [--browser]
+//	linkforge qr NAME [-o FILE] [--format png|svg] [--size N] [--margin N]
 //	linkforge version
 package main
 
@@ -29,8 +30,10 @@ var version = "dev"
 const usage = `usage:
   linkforge code [-n NAMESPACE] [--salt N] URL...
         print "<code>\t<canonical URL>" for each URL
-  linkforge import FILE [--format csv|yourls|shlink] [-n NAMESPACE] [--name-prefix P] [-o PATH]
-        write ShortLink manifests for the links of a CSV, YOURLS or Shlink export
+  linkforge import FILE [--format F] [-n NAMESPACE] [--domain HOST=NAMESPACE]...
+        [--name-prefix P] [-o PATH | --apply [--workers N]]
+        write ShortLink manifests for the links of a YOURLS, Shlink, Bitly, dub,
+        Kutt or Sink export (or a CSV), or create them in the cluster
   linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N]
         [--status 301|302|307|308] [--forward-query] [--overwrite] [--timeout 30s]
         [--dry-run=client [-o yaml|json]]
@@ -39,10 +42,12 @@ const usage = `usage:
         show ShortLinks: short URL, code, target, uses/limit, expiry, state
   linkforge open NAME [--browser]
         print (and open) the short URL of a ShortLink
+  linkforge qr NAME [-o FILE] [--format png|svg] [--size 256] [--margin 4] [--invert]
+        draw a QR code of the short URL: in the terminal, or as a PNG or SVG
   linkforge version
         print the version
 
-create, get and open talk to the cluster of the kubeconfig and take kubectl's
+create, get, open and qr talk to the cluster of the kubeconfig and take kubectl's
 flags (--kubeconfig, --context, -n...). Installed on the PATH as
 kubectl-linkforge, the binary is a kubectl plugin: kubectl linkforge get.
 Exit status: 0 ok, 1 invalid URL, conflict or not Ready, 2 usage error,
@@ -66,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCode(args[1:], stdout, stderr)
 	case "import":
 		return runImport(args[1:], stdout, stderr)
-	case "create", "get", "open":
+	case "create", "get", "open", "qr":
 		return plugin.Run(args[0], args[1:], stdout, stderr)
 	case "version":
 		if len(args) > 1 {

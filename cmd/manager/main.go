@@ -46,6 +46,8 @@ type options struct {
 	leaderElectionID        string
 	namespaces              string
 	redirectBaseURL         string
+	dedup                   bool
+	codeMetricsNamespaces   int
 	maxConcurrentReconciles int
 	qps                     float64
 	burst                   int
@@ -61,6 +63,10 @@ func run() error {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one manager replica is active.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	flag.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
+	flag.BoolVar(&o.dedup, "dedup", true, "Links of one namespace with the same target (canonical URL, expiry, activation, maxUses, redirectStatus, forwardQuery) share one code, "+
+		"unless a link's spec.dedupPolicy says otherwise. false: every link without a dedupPolicy gets a code of its own (a link that shared one moves to the next free salt; the oldest keeps it).")
+	flag.IntVar(&o.codeMetricsNamespaces, "code-metrics-namespaces", controllers.DefaultMetricsNamespaceLimit,
+		`Namespaces with series of their own in linkforge_codes_held and linkforge_codes_shared_links: those holding the most codes; the others are summed as namespace="_other". 0 sums them all.`)
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default: "+controllers.DefaultLeaderElectionID+
 		", or one derived from --namespaces, so each shard elects its own leader).")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces whose ShortLinks this manager caches and reconciles (a shard); empty: all. "+
@@ -141,6 +147,8 @@ func run() error {
 		RedirectBaseURL:         o.redirectBaseURL,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Index:                   codeIndex,
+		DisableDedup:            !o.dedup,
+		MetricsNamespaceLimit:   metricsNamespaceLimit(o.codeMetricsNamespaces),
 	}
 	if err := links.SetupWithManager(ctx, mgr); err != nil {
 		return err
@@ -167,6 +175,15 @@ func run() error {
 	log.Info("starting manager", "version", version, "leaderElect", o.leaderElect, "leaderElectionID", leaderElectionID,
 		"namespaces", namespaces, "maxConcurrentReconciles", o.maxConcurrentReconciles, "qps", o.qps)
 	return mgr.Start(ctx)
+}
+
+// metricsNamespaceLimit is the reconciler's MetricsNamespaceLimit for the
+// flag --code-metrics-namespaces, whose 0 means none (the field's, default).
+func metricsNamespaceLimit(flagValue int) int {
+	if flagValue <= 0 {
+		return -1
+	}
+	return flagValue
 }
 
 // metricsOptions serves metrics (and /reaper) the way kubebuilder's scaffold

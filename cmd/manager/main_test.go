@@ -38,9 +38,19 @@ func TestFlagDefaults(t *testing.T) {
 		{"reap-workers", strconv.Itoa(controllers.DefaultReapWorkers), "16"},
 		{"namespaces", "", ""},
 		{"leader-election-id", "", ""},
+		{"dedup", "true", "true"},
+		{"code-metrics-namespaces", strconv.Itoa(controllers.DefaultMetricsNamespaceLimit), "500"},
 	} {
 		if got := def(c.flag); got != c.want || got != c.documented {
 			t.Errorf("--%s defaults to %q, want %q (controllers.Defaults) and %q (README)", c.flag, got, c.want, c.documented)
+		}
+	}
+}
+
+func TestMetricsNamespaceLimit(t *testing.T) {
+	for flagValue, want := range map[int]int{0: -1, -3: -1, 1: 1, 500: 500} {
+		if got := metricsNamespaceLimit(flagValue); got != want {
+			t.Errorf("--code-metrics-namespaces=%d: limit %d, want %d", flagValue, got, want)
 		}
 	}
 }

@@ -50,6 +50,10 @@ func run() error {
 		shutdownTimeout time.Duration
 		showVersion     bool
 		pprofAddr       string
+		publicBaseURL   string
+		rootRedirect    string
+		notFoundRedir   string
+		goneRedirect    string
 		srvOpts         = redirect.DefaultServerOptions()
 		usesOpts        uses.Options
 	)
@@ -81,6 +85,14 @@ func run() error {
 		"How long a reservation of maxUses quota lasts unless renewed; quota of a replica that stopped without returning it is taken back once another replica has seen it unchanged for this plus --uses-flush-interval. At least twice --uses-flush-interval.")
 	flag.DurationVar(&usesOpts.ReserveTimeout, "uses-reserve-timeout", 2*time.Second,
 		"How long a GET of a link with maxUses waits for a reservation before it answers 503.")
+	flag.StringVar(&publicBaseURL, "public-base-url", "",
+		"Public base URL of the redirector, e.g. https://go.example.com (as the manager's --redirect-base-url): the URL that QR codes of /<namespace>/<code> show. Empty: the request's own host.")
+	flag.StringVar(&rootRedirect, "root-redirect", "",
+		"Redirect GET / here (302) instead of answering 404, on hosts whose namespace sets no "+redirect.RootRedirectAnnotation+" annotation.")
+	flag.StringVar(&notFoundRedir, "not-found-redirect", "",
+		"Redirect requests for unknown (or not yet active) codes here (302) instead of answering 404, unless their namespace sets "+redirect.NotFoundRedirectAnnotation+".")
+	flag.StringVar(&goneRedirect, "gone-redirect", "",
+		"Redirect requests for expired or exhausted codes here (302) instead of answering 410, unless their namespace sets "+redirect.GoneRedirectAnnotation+".")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof); \"0\" disables them.")
 	flag.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
@@ -96,6 +108,18 @@ func run() error {
 	}
 	if usesOpts.WritesPerSecond <= 0 {
 		return fmt.Errorf("--uses-writes-per-second=%v must be positive", usesOpts.WritesPerSecond)
+	}
+	if err := redirect.CheckPublicBaseURL(publicBaseURL); err != nil {
+		return fmt.Errorf("--public-base-url: %w", err)
+	}
+	for name, u := range map[string]string{"root-redirect": rootRedirect, "not-found-redirect": notFoundRedir, "gone-redirect": goneRedirect} {
+		if err := redirect.CheckFallbackURL(u); err != nil {
+			return fmt.Errorf("--%s: %w", name, err)
+		}
+	}
+	fallbacks, err := redirect.NewFallbacks(rootRedirect, notFoundRedir, goneRedirect)
+	if err != nil {
+		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("redirector")
@@ -148,11 +172,13 @@ func run() error {
 	}
 
 	opts := redirect.Options{
-		TombstoneTTL: tombstoneTTL,
-		Namespaces:   nsList,
-		Registry:     reg,
-		Gatherer:     reg,
-		Log:          log,
+		TombstoneTTL:  tombstoneTTL,
+		Namespaces:    nsList,
+		Registry:      reg,
+		Gatherer:      reg,
+		Log:           log,
+		PublicBaseURL: publicBaseURL,
+		Fallbacks:     fallbacks,
 	}
 	if accessLog {
 		opts.AccessLog = os.Stdout

@@ -169,3 +169,19 @@ users:
 		}
 	})
 }
+
+// Bad fallback or base URLs stop the start with a message naming the flag.
+func TestBadURLFlags(t *testing.T) {
+	bin := buildBinary(t, "./")
+	for flag, want := range map[string]string{
+		"--gone-redirect=javascript:alert(1)":       `--gone-redirect: invalid URL "javascript:alert(1)"`,
+		"--not-found-redirect=https://a b.example/": `--not-found-redirect: invalid URL`,
+		"--root-redirect=ftp://example.com/":        `--root-redirect: invalid URL`,
+		"--public-base-url=go.example.com":          `--public-base-url: "go.example.com" is not an absolute http or https URL`,
+	} {
+		out, err := exec.Command(bin, flag).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("%s: %v, output %q; want a failure with %q", flag, err, out, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@
 package claim
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,15 @@ type Link struct {
 	// Confirmed says the controller has confirmed Held: the link redirects (or
 	// answers 410) under it. A pending hold waits for a younger holder to let go.
 	Confirmed bool
+	// Exclusive says the link never shares its code (dedup off): links of its
+	// own target compete with it for codes as links of other targets do.
+	Exclusive bool
+}
+
+// shares reports whether a and b may hold one code together: they have the
+// same target and dedup on.
+func shares(a, b *Link) bool {
+	return a.Target == b.Target && !a.Exclusive && !b.Exclusive
 }
 
 // Precedes reports whether a wins over b when both want one code: the older
@@ -42,14 +52,21 @@ func Precedes(a, b Link) bool {
 // TargetKey builds the identity of what a redirect does: the canonical URL and
 // every field that changes a redirect. Expiry is the resolved instant, so two
 // links with the same ttl but different creation times are different targets
-// (sharing a code would make the younger one expire with the older).
-func TargetKey(canonical string, expiresAt *time.Time, maxUses *int64, redirectStatus int32, forwardQuery bool) string {
+// (sharing a code would make the younger one expire with the older); so is
+// the activation instant (sharing a code would make one of them start
+// redirecting at the other's time). A link without an activation time has
+// the key it had before activation times existed.
+func TargetKey(canonical string, expiresAt, activatesAt *time.Time, maxUses *int64, redirectStatus int32, forwardQuery bool) string {
 	var b strings.Builder
-	b.Grow(len(canonical) + 48)
+	b.Grow(len(canonical) + 64)
 	b.WriteString(canonical)
 	b.WriteByte(0)
 	if expiresAt != nil {
 		b.WriteString(strconv.FormatInt(expiresAt.Unix(), 10))
+	}
+	if activatesAt != nil {
+		b.WriteString("@")
+		b.WriteString(strconv.FormatInt(activatesAt.Unix(), 10))
 	}
 	b.WriteByte(0)
 	if maxUses != nil {
@@ -87,6 +104,12 @@ type Decision struct {
 	// Rival names the link that blocks the first candidate (Conflict) or that
 	// still holds Code (Pending).
 	Rival string
+	// Twin names a link with the same target that holds Code, confirmed,
+	// beside self (the one that precedes the others): one it shares Code
+	// with (dedup), or, with dedup off for either, one it held Code with
+	// before, until the link with dedup off has left (see Decide). Empty
+	// when self holds Code alone.
+	Twin string
 }
 
 // Decide returns the code self takes among candidates (its custom code alone,
@@ -94,86 +117,194 @@ type Decision struct {
 // namespace that hold or declare any of the candidates; self may be among
 // them and is ignored.
 //
-// A candidate is blocked when a link with another target that precedes self
-// holds or declares it. The link keeps the code it holds while that code is
-// unblocked (stability: published codes do not move because a lower salt
-// became free); otherwise it takes the first unblocked candidate.
+// A candidate is blocked when a competitor that precedes self holds or
+// declares it. Competitors are the links with another target and, when
+// either link has dedup off (Exclusive), the links with the same target.
+// The link keeps the code it holds while that code is unblocked (stability:
+// published codes do not move because a lower salt became free); otherwise it
+// joins a code a link of its target holds (dedup), or takes the first
+// unblocked candidate.
+//
+// Dedup off: two links of one target that both hold one code, confirmed,
+// shared it before dedup was turned off for one of them (or for both). The
+// one with dedup off leaves the code (of two with dedup off, the younger),
+// and a link that leaves takes the first candidate no other link holds,
+// so turning dedup off for a link never moves another link's code. If
+// every other candidate is held (a custom code has none), it keeps sharing:
+// Twin names the link it shares with.
 func Decide(self Link, candidates []string, rivals []Link) Decision {
-	// blockedBy names the blocker that precedes the others, not the first
-	// found: rivals come in cache order, and a name that changed with it
-	// would rewrite the Conflict message (a status write) on every pass.
-	blockedBy := func(code string) (string, bool) {
-		var best *Link
-		for i := range rivals {
-			o := &rivals[i]
-			if o.Name == self.Name || o.Target == self.Target {
-				continue
-			}
-			if (o.Held == code || o.Custom == code) && Precedes(*o, self) && (best == nil || Precedes(*o, *best)) {
-				best = o
-			}
-		}
-		if best == nil {
-			return "", false
-		}
-		return best.Name, true
-	}
+	d := &decider{self: self, rivals: rivals}
+	d.leaving = d.mustLeave()
 	// The code to keep: the one self holds, else the one a link with the
 	// same target holds (duplicates share one code even when a lower salt
-	// has freed up since that link took it).
-	pick := -1
-	for i, c := range candidates {
-		if c == self.Held {
-			if _, blocked := blockedBy(c); !blocked {
-				pick = i
-			}
-			break
-		}
-	}
+	// has freed up since that link took it), else the first unblocked.
+	pick := d.keep(candidates)
 	if pick < 0 {
-		for i, c := range candidates {
-			if twinHolds(self, c, rivals) {
-				if _, blocked := blockedBy(c); !blocked {
-					pick = i
-					break
-				}
-			}
-		}
+		pick = d.joinTwin(candidates)
 	}
 	firstBlocker := ""
 	if pick < 0 {
-		for i, c := range candidates {
-			rival, blocked := blockedBy(c)
-			if !blocked {
-				pick = i
-				break
-			}
-			if i == 0 {
-				firstBlocker = rival
-			}
-		}
+		pick, firstBlocker = d.firstFree(candidates)
+	}
+	if pick < 0 && d.leaving {
+		// Every other code is held: it keeps sharing, which serves the same
+		// redirect, rather than release its code and then win one back by
+		// age from a link that holds it (moving that link).
+		pick = slices.Index(candidates, self.Held)
 	}
 	if pick < 0 {
 		return Decision{Outcome: Conflict, Rival: firstBlocker}
 	}
 	code := candidates[pick]
-	for i := range rivals {
-		o := &rivals[i]
-		if o.Name != self.Name && o.Target != self.Target && o.Held == code {
-			return Decision{Outcome: Pending, Code: code, Salt: pick, Rival: o.Name}
-		}
+	if rival := d.waitFor(code); rival != "" {
+		return Decision{Outcome: Pending, Code: code, Salt: pick, Rival: rival}
 	}
-	return Decision{Outcome: Assigned, Code: code, Salt: pick}
+	out := Decision{Outcome: Assigned, Code: code, Salt: pick}
+	if twin := twinHolding(self, code, rivals); twin != nil {
+		out.Twin = twin.Name
+	} else if twin := firstOf(rivals, func(o *Link) bool { return o.Name != self.Name && d.heldTogether(o, code) }); twin != nil {
+		// Dedup is off for self or for twin, and self stays (see leaving).
+		out.Twin = twin.Name
+	}
+	return out
 }
 
-func twinHolds(self Link, code string, rivals []Link) bool {
-	for i := range rivals {
-		o := &rivals[i]
-		if o.Name != self.Name && o.Target == self.Target && o.Held == code && o.Confirmed {
+// decider is one Decide: self among its rivals.
+type decider struct {
+	self   Link
+	rivals []Link
+	// leaving: self, with dedup off, leaves a code it held with a link of
+	// its target, and takes only a code no other link holds.
+	leaving bool
+}
+
+// heldTogether: o and self both hold code, confirmed, with one target.
+func (d *decider) heldTogether(o *Link, code string) bool {
+	s := &d.self
+	return o.Target == s.Target && o.Held == code && o.Confirmed && s.Held == code && s.Confirmed
+}
+
+// mustLeave reports whether self, with dedup off, holds its code together
+// with a link of its target that stays.
+func (d *decider) mustLeave() bool {
+	s := &d.self
+	if !s.Exclusive || !s.Confirmed || s.Held == "" {
+		return false
+	}
+	for i := range d.rivals {
+		if o := &d.rivals[i]; d.heldTogether(o, s.Held) && d.blocks(o, s.Held) {
 			return true
 		}
 	}
 	return false
+}
+
+// blocks reports whether o keeps self off code.
+func (d *decider) blocks(o *Link, code string) bool {
+	s := &d.self
+	if o.Name == s.Name || shares(o, s) {
+		return false
+	}
+	holds := o.Held == code
+	if !holds && o.Custom != code {
+		return false
+	}
+	switch {
+	case holds && d.heldTogether(o, code):
+		// Dedup was turned off for one of them (or both): the one with
+		// dedup off leaves; of two, the younger.
+		return s.Exclusive && (!o.Exclusive || Precedes(*o, *s))
+	case holds && d.leaving:
+		return true
+	}
+	return Precedes(*o, *s)
+}
+
+// blockedBy names the blocker of code that precedes the others, not the
+// first found: rivals come in cache order, and a name that changed with it
+// would rewrite the Conflict message (a status write) on every pass.
+func (d *decider) blockedBy(code string) (string, bool) {
+	if b := firstOf(d.rivals, func(o *Link) bool { return d.blocks(o, code) }); b != nil {
+		return b.Name, true
+	}
+	return "", false
+}
+
+// keep returns the index of the code self holds if it may keep it, or -1.
+func (d *decider) keep(candidates []string) int {
+	i := slices.Index(candidates, d.self.Held)
+	if i < 0 {
+		return -1
+	}
+	if _, blocked := d.blockedBy(candidates[i]); blocked {
+		return -1
+	}
+	return i
+}
+
+// joinTwin returns the index of the first unblocked code that a link
+// sharing with self holds, or -1.
+func (d *decider) joinTwin(candidates []string) int {
+	for i, c := range candidates {
+		if twinHolding(d.self, c, d.rivals) == nil {
+			continue
+		}
+		if _, blocked := d.blockedBy(c); !blocked {
+			return i
+		}
+	}
+	return -1
+}
+
+// firstFree returns the index of the first unblocked candidate, or -1 and
+// the blocker of the first candidate.
+func (d *decider) firstFree(candidates []string) (int, string) {
+	first := ""
+	for i, c := range candidates {
+		rival, blocked := d.blockedBy(c)
+		if !blocked {
+			return i, ""
+		}
+		if i == 0 {
+			first = rival
+		}
+	}
+	return -1, first
+}
+
+// waitFor names a competitor that still holds code, which must move first,
+// so that two targets (or a link with dedup off and another) never serve
+// under one code; "" if none. Links of one target that held it together
+// are not waited for: the one that leaves is self (not here) or o, and
+// both redirect alike.
+func (d *decider) waitFor(code string) string {
+	for i := range d.rivals {
+		o := &d.rivals[i]
+		if o.Name != d.self.Name && !shares(o, &d.self) && o.Held == code && !d.heldTogether(o, code) {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// twinHolding returns the link that shares code with self (same target,
+// dedup on for both, code confirmed) and precedes the others, or nil.
+func twinHolding(self Link, code string, rivals []Link) *Link {
+	return firstOf(rivals, func(o *Link) bool {
+		return o.Name != self.Name && shares(o, &self) && o.Held == code && o.Confirmed
+	})
+}
+
+// firstOf returns the link of links that precedes the others among those
+// that match, or nil.
+func firstOf(links []Link, match func(*Link) bool) *Link {
+	var best *Link
+	for i := range links {
+		if o := &links[i]; match(o) && (best == nil || Precedes(*o, *best)) {
+			best = o
+		}
+	}
+	return best
 }
 
 // Winner returns the index of the link to serve among links whose confirmed

@@ -56,12 +56,12 @@ func TestDecide(t *testing.T) {
 		{
 			name: "same target shares the code (dedup)", self: self, candidates: hashed,
 			rivals: []Link{{Name: "twin", Created: at(1), Target: "T", Held: "c0", Confirmed: true}},
-			want:   Decision{Outcome: Assigned, Code: "c0", Salt: 0},
+			want:   Decision{Outcome: Assigned, Code: "c0", Salt: 0, Twin: "twin"},
 		},
 		{
 			name: "duplicate joins its twin's salt 1 although salt 0 is free now", self: self, candidates: hashed,
 			rivals: []Link{{Name: "twin", Created: at(1), Target: "T", Held: "c1", Confirmed: true}},
-			want:   Decision{Outcome: Assigned, Code: "c1", Salt: 1},
+			want:   Decision{Outcome: Assigned, Code: "c1", Salt: 1, Twin: "twin"},
 		},
 		{
 			name: "same URL, other expiry: next salt", self: self, candidates: hashed,
@@ -131,7 +131,7 @@ func TestDecide(t *testing.T) {
 			name: "custom code with the same target as the holder: shared", candidates: []string{"docs"},
 			self:   Link{Name: "self", Created: at(10), Target: "T", Custom: "docs"},
 			rivals: []Link{{Name: "old", Created: at(1), Target: "T", Custom: "docs", Held: "docs", Confirmed: true}},
-			want:   Decision{Outcome: Assigned, Code: "docs"},
+			want:   Decision{Outcome: Assigned, Code: "docs", Twin: "old"},
 		},
 		{
 			name: "self among rivals is ignored", self: Link{Name: "self", Created: at(10), Target: "T", Held: "c0"}, candidates: hashed,
@@ -205,22 +205,28 @@ func TestTargetKey(t *testing.T) {
 	exp := at(100)
 	other := at(101)
 	uses := int64(3)
-	base := TargetKey("https://a/", &exp, &uses, 302, false)
+	base := TargetKey("https://a/", &exp, nil, &uses, 302, false)
 	for name, k := range map[string]string{
-		"expiry":         TargetKey("https://a/", &other, &uses, 302, false),
-		"no expiry":      TargetKey("https://a/", nil, &uses, 302, false),
-		"maxUses":        TargetKey("https://a/", &exp, nil, 302, false),
-		"redirectStatus": TargetKey("https://a/", &exp, &uses, 301, false),
-		"forwardQuery":   TargetKey("https://a/", &exp, &uses, 302, true),
-		"url":            TargetKey("https://b/", &exp, &uses, 302, false),
+		"expiry":         TargetKey("https://a/", &other, nil, &uses, 302, false),
+		"no expiry":      TargetKey("https://a/", nil, nil, &uses, 302, false),
+		"activation":     TargetKey("https://a/", &exp, &other, &uses, 302, false),
+		"maxUses":        TargetKey("https://a/", &exp, nil, nil, 302, false),
+		"redirectStatus": TargetKey("https://a/", &exp, nil, &uses, 301, false),
+		"forwardQuery":   TargetKey("https://a/", &exp, nil, &uses, 302, true),
+		"url":            TargetKey("https://b/", &exp, nil, &uses, 302, false),
 	} {
 		if k == base {
 			t.Errorf("changing %s does not change the target key", name)
 		}
 	}
 	same := at(100)
-	if TargetKey("https://a/", &same, &uses, 302, false) != base {
+	if TargetKey("https://a/", &same, nil, &uses, 302, false) != base {
 		t.Error("equal fields give different target keys")
+	}
+	// An activation time is not an expiry: the same instant in either field
+	// gives two targets.
+	if TargetKey("https://a/", &exp, nil, &uses, 302, false) == TargetKey("https://a/", nil, &exp, &uses, 302, false) {
+		t.Error("an expiry and an activation at one instant give one target key")
 	}
 }
 

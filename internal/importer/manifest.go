@@ -32,15 +32,18 @@ type Manifest struct {
 
 // ManifestMeta is the manifest's metadata.
 type ManifestMeta struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace,omitempty"`
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // ManifestSpec is the part of ShortLinkSpec an import fills.
 type ManifestSpec struct {
 	URL          string `json:"url"`
 	Code         string `json:"code,omitempty"`
-	ExpiresAt    string `json:"expiresAt,omitempty"` // RFC 3339, UTC
+	ExpiresAt    string `json:"expiresAt,omitempty"`   // RFC 3339, UTC
+	ActivatesAt  string `json:"activatesAt,omitempty"` // RFC 3339, UTC
 	MaxUses      *int64 `json:"maxUses,omitempty"`
 	ForwardQuery bool   `json:"forwardQuery,omitempty"`
 }
@@ -63,8 +66,9 @@ func ValidateNamePrefix(prefix string) error {
 }
 
 // Manifests turns links into ShortLink manifests in namespace ("" leaves the
-// namespace to kubectl) with names prefix + a name derived from the code (or
-// from the URL when there is none), unique within the result.
+// namespace to kubectl), or in the link's own namespace when --domain gave
+// it one, with names prefix + a name derived from the code (or from the URL
+// when there is none), unique within their namespace.
 //
 // A name depends only on its own link, so importing a file again with more
 // rows renames nothing; only a clash within the output (two links to the
@@ -81,19 +85,23 @@ func Manifests(links []Link, namespace, prefix string) ([]Manifest, error) {
 	taken := map[string]bool{}
 	manifests := make([]Manifest, 0, len(links))
 	for _, link := range links {
+		ns := namespace
+		if link.Namespace != "" {
+			ns = link.Namespace
+		}
 		base := prefix + nameFor(link)
 		name := base
-		for n := 2; taken[name]; n++ {
+		for n := 2; taken[ns+"/"+name]; n++ {
 			name = base + "-" + strconv.Itoa(n)
 		}
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return nil, fmt.Errorf("%s: the name %q is not a valid object name: %s; use a shorter --name-prefix", link.Position, name, strings.Join(errs, "; "))
 		}
-		taken[name] = true
+		taken[ns+"/"+name] = true
 		m := Manifest{
 			APIVersion: APIVersion,
 			Kind:       Kind,
-			Metadata:   ManifestMeta{Name: name, Namespace: namespace},
+			Metadata:   ManifestMeta{Name: name, Namespace: ns, Labels: link.Labels, Annotations: link.Annotations},
 			Spec: ManifestSpec{
 				URL:          link.URL,
 				Code:         link.Code,
@@ -103,6 +111,10 @@ func Manifests(links []Link, namespace, prefix string) ([]Manifest, error) {
 		}
 		if link.ExpiresAt != nil {
 			m.Spec.ExpiresAt = formatExpiry(*link.ExpiresAt)
+		}
+		if link.ActivatesAt != nil {
+			// Rounded up as an expiry is: the link never starts before its time.
+			m.Spec.ActivatesAt = formatExpiry(*link.ActivatesAt)
 		}
 		manifests = append(manifests, m)
 	}

@@ -141,3 +141,36 @@ spec:
 		t.Errorf("maxUses/forwardQuery decoded as %v/%v", decoded.Spec.MaxUses, decoded.Spec.ForwardQuery)
 	}
 }
+
+func TestManifestsPerNamespaceWithLabelsAndAnnotations(t *testing.T) {
+	a := link("abc123", "https://example.com/a")
+	a.Namespace = "team-a"
+	a.Labels = map[string]string{TagLabelPrefix + "foo": "true"}
+	a.Annotations = map[string]string{TitleAnnotation: "Title A", VisitsAnnotation: "12"}
+	b := link("abc123", "https://example.com/b")
+	b.Namespace = "team-b"
+	c := link("abc123", "https://example.com/c") // the default namespace
+	manifests, err := Manifests([]Link{a, b, c}, "default-ns", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, 0, len(manifests))
+	for _, m := range manifests {
+		got = append(got, m.Metadata.Namespace+"/"+m.Metadata.Name)
+	}
+	// One code in three namespaces: the same name in each, no counter.
+	if strings.Join(got, " ") != "team-a/abc123 team-b/abc123 default-ns/abc123" {
+		t.Errorf("names %q", got)
+	}
+	data, err := manifests[0].YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded v1alpha1.ShortLink
+	if err := yaml.UnmarshalStrict(data, &decoded); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	if decoded.Labels[TagLabelPrefix+"foo"] != "true" || decoded.Annotations[TitleAnnotation] != "Title A" || decoded.Annotations[VisitsAnnotation] != "12" {
+		t.Errorf("labels %v annotations %v", decoded.Labels, decoded.Annotations)
+	}
+}

@@ -25,8 +25,8 @@ import (
 )
 
 const createUsage = `create NAME URL [--code CODE] [--ttl DURATION | --expires-at TIME] [--max-uses N]
-       [--status 301|302|307|308] [--forward-query] [--overwrite] [--timeout 30s]
-       [--dry-run=client [-o yaml|json]]
+       [--status 301|302|307|308] [--forward-query] [--activates-at TIME] [--dedup-policy IfSameTarget|Never]
+       [--overwrite] [--timeout 30s] [--dry-run=client [-o yaml|json]]
 
 Creates the ShortLink NAME for URL, waits until the controller has made it
 Ready and prints its short URL. With --dry-run=client it only prints the
@@ -49,6 +49,8 @@ type createOptions struct {
 	maxUses      int64
 	status       int32
 	forwardQuery bool
+	activatesAt  string
+	dedupPolicy  string
 	overwrite    bool
 	timeout      time.Duration
 	dryRun       string
@@ -65,6 +67,8 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.Int64Var(&o.maxUses, "max-uses", 0, "the link serves at most this many redirects (default: unlimited)")
 	f.Int32Var(&o.status, "status", 0, "the HTTP status of the redirect: 301, 302, 307 or 308 (default 302)")
 	f.BoolVar(&o.forwardQuery, "forward-query", false, "append the short URL's query string to the target")
+	f.StringVar(&o.activatesAt, "activates-at", "", "the link redirects from this RFC 3339 time on (404 before), e.g. 2030-01-02T15:04:05Z")
+	f.StringVar(&o.dedupPolicy, "dedup-policy", "", "IfSameTarget shares the code of links with the same target, Never gives this link its own (default: the manager's --dedup)")
 	f.BoolVar(&o.overwrite, "overwrite", false, "replace the spec of an existing ShortLink NAME that differs")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the link to be Ready; 0 does not wait")
 	f.StringVar(&o.dryRun, "dry-run", "none", `"client" prints the manifest and creates nothing`)
@@ -118,6 +122,9 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	_, _ = fmt.Fprintln(stdout, shortURL(ready, stderr))
+	if ready.Status.State == linkv1.StateScheduled {
+		_, _ = fmt.Fprintf(stderr, "note: %s\n", readyMessage(ready))
+	}
 	return nil
 }
 
@@ -147,6 +154,21 @@ func (o *createOptions) link(name, rawURL string, changed func(string) bool) (*l
 		}
 		t := metav1.NewTime(at.UTC())
 		link.Spec.ExpiresAt = &t
+	}
+	if changed("activates-at") {
+		at, err := time.Parse(time.RFC3339, o.activatesAt)
+		if err != nil {
+			return nil, usageErrorf("create", "invalid --activates-at %q: use an RFC 3339 time such as 2030-01-02T15:04:05Z", o.activatesAt)
+		}
+		t := metav1.NewTime(at.UTC())
+		link.Spec.ActivatesAt = &t
+	}
+	if changed("dedup-policy") {
+		p := linkv1.DedupPolicy(o.dedupPolicy)
+		if p != linkv1.DedupIfSameTarget && p != linkv1.DedupNever {
+			return nil, usageErrorf("create", "invalid --dedup-policy %q: use IfSameTarget or Never", o.dedupPolicy)
+		}
+		link.Spec.DedupPolicy = p
 	}
 	if changed("max-uses") {
 		if o.maxUses < 1 {
@@ -295,9 +317,12 @@ func specFields(s *linkv1.ShortLinkSpec) [][2]string {
 		}
 		return strconv.Quote(v)
 	}
-	expiresAt, ttl, maxUses, ttlAfter := unset, unset, unset, unset
+	expiresAt, activatesAt, ttl, maxUses, ttlAfter := unset, unset, unset, unset, unset
 	if s.ExpiresAt != nil {
 		expiresAt = s.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if s.ActivatesAt != nil {
+		activatesAt = s.ActivatesAt.UTC().Format(time.RFC3339)
 	}
 	if s.TTL != nil {
 		ttl = s.TTL.Duration.String()
@@ -320,6 +345,8 @@ func specFields(s *linkv1.ShortLinkSpec) [][2]string {
 		{"maxUses", maxUses},
 		{"redirectStatus", strconv.Itoa(int(status))},
 		{"forwardQuery", strconv.FormatBool(s.ForwardQuery)},
+		{"activatesAt", activatesAt},
+		{"dedupPolicy", str(string(s.DedupPolicy))},
 		{"reapPolicy", str(string(s.ReapPolicy))},
 		{"ttlSecondsAfterFinished", ttlAfter},
 	}

@@ -1,5 +1,5 @@
 // Package plugin is the cluster side of the linkforge CLI: the verbs that
-// talk to the API server (create, get, open). Installed on the PATH as
+// talk to the API server (create, get, open, qr). Installed on the PATH as
 // kubectl-linkforge, the linkforge binary is a kubectl plugin, and these
 // verbs read the usual kubeconfig flags (--kubeconfig, --context, -n, --as…)
 // through client-go's clientcmd, which kubectl's own flags are built on.
@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,10 +61,11 @@ const (
 	verbCreate = "create"
 	verbGet    = "get"
 	verbOpen   = "open"
+	verbQR     = "qr"
 )
 
 // Verbs are the verbs this package runs.
-var Verbs = []string{verbCreate, verbGet, verbOpen}
+var Verbs = []string{verbCreate, verbGet, verbOpen, verbQR}
 
 // Name is how the user invoked the binary, for usage and hints:
 // "kubectl linkforge" when it runs as a kubectl plugin.
@@ -85,6 +87,8 @@ func Run(verb string, args []string, stdout, stderr io.Writer) int {
 		err = runGet(ctx, args, stdout, stderr)
 	case verbOpen:
 		err = runOpen(ctx, args, stdout, stderr)
+	case verbQR:
+		err = runQR(ctx, args, stdout, stderr)
 	default:
 		err = usageErrorf("", "unknown verb %q", verb)
 	}
@@ -133,67 +137,56 @@ func report(err error, stderr io.Writer) int {
 
 // command is the flags and cluster access a verb shares with the others.
 type command struct {
-	name  string // "create", for messages
-	usage string // the synopsis and description
-	flags *pflag.FlagSet
-	// kubeconfig and overrides are kubectl's flags: --kubeconfig,
-	// --context, -n, --as and the others of clientcmd.
-	kubeconfig string
-	overrides  clientcmd.ConfigOverrides
-	kubeFlags  *pflag.FlagSet
-	stderr     io.Writer
+	name    string // "create", for messages
+	usage   string // the synopsis and description
+	flags   *pflag.FlagSet
+	cluster *ClusterFlags
+	stderr  io.Writer
 }
 
 func newCommand(name, usage string, stderr io.Writer) *command {
 	c := &command{
-		name:      name,
-		usage:     usage,
-		flags:     pflag.NewFlagSet(name, pflag.ContinueOnError),
-		kubeFlags: pflag.NewFlagSet("kubeconfig", pflag.ContinueOnError),
-		stderr:    stderr,
+		name:    name,
+		usage:   usage,
+		flags:   pflag.NewFlagSet(name, pflag.ContinueOnError),
+		cluster: NewClusterFlags(),
+		stderr:  stderr,
 	}
 	c.flags.SetOutput(io.Discard) // parse errors are reported once, by report
 	c.flags.SortFlags = false
-	c.kubeFlags.StringVar(&c.kubeconfig, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use for CLI requests")
+	return c
+}
+
+// ClusterFlags are kubectl's connection flags: --kubeconfig, --context, -n,
+// --as and the others of clientcmd. linkforge import --apply takes them too.
+type ClusterFlags struct {
+	// Flags holds them, to add to a command's flag set.
+	Flags      *pflag.FlagSet
+	kubeconfig string
+	overrides  clientcmd.ConfigOverrides
+}
+
+// NewClusterFlags makes the flags, unparsed.
+func NewClusterFlags() *ClusterFlags {
+	c := &ClusterFlags{Flags: pflag.NewFlagSet("kubeconfig", pflag.ContinueOnError)}
+	c.Flags.StringVar(&c.kubeconfig, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use for CLI requests")
 	names := clientcmd.RecommendedConfigOverrideFlags("")
 	// kubectl offers no basic authentication flags either.
 	names.AuthOverrideFlags.Username.LongName = ""
 	names.AuthOverrideFlags.Password.LongName = ""
-	clientcmd.BindOverrideFlags(&c.overrides, c.kubeFlags, names)
+	clientcmd.BindOverrideFlags(&c.overrides, c.Flags, names)
 	return c
 }
 
-// printUsage prints the verb's usage, its flags, then the kubeconfig flags.
-func (c *command) printUsage() {
-	_, _ = fmt.Fprintf(c.stderr, "usage: %s %s\nFlags:\n%s", Name(), c.usage, c.flags.FlagUsages())
-	_, _ = fmt.Fprintf(c.stderr, "\nKubeconfig flags (as kubectl's):\n%s", c.kubeFlags.FlagUsages())
-}
-
-// parse adds the kubeconfig flags and parses args. Flags and arguments mix,
-// as in kubectl: create NAME URL --ttl 1h.
-func (c *command) parse(args []string) ([]string, error) {
-	all := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
-	all.SetOutput(io.Discard)
-	all.AddFlagSet(c.flags)
-	all.AddFlagSet(c.kubeFlags)
-	if err := all.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			c.printUsage()
-			return nil, errHelp
-		}
-		return nil, usageErrorf(c.name, "%v", err)
-	}
-	return all.Args(), nil
-}
-
-// explicitNamespace is -n as given, or empty.
-func (c *command) explicitNamespace() string {
+// ExplicitNamespace is -n as given, or empty.
+func (c *ClusterFlags) ExplicitNamespace() string {
 	return c.overrides.Context.Namespace
 }
 
-// client connects to the cluster of the kubeconfig flags and returns the
-// namespace they select (-n, else the context's, else default).
-func (c *command) client() (client.Client, string, error) {
+// Config is the REST config of the cluster the flags select and the
+// namespace they select (-n, else the context's, else default). Its errors
+// are cluster errors (exit status 3) with a hint.
+func (c *ClusterFlags) Config() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, ~/.kube/config
 	rules.ExplicitPath = c.kubeconfig
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &c.overrides)
@@ -206,18 +199,78 @@ func (c *command) client() (client.Client, string, error) {
 		return nil, "", clusterErrorf("no cluster to talk to: %v (set --kubeconfig or KUBECONFIG, or pick one with --context)", err)
 	}
 	cfg.UserAgent = FieldManager
-	// client-go's default (5 per second) is for controllers; create polls.
-	cfg.QPS, cfg.Burst = 20, 40
+	return cfg, namespace, nil
+}
+
+// NewClient is a client for ShortLinks on cfg.
+func NewClient(cfg *rest.Config) (client.Client, error) {
 	scheme := runtime.NewScheme()
 	if err := linkv1.AddToScheme(scheme); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	cl, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return nil, "", clusterError(err, "connect to", cfg.Host)
+		return nil, ClusterError(err, "connect to", cfg.Host)
+	}
+	return cl, nil
+}
+
+// printUsage prints the verb's usage, its flags, then the kubeconfig flags.
+func (c *command) printUsage() {
+	_, _ = fmt.Fprintf(c.stderr, "usage: %s %s\nFlags:\n%s", Name(), c.usage, c.flags.FlagUsages())
+	_, _ = fmt.Fprintf(c.stderr, "\nKubeconfig flags (as kubectl's):\n%s", c.cluster.Flags.FlagUsages())
+}
+
+// parse adds the kubeconfig flags and parses args. Flags and arguments mix,
+// as in kubectl: create NAME URL --ttl 1h.
+func (c *command) parse(args []string) ([]string, error) {
+	all := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	all.SetOutput(io.Discard)
+	all.AddFlagSet(c.flags)
+	all.AddFlagSet(c.cluster.Flags)
+	if err := all.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			c.printUsage()
+			return nil, errHelp
+		}
+		return nil, usageErrorf(c.name, "%v", err)
+	}
+	return all.Args(), nil
+}
+
+// explicitNamespace is -n as given, or empty.
+func (c *command) explicitNamespace() string {
+	return c.cluster.ExplicitNamespace()
+}
+
+// client connects to the cluster of the kubeconfig flags and returns the
+// namespace they select (-n, else the context's, else default).
+func (c *command) client() (client.Client, string, error) {
+	cfg, namespace, err := c.cluster.Config()
+	if err != nil {
+		return nil, "", err
+	}
+	// client-go's default (5 per second) is for controllers; create polls.
+	cfg.QPS, cfg.Burst = 20, 40
+	cl, err := NewClient(cfg)
+	if err != nil {
+		return nil, "", err
 	}
 	return cl, namespace, nil
 }
+
+// ExitStatus is the exit status err calls for (ExitCluster for errors of
+// no known kind), and the message to print.
+func ExitStatus(err error) (int, string) {
+	var e *exitError
+	if errors.As(err, &e) {
+		return e.code, e.msg
+	}
+	return ExitCluster, err.Error()
+}
+
+// ClusterError is clusterError for callers outside this package.
+func ClusterError(err error, verb, where string) error { return clusterError(err, verb, where) }
 
 // clusterError explains an API error of verb (an RBAC verb: get, list,
 // create, update) on shortlinks in where ("namespace x", "all namespaces").

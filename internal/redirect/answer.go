@@ -1,7 +1,6 @@
 package redirect
 
 import (
-	"strings"
 	"time"
 
 	"github.com/linkforge/linkforge/internal/uses"
@@ -16,20 +15,32 @@ type answer struct {
 	location string
 	// retryAfter is the Retry-After value of a 503.
 	retryAfter string
+	// body and contentType, when set, replace resp's body and text/plain
+	// (a QR code, a preview page); extra are more headers.
+	body        []byte
+	contentType string
+	extra       []header
+}
+
+// header is a response header, its name as fasthttp sends it.
+type header struct {
+	key   []byte
+	value string
 }
 
 // redirect reports whether the answer carries a Location.
 func (a *answer) redirect() bool { return a.resp.status/100 == 3 }
 
 // requestClock tells when a request arrived; answer reads it only for a
-// link whose answer depends on the time (an expiry, a tombstone, maxUses),
-// so a plain redirect costs no clock read.
+// link whose answer depends on the time (an expiry, an activation, a
+// tombstone, maxUses), so a plain redirect costs no clock read.
 type requestClock interface{ Time() time.Time }
 
 // answer decides the response to method host path?rawQuery, received at
 // the time at tells: 405 (with Allow) for anything but GET and HEAD, 503 (with
-// Retry-After) until the index is synced, then the link's redirect, 410 or
-// 404. path is the decoded path (url.URL.Path); host the request's host.
+// Retry-After) until the index is synced, then the link's redirect, QR code
+// or preview, 410 or 404 (or a fallback redirect instead of those). path is
+// the decoded path (url.URL.Path); host the request's host.
 // It neither keeps nor returns any of its string arguments, so a caller
 // may pass strings that alias a buffer it reuses afterwards.
 func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock) answer {
@@ -39,31 +50,43 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	if !r.Ready() {
 		return answer{resp: respUnavailable, cacheControl: ccNoStore, retryAfter: hdrRetry}
 	}
-	ns, code, ok := r.routePath(host, path)
-	if !ok {
-		return answer{resp: respNotFound, cacheControl: ccNoStore}
+	rt := r.route(host, path)
+	if !rt.ok {
+		if rt.root {
+			return r.fallback(fallbackRoot, rt.ns, respNotFound)
+		}
+		return r.fallback(fallbackNotFound, rt.ns, respNotFound)
 	}
-	e := r.index.Lookup(ns, code)
+	e := r.index.Lookup(rt.ns, rt.code)
 	if e == nil {
-		return answer{resp: respNotFound, cacheControl: ccNoStore}
+		return r.notFound(rt)
 	}
 	var start time.Time
 	var now int64
-	if e.flags&(flagTombstone|flagExpires|flagMaxUses) != 0 {
+	if e.flags&(flagTombstone|flagExpires|flagMaxUses|flagActivates) != 0 {
 		start = at.Time()
 		now = start.UnixNano()
 		if r.clock != nil {
 			now = r.clock.Now().UnixNano()
 		}
 	}
+	if e.waiting(now) {
+		return r.notFound(rt) // not active yet: as an unknown code
+	}
 	if e.is(flagTombstone) {
-		if now < e.until {
-			return answer{resp: respGone, cacheControl: ccNoStore}
+		if now >= e.until {
+			return r.notFound(rt)
 		}
-		return answer{resp: respNotFound, cacheControl: ccNoStore}
+		return r.gone(rt, e, path, now)
 	}
 	if e.gone(now) {
-		return answer{resp: respGone, cacheControl: ccNoStore}
+		return r.gone(rt, e, path, now)
+	}
+	switch rt.view {
+	case viewQR:
+		return r.qrAnswer(rt, e, host, rawQuery, at, now)
+	case viewPreview:
+		return r.previewAnswer(path[:len(path)-1], e, now)
 	}
 	if method == "GET" && r.opts.Uses != nil && e.counter != nil {
 		// A use: a GET answered with a redirect. HEAD (link unfurlers) is not.
@@ -72,7 +95,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		} else {
 			switch r.opts.Uses.Take(e.counter, start) {
 			case uses.Exhausted:
-				return answer{resp: respGone, cacheControl: ccNoStore}
+				return r.gone(rt, e, path, now)
 			case uses.Unavailable:
 				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter())}
 			}
@@ -81,20 +104,39 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: e.target(rawQuery)}
 }
 
-// routePath splits a request path into namespace and code: /<namespace>/<code>
-// on any host, or /<code> on a host a namespace claims.
-func (r *Redirector) routePath(host, p string) (ns, code string, ok bool) {
-	if len(p) < 2 || p[0] != '/' {
-		return "", "", false
+// notFound answers a request for a link that does not answer (unknown, not
+// active yet, or a tombstone that ended): 404, or the not-found fallback of
+// its namespace for a redirect.
+func (r *Redirector) notFound(rt route) answer {
+	if rt.view != viewRedirect {
+		return answer{resp: respNotFound, cacheControl: ccNoStore}
 	}
-	rest := p[1:]
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		ns, code = rest[:i], rest[i+1:]
-		if ns == "" || code == "" || strings.IndexByte(code, '/') >= 0 {
-			return "", "", false
-		}
-		return ns, code, true
+	return r.fallback(fallbackNotFound, rt.ns, respNotFound)
+}
+
+// gone answers a request for an expired or exhausted link: 410, or the gone
+// fallback of its namespace for a redirect; the preview page says so.
+func (r *Redirector) gone(rt route, e *Link, path string, now int64) answer {
+	switch rt.view {
+	case viewPreview:
+		return r.previewAnswer(path[:len(path)-1], e, now)
+	case viewQR:
+		return answer{resp: respGone, cacheControl: ccNoStore}
 	}
-	ns, ok = r.domains.Lookup(host)
-	return ns, rest, ok
+	return r.fallback(fallbackGone, rt.ns, respGone)
+}
+
+// fallback redirects to the fallback of kind k of namespace ns (else the
+// redirector's default), or answers otherwise when there is none.
+func (r *Redirector) fallback(k fallbackKind, ns string, otherwise *canned) answer {
+	loc := r.fallbacks.lookup(ns, k)
+	if loc == "" {
+		loc = r.opts.Fallbacks[k]
+	}
+	if loc == "" {
+		return answer{resp: otherwise, cacheControl: ccNoStore}
+	}
+	r.metrics.fallbacks[k].Inc()
+	// A link may appear under the code: the fallback is never cached.
+	return answer{resp: resp302, cacheControl: ccNoStore, location: loc}
 }

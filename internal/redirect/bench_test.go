@@ -65,8 +65,8 @@ func BenchmarkLookupParallel(b *testing.B) {
 	r, ctxs := benchRedirector(b)
 	keys := make([][2]string, len(ctxs))
 	for i, ctx := range ctxs {
-		ns, code, _ := r.routePath("", string(ctx.Request.Header.RequestURI()))
-		keys[i] = [2]string{ns, code}
+		rt := r.route("", string(ctx.Request.Header.RequestURI()))
+		keys[i] = [2]string{rt.ns, rt.code}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -102,9 +102,10 @@ func cacheControl(e *Link, now int64) string {
 }
 
 // handle is the fasthttp handler of the redirect port: GET and HEAD for
-// /<namespace>/<code>, and for /<code> on a host that a namespace claims
-// with the linkforge.io/domain annotation. It reads the in-memory index
-// only: no API call, no write lock, and on a hit no allocation.
+// /<namespace>/<code> (and its /qr and + views), and for /<code> on a host
+// that a namespace claims with the linkforge.io/domain annotation. It reads
+// the in-memory index only: no API call, no write lock, and on a redirect no
+// allocation.
 func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
 	at := ctxClock{ctx}
 	if r.accessLog != nil {
@@ -135,6 +136,12 @@ func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
 // fasthttp.Server runs.
 type ctxClock struct{ ctx *fasthttp.RequestCtx }
 
+// header is a request header of the request (headerReader), for the routes
+// that read one (the QR code's Accept).
+func (c ctxClock) header(name string) string {
+	return string(c.ctx.Request.Header.Peek(name))
+}
+
 func (c ctxClock) Time() time.Time {
 	if t := c.ctx.Time(); !t.IsZero() {
 		return t
@@ -164,10 +171,21 @@ func writeAnswer(ctx *fasthttp.RequestCtx, a *answer) {
 		h.SetCanonical(hdrKeyLocation, sbytes(a.location))
 	}
 	if a.resp != respOptionsServer {
-		h.SetContentType(hdrText)
+		if a.contentType != "" {
+			h.SetContentType(a.contentType)
+		} else {
+			h.SetContentType(hdrText)
+		}
 		h.SetCanonical(hdrKeyCacheControl, sbytes(a.cacheControl))
 	}
+	for i := range a.extra {
+		h.SetCanonical(a.extra[i].key, sbytes(a.extra[i].value))
+	}
 	// HEAD: fasthttp sends the Content-Length of this body, not the body.
+	if a.body != nil {
+		ctx.Response.SetBodyRaw(a.body)
+		return
+	}
 	ctx.Response.SetBodyRaw(a.resp.body)
 }
 

@@ -99,6 +99,10 @@ func wireLinks() []*linkv1.ShortLink {
 	add("exhausted", func(l *linkv1.ShortLink) { l.Spec.MaxUses, l.Status.Uses = ptr.To[int64](5), 5 })
 	add("forward-query", func(l *linkv1.ShortLink) { l.Spec.ForwardQuery = true })
 	add("permanent", func(l *linkv1.ShortLink) { l.Spec.RedirectStatus = 308 })
+	add("scheduled", func(l *linkv1.ShortLink) {
+		l.Spec.ActivatesAt = &at
+		l.Spec.DedupPolicy = linkv1.DedupNever
+	})
 	add("escapes", func(l *linkv1.ShortLink) {
 		l.Spec.URL = "https://example.com/caf\u00e9/\u65e5\u672c?q=a&b=<c>"
 		l.Annotations["note"] = "tab\tquote\" \u2028 emoji \U0001F600"

@@ -13,7 +13,14 @@ type metrics struct {
 	// accessLogDropped counts access-log records dropped because the
 	// writer fell behind.
 	accessLogDropped prometheus.Counter
+	// fallbacks counts fallback redirects, by kind.
+	fallbacks [numFallbacks]prometheus.Counter
+	// qrHits and qrMisses count QR codes served from the cache and drawn.
+	qrHits, qrMisses prometheus.Counter
 }
+
+// qrResultLabel labels linkforge_redirector_qr_codes_total.
+const qrResultLabel = "result"
 
 // The names of the redirector's metrics: linkforge_redirector_*.
 const (
@@ -40,10 +47,26 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready f
 		m.byClass[i+1] = requests.WithLabelValues(class)
 	}
 	m.byClass[0] = m.byClass[5]
+	fallbacks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "fallbacks_total",
+		Help:      "Requests answered with a fallback redirect instead of 404 or 410, by kind (root, not_found, gone).",
+	}, []string{"kind"})
+	for k := range numFallbacks {
+		m.fallbacks[k] = fallbacks.WithLabelValues(k.String())
+	}
+	qrCodes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "qr_codes_total",
+		Help:      "QR codes served, by result: cached (served from the cache) or drawn (encoded and drawn for this request).",
+	}, []string{qrResultLabel})
+	m.qrHits, m.qrMisses = qrCodes.WithLabelValues("cached"), qrCodes.WithLabelValues("drawn")
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(requests, m.accessLogDropped,
+	reg.MustRegister(requests, m.accessLogDropped, fallbacks, qrCodes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace,
 			Subsystem: metricsSubsystem,

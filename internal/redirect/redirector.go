@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,16 +74,42 @@ type Options struct {
 	Uses *uses.Uses
 	// Log is the logger; the zero value discards.
 	Log logr.Logger
+	// PublicBaseURL is the public base of the long form of short URLs (as
+	// the manager's --redirect-base-url), for the URLs QR codes show; empty:
+	// the request's own. Check it with CheckPublicBaseURL.
+	PublicBaseURL string
+	// Fallbacks are the default fallback redirects (NewFallbacks), for
+	// namespaces whose annotations set none.
+	Fallbacks Fallbacks
+}
+
+// CheckPublicBaseURL says what is wrong with a PublicBaseURL, if anything:
+// it must be an absolute http(s) URL without a query or fragment.
+func CheckPublicBaseURL(base string) error {
+	if base == "" {
+		return nil
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return err
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q is not an absolute http or https URL of a host (and path), without a query", base)
+	}
+	return nil
 }
 
 // Redirector is the redirect HTTP handler and the index behind it.
 type Redirector struct {
-	index   *Index
-	domains *Domains
-	metrics *metrics
-	clock   clock.PassiveClock
-	log     logr.Logger
-	opts    Options
+	index      *Index
+	domains    *Domains
+	fallbacks  *fallbackTable
+	qr         *qrCache
+	publicBase *url.URL
+	metrics    *metrics
+	clock      clock.PassiveClock
+	log        logr.Logger
+	opts       Options
 
 	allowedNS  map[string]bool
 	namespaces sync.Map // name -> *corev1.Namespace (stripped), for events
@@ -96,6 +123,9 @@ type Redirector struct {
 	linkInformers          int
 
 	accessLog *accessLog
+
+	warnMu sync.Mutex
+	warned map[string]string // namespace/annotation -> the invalid value warned about
 }
 
 // New returns a Redirector with an empty index. It is not ready until the
@@ -109,7 +139,15 @@ func New(opts Options) *Redirector {
 		linkInformers: 1,
 	}
 	r.domains = NewDomains(r.domainConflict)
+	r.fallbacks = newFallbackTable()
 	r.metrics = newMetrics(opts.Registry, r.index, r.domains, func() bool { return !r.draining.Load() && r.Ready() })
+	r.qr = newQRCache(qrCacheBytes, r.metrics.qrHits, r.metrics.qrMisses)
+	if opts.PublicBaseURL != "" {
+		// Checked by the caller (CheckPublicBaseURL); an invalid one is unused.
+		if u, err := url.Parse(opts.PublicBaseURL); err == nil && CheckPublicBaseURL(opts.PublicBaseURL) == nil {
+			r.publicBase = u
+		}
+	}
 	if opts.AccessLog != nil {
 		r.accessLog = newAccessLog(opts.AccessLog, opts.AccessLogBuffer, r.metrics.accessLogDropped)
 	}
@@ -266,6 +304,7 @@ func (r *Redirector) WatchNamespaces(inf Informer) error {
 			return
 		}
 		r.domains.Set(ns.Name, ns.CreationTimestamp.Time, ns.Annotations[DomainAnnotation])
+		r.setFallbacks(ns)
 	}
 	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
@@ -274,6 +313,7 @@ func (r *Redirector) WatchNamespaces(inf Informer) error {
 			if ns := asNamespace(obj); ns != nil {
 				r.namespaces.Delete(ns.Name)
 				r.domains.Delete(ns.Name)
+				r.fallbacks.set(ns.Name, Fallbacks{})
 			}
 		},
 	})
@@ -300,6 +340,40 @@ func (r *Redirector) domainConflict(host, loser, winner string) {
 	r.opts.Recorder.Eventf(obj.(*corev1.Namespace), nil, corev1.EventTypeWarning, ReasonDomainConflict, "ServeDomain",
 		"domain %q (annotation %s) is also claimed by namespace %q, which is older: /<code> on %q is served from %q, not from this namespace",
 		host, DomainAnnotation, winner, host, winner)
+}
+
+// ReasonInvalidFallback is the reason of the Warning event a namespace gets
+// when a fallback annotation does not hold a valid URL.
+const ReasonInvalidFallback = "InvalidFallback"
+
+// setFallbacks takes a namespace's fallback annotations into the table;
+// an invalid one is left out, with a Warning event on the namespace (once
+// per value).
+func (r *Redirector) setFallbacks(ns *corev1.Namespace) {
+	f, errs := namespaceFallbacks(ns.Annotations)
+	r.fallbacks.set(ns.Name, f)
+	r.warnMu.Lock()
+	defer r.warnMu.Unlock()
+	if r.warned == nil {
+		r.warned = map[string]string{}
+	}
+	for k, err := range errs {
+		key := ns.Name + "/" + fallbackKind(k).annotation()
+		value := ns.Annotations[fallbackKind(k).annotation()]
+		if err == nil {
+			delete(r.warned, key)
+			continue
+		}
+		if r.warned[key] == value {
+			continue
+		}
+		r.warned[key] = value
+		r.log.Info("ignoring a fallback annotation", "namespace", ns.Name, "annotation", fallbackKind(k).annotation(), "error", err.Error())
+		if r.opts.Recorder != nil {
+			r.opts.Recorder.Eventf(ns, nil, corev1.EventTypeWarning, ReasonInvalidFallback, "ServeFallback",
+				"annotation %s is ignored: %v; use an absolute http or https URL", fallbackKind(k).annotation(), err)
+		}
+	}
 }
 
 // RunTombstoneSweeper forgets ended tombstones every interval until ctx ends.

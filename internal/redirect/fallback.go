@@ -1,0 +1,148 @@
+package redirect
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/linkforge/linkforge/internal/shortcode"
+)
+
+// Fallback annotations on a Namespace: where a request that matches none of
+// its links is redirected instead of answered 404 or 410. Each holds an
+// absolute http(s) URL.
+const (
+	// RootRedirectAnnotation: GET / on the namespace's vanity host.
+	RootRedirectAnnotation = "linkforge.io/root-redirect"
+	// NotFoundRedirectAnnotation: an unknown code of the namespace (or one
+	// not active yet), and any other path on its vanity host.
+	NotFoundRedirectAnnotation = "linkforge.io/not-found-redirect"
+	// GoneRedirectAnnotation: an expired or exhausted code of the namespace
+	// (410 Gone otherwise).
+	GoneRedirectAnnotation = "linkforge.io/gone-redirect"
+)
+
+// namespaceAnnotations are the annotations of a Namespace the redirector reads.
+var namespaceAnnotations = []string{DomainAnnotation, RootRedirectAnnotation, NotFoundRedirectAnnotation, GoneRedirectAnnotation}
+
+// fallbackKind is which fallback a request takes.
+type fallbackKind uint8
+
+const (
+	fallbackRoot fallbackKind = iota
+	fallbackNotFound
+	fallbackGone
+	numFallbacks
+)
+
+func (k fallbackKind) String() string {
+	return [...]string{"root", "not_found", "gone"}[k]
+}
+
+func (k fallbackKind) annotation() string {
+	return [...]string{RootRedirectAnnotation, NotFoundRedirectAnnotation, GoneRedirectAnnotation}[k]
+}
+
+// Fallbacks are the Location values of the fallback redirects, by kind; ""
+// is none.
+type Fallbacks [numFallbacks]string
+
+// NewFallbacks checks the URLs of the root, not-found and gone fallbacks
+// ("" for none) as spec.url is checked, and returns their Locations.
+func NewFallbacks(root, notFound, gone string) (Fallbacks, error) {
+	var f Fallbacks
+	for k, u := range [...]string{root, notFound, gone} {
+		loc, err := fallbackLocation(u)
+		if err != nil {
+			return Fallbacks{}, fmt.Errorf("%s redirect: %w", fallbackKind(k), err)
+		}
+		f[k] = loc
+	}
+	return f, nil
+}
+
+// CheckFallbackURL says what is wrong with a fallback URL, if anything:
+// it is checked as spec.url is ("" is none).
+func CheckFallbackURL(u string) error {
+	_, err := fallbackLocation(u)
+	return err
+}
+
+// fallbackLocation is the Location of a fallback URL: refused as spec.url
+// is (only absolute http and https URLs, no control characters, no
+// userinfo), written as the user wrote it.
+func fallbackLocation(u string) (string, error) {
+	if u == "" {
+		return "", nil
+	}
+	if _, err := shortcode.Canonicalize(u); err != nil {
+		return "", fmt.Errorf("invalid URL %q: %w", u, err)
+	}
+	return Location(u), nil
+}
+
+// fallbackTable maps namespaces to the fallbacks their annotations set.
+// Reads load an immutable snapshot (one atomic load, no lock); writes
+// (namespace events, rare) copy it under a mutex.
+type fallbackTable struct {
+	snap atomic.Pointer[map[string]*Fallbacks]
+	mu   sync.Mutex
+}
+
+func newFallbackTable() *fallbackTable {
+	t := &fallbackTable{}
+	empty := map[string]*Fallbacks{}
+	t.snap.Store(&empty)
+	return t
+}
+
+// lookup returns the Location of namespace ns's fallback of kind k, or "".
+func (t *fallbackTable) lookup(ns string, k fallbackKind) string {
+	m := *t.snap.Load()
+	if len(m) == 0 || ns == "" {
+		return ""
+	}
+	if f := m[ns]; f != nil {
+		return f[k]
+	}
+	return ""
+}
+
+// set records ns's fallbacks (none: forget it).
+func (t *fallbackTable) set(ns string, f Fallbacks) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := *t.snap.Load()
+	old, had := cur[ns]
+	if f == (Fallbacks{}) && !had || had && *old == f {
+		return
+	}
+	next := make(map[string]*Fallbacks, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	if f == (Fallbacks{}) {
+		delete(next, ns)
+	} else {
+		next[ns] = &f
+	}
+	t.snap.Store(&next)
+}
+
+// namespaceFallbacks reads a namespace's fallback annotations. A value
+// that is not a valid URL is left out, and reported in errs by kind.
+func namespaceFallbacks(annotations map[string]string) (f Fallbacks, errs [numFallbacks]error) {
+	for k := range numFallbacks {
+		v, ok := annotations[k.annotation()]
+		if !ok {
+			continue
+		}
+		loc, err := fallbackLocation(v)
+		if err != nil {
+			errs[k] = err
+			continue
+		}
+		f[k] = loc
+	}
+	return f, errs
+}

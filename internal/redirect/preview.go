@@ -1,0 +1,93 @@
+package redirect
+
+import (
+	"bytes"
+	"html/template"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// GET /<namespace>/<code>+ (and /<code>+ on a vanity host) answers a small
+// HTML page that names where the link goes and what it does, instead of
+// redirecting: bit.ly's "+" preview. It is not a use, has no script, and
+// asks search engines not to index it. A link that is not active yet
+// answers as an unknown code (404), as its redirect does.
+
+var (
+	previewHeaders = []header{
+		{key: []byte("X-Robots-Tag"), value: "noindex, nofollow"},
+		{key: []byte("Content-Security-Policy"), value: "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+		{key: []byte("Referrer-Policy"), value: "no-referrer"},
+		hdrNoSniff,
+	}
+	respPreviewGone = newCanned(http.StatusGone, "")
+	respInternal    = newCanned(http.StatusInternalServerError, "500 Internal Server Error\n")
+)
+
+const contentTypeHTML = "text/html; charset=utf-8"
+
+// previewPage is the page. html/template escapes what it inserts for its
+// context (the link's URL in an attribute and in text).
+var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="robots" content="noindex, nofollow">
+<meta name="referrer" content="no-referrer">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Short link {{.Path}}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:42rem;margin:3rem auto;padding:0 1rem;line-height:1.5}a,code{overflow-wrap:anywhere}</style>
+</head>
+<body>
+<h1>Short link {{.Path}}</h1>
+{{if .Destination}}<p>{{if .Redirects}}It redirects to{{else}}It redirected to{{end}}:</p>
+<p><a href="{{.Destination}}" rel="nofollow noopener noreferrer">{{.Destination}}</a></p>
+{{end}}<p>State: <strong>{{.State}}</strong>. {{.Detail}}</p>
+</body>
+</html>
+`))
+
+type previewData struct {
+	Path        string
+	Destination string
+	Redirects   bool
+	State       string
+	Detail      string
+}
+
+// previewAnswer answers the preview of e, named by path (without its "+").
+func (r *Redirector) previewAnswer(path string, e *Link, now int64) answer {
+	d := previewData{Path: path, Destination: e.Location, State: "Active", Redirects: true}
+	status := respOK
+	switch {
+	case e.is(flagTombstone):
+		d.State, d.Detail, d.Redirects = "Removed", "It expired or served all of its uses and was deleted; it answers 410 Gone.", false
+		status = respPreviewGone
+	case e.gone(now) && e.is(flagExpires) && now >= e.until:
+		d.State, d.Redirects = "Expired", false
+		d.Detail = "It expired at " + time.Unix(0, e.until).UTC().Format(time.RFC3339) + " and answers 410 Gone."
+		status = respPreviewGone
+	case e.gone(now):
+		d.State, d.Detail, d.Redirects = "Exhausted", "It served all of its uses and answers 410 Gone.", false
+		status = respPreviewGone
+	default:
+		d.Detail = "It answers " + strconv.Itoa(e.Status()) + " " + http.StatusText(e.Status())
+		if e.is(flagExpires) {
+			d.Detail += " until " + time.Unix(0, e.until).UTC().Format(time.RFC3339)
+		}
+		if e.is(flagMaxUses) {
+			d.Detail += "; its number of uses is limited"
+		}
+		if e.is(flagForwardQuery) {
+			d.Detail += "; it adds the query string of the short link to this URL"
+		}
+		d.Detail += "."
+	}
+	var buf bytes.Buffer
+	if err := previewPage.Execute(&buf, d); err != nil {
+		r.log.Error(err, "rendering a preview page")
+		return answer{resp: respInternal, cacheControl: ccNoStore}
+	}
+	return answer{resp: status, body: buf.Bytes(), contentType: contentTypeHTML, cacheControl: ccNoStore, extra: previewHeaders}
+}
