@@ -17,7 +17,6 @@ import (
 	"time"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/linkforge/linkforge/internal/testenv"
 )
@@ -201,7 +200,7 @@ func TestApplyToEnvtest(t *testing.T) {
 	root := moduleRoot(t)
 	helm := helmBinary(t, root)
 	kubectl := kubectlBinary(t, root)
-	kubeconfig := startControlPlane(t, root)
+	kubeconfig := testenv.StartWithoutCRDs(t, root)
 	k := func(args ...string) string {
 		return run(t, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	}
@@ -295,39 +294,6 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() (
 			t.Fatalf("%s: not after %s; last: %s", what, timeout, last)
 		}
 	}
-}
-
-// startControlPlane starts etcd and kube-apiserver without CRDs (the chart
-// brings its own) and returns the path of an admin kubeconfig.
-func startControlPlane(t *testing.T, root string) string {
-	t.Helper()
-	env, err := testenv.Environment(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.CRDDirectoryPaths = nil
-	env.ErrorIfCRDPathMissing = false
-	if _, err := env.Start(); err != nil {
-		t.Fatalf("starting envtest: %v", errors.Join(err, env.Stop()))
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	})
-	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func moduleRoot(t *testing.T) string {

@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"io"
 	"net/http"
 	"os"
@@ -15,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makiuchi-d/gozxing"
-	zxqr "github.com/makiuchi-d/gozxing/qrcode"
 	. "github.com/onsi/gomega"
 
 	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/qr/qrtest"
 )
 
 // TestLinkFeatures runs the features of issue 25 through the real binaries,
@@ -153,14 +150,14 @@ func TestLinkFeatures(t *testing.T) {
 		g.Expect(resp.Header.Get("Content-Type")).To(Equal("image/png"))
 		shortURL := field("first", ".status.shortURL")
 		g.Expect(shortURL).To(Equal(base + "/" + ns + "/" + code))
-		g.Expect(scanQR(t, body)).To(Equal(shortURL))
+		g.Expect(qrtest.ScanPNG(t, body)).To(Equal(shortURL))
 
 		file := filepath.Join(tmp, "first.png")
 		out, err := exec.Command(filepath.Join(bin, "linkforge"), "qr", "first", "-n", ns, "-o", file, "--kubeconfig", cp.Kubeconfig).CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), string(out))
 		fromPlugin, err := os.ReadFile(file)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(scanQR(t, fromPlugin)).To(Equal(shortURL))
+		g.Expect(qrtest.ScanPNG(t, fromPlugin)).To(Equal(shortURL))
 
 		page, err := e.fetch(redirectAddr + "/" + ns + "/" + code + "+")
 		g.Expect(err).NotTo(HaveOccurred())
@@ -239,22 +236,4 @@ func TestLinkFeatures(t *testing.T) {
 		}
 		g.Expect(reasons).To(ContainElement("Activated"))
 	})
-}
-
-// scanQR decodes a PNG QR code with ZXing's decoder.
-func scanQR(t *testing.T, b []byte) string {
-	t.Helper()
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("not a PNG: %v", err)
-	}
-	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := zxqr.NewQRCodeReader().Decode(bmp, map[gozxing.DecodeHintType]any{gozxing.DecodeHintType_PURE_BARCODE: true})
-	if err != nil {
-		t.Fatalf("not a QR code: %v", err)
-	}
-	return res.GetText()
 }

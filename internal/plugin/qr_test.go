@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"bytes"
-	"image/png"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,31 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makiuchi-d/gozxing"
-	zxqr "github.com/makiuchi-d/gozxing/qrcode"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/qr/qrtest"
 )
-
-// scanPNG decodes a PNG QR code with ZXing's decoder.
-func scanPNG(t *testing.T, b []byte) string {
-	t.Helper()
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("not a PNG: %v", err)
-	}
-	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := zxqr.NewQRCodeReader().Decode(bmp, map[gozxing.DecodeHintType]any{gozxing.DecodeHintType_PURE_BARCODE: true})
-	if err != nil {
-		t.Fatalf("not a QR code: %v", err)
-	}
-	return res.GetText()
-}
 
 // asTerminal makes runVerb's stdout a terminal for the test.
 func asTerminal(t *testing.T) {
@@ -57,7 +37,7 @@ func TestQR(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := scanPNG(t, b); got != want {
+		if got := qrtest.ScanPNG(t, b); got != want {
 			t.Errorf("the file reads %q, want %q", got, want)
 		}
 		svg := filepath.Join(dir, "qr.svg")
@@ -75,7 +55,7 @@ func TestQR(t *testing.T) {
 	t.Run("to a pipe: the PNG's bytes", func(t *testing.T) {
 		r := runVerb(t, adminKube, "qr", "qr", "-n", linked)
 		r.expect(t, ExitOK, "*")
-		if got := scanPNG(t, []byte(r.stdout)); got != want {
+		if got := qrtest.ScanPNG(t, []byte(r.stdout)); got != want {
 			t.Errorf("stdout reads %q, want %q", got, want)
 		}
 	})
@@ -125,7 +105,7 @@ func TestQRWithoutBaseURL(t *testing.T) {
 	if strings.Contains(r.stderr, "warning") {
 		t.Errorf("a Scheduled link is drawn without a warning: %s", r.stderr)
 	}
-	if got := scanPNG(t, []byte(r.stdout)); got != "https://go.example.org/nocontroller/qrcode" {
+	if got := qrtest.ScanPNG(t, []byte(r.stdout)); got != "https://go.example.org/nocontroller/qrcode" {
 		t.Errorf("reads %q", got)
 	}
 }

@@ -10,24 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/makiuchi-d/gozxing"
-	zxqr "github.com/makiuchi-d/gozxing/qrcode"
+	"github.com/linkforge/linkforge/internal/qr/qrtest"
 )
-
-// decode reads a QR code from img with ZXing's decoder (its Go port),
-// independent of the encoder.
-func decode(t *testing.T, img image.Image) string {
-	t.Helper()
-	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := zxqr.NewQRCodeReader().Decode(bmp, map[gozxing.DecodeHintType]any{gozxing.DecodeHintType_PURE_BARCODE: true})
-	if err != nil {
-		t.Fatalf("decoding: %v", err)
-	}
-	return res.GetText()
-}
 
 var urls = []string{
 	"http://127.0.0.1:18089/default/78eWabtoV9",
@@ -61,7 +45,7 @@ func TestPNGScansBack(t *testing.T) {
 			if p.margin == 0 || side < 100 {
 				continue // a scanner needs the quiet zone and a few pixels a module
 			}
-			if got := decode(t, img); got != u {
+			if got := qrtest.Scan(t, img); got != u {
 				t.Errorf("size %d margin %d: scans as %q, want %q", p.size, p.margin, got, u)
 			}
 		}
@@ -121,7 +105,7 @@ func TestSVGScansBack(t *testing.T) {
 				}
 			}
 		}
-		if got := decode(t, img); got != u {
+		if got := qrtest.Scan(t, img); got != u {
 			t.Errorf("SVG scans as %q, want %q", got, u)
 		}
 	}

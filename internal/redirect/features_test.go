@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/makiuchi-d/gozxing"
-	zxqr "github.com/makiuchi-d/gozxing/qrcode"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/qr/qrtest"
 )
 
 // newHarnessWith is newHarness with options of its own (fallbacks, a
@@ -131,24 +130,6 @@ func TestActivationWithFallbackAndExpiry(t *testing.T) {
 	}
 }
 
-// scan decodes a PNG QR code.
-func scan(t *testing.T, body []byte) string {
-	t.Helper()
-	img, err := png.Decode(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("not a PNG: %v", err)
-	}
-	bmp, err := gozxing.NewBinaryBitmapFromImage(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := zxqr.NewQRCodeReader().Decode(bmp, map[gozxing.DecodeHintType]any{gozxing.DecodeHintType_PURE_BARCODE: true})
-	if err != nil {
-		t.Fatalf("not a QR code: %v", err)
-	}
-	return res.GetText()
-}
-
 // qrHarness serves a few links, with fallbacks that the QR route must not take.
 func qrHarness(t *testing.T) *harness {
 	h := newHarnessWith(t, Options{Fallbacks: Fallbacks{"https://example.com/root", "https://example.com/nf", "https://example.com/gone"}})
@@ -167,17 +148,17 @@ func TestQRCode(t *testing.T) {
 	if g.status != http.StatusOK || g.header.Get("Content-Type") != "image/png" {
 		t.Fatalf("GET /team-a/LUMLV6n3To/qr: %d %s %q", g.status, g.header.Get("Content-Type"), g.body)
 	}
-	if u := scan(t, g.body); u != "http://go.example.com/team-a/LUMLV6n3To" {
+	if u := qrtest.ScanPNG(t, g.body); u != "http://go.example.com/team-a/LUMLV6n3To" {
 		t.Errorf("the QR code reads %q", u)
 	}
 	if g.header.Get("Vary") != "Accept" || g.header.Get("X-Content-Type-Options") != "nosniff" || g.header.Get("Cache-Control") != "public, max-age=3600" {
 		t.Errorf("headers %v", g.header)
 	}
-	if g := h.get("GET", "go.example.com", "/team-a/LUMLV6n3To/qr", "X-Forwarded-Proto", "https"); scan(t, g.body) != "https://go.example.com/team-a/LUMLV6n3To" {
-		t.Errorf("behind a TLS proxy: %q", scan(t, g.body))
+	if g := h.get("GET", "go.example.com", "/team-a/LUMLV6n3To/qr", "X-Forwarded-Proto", "https"); qrtest.ScanPNG(t, g.body) != "https://go.example.com/team-a/LUMLV6n3To" {
+		t.Errorf("behind a TLS proxy: %q", qrtest.ScanPNG(t, g.body))
 	}
-	if g := h.get("GET", "go.a.example", "/LUMLV6n3To/qr"); g.status != http.StatusOK || scan(t, g.body) != "http://go.a.example/LUMLV6n3To" {
-		t.Errorf("vanity host: %d %q", g.status, scan(t, g.body))
+	if g := h.get("GET", "go.a.example", "/LUMLV6n3To/qr"); g.status != http.StatusOK || qrtest.ScanPNG(t, g.body) != "http://go.a.example/LUMLV6n3To" {
+		t.Errorf("vanity host: %d %q", g.status, qrtest.ScanPNG(t, g.body))
 	}
 	if g := h.get("GET", "go.a.example", "/docs/qr"); g.String() != "Found https://example.com/docs-ns-code-qr" {
 		t.Errorf("/docs/qr on the vanity host, where team-a has no code docs: %s, want namespace docs's code qr", g)
@@ -278,11 +259,11 @@ func TestQRCodePublicBaseURL(t *testing.T) {
 	h := newHarnessWith(t, Options{PublicBaseURL: "https://go.example.com/s/"})
 	h.add(link("team-a", "docs", "LUMLV6n3To", "https://example.com/docs"))
 	h.addNS(nsObj("team-a", epoch.Add(-48*time.Hour), "go.a.example"))
-	if g := h.get("GET", "10.0.0.7:8080", "/team-a/LUMLV6n3To/qr"); scan(t, g.body) != "https://go.example.com/s/team-a/LUMLV6n3To" {
-		t.Errorf("long form: %q", scan(t, g.body))
+	if g := h.get("GET", "10.0.0.7:8080", "/team-a/LUMLV6n3To/qr"); qrtest.ScanPNG(t, g.body) != "https://go.example.com/s/team-a/LUMLV6n3To" {
+		t.Errorf("long form: %q", qrtest.ScanPNG(t, g.body))
 	}
-	if g := h.get("GET", "go.a.example", "/LUMLV6n3To/qr"); scan(t, g.body) != "https://go.a.example/LUMLV6n3To" {
-		t.Errorf("vanity form: %q", scan(t, g.body))
+	if g := h.get("GET", "go.a.example", "/LUMLV6n3To/qr"); qrtest.ScanPNG(t, g.body) != "https://go.a.example/LUMLV6n3To" {
+		t.Errorf("vanity form: %q", qrtest.ScanPNG(t, g.body))
 	}
 	for _, bad := range []string{"go.example.com", "ftp://go.example.com", "https://go.example.com/?a=1", "https://u@go.example.com"} {
 		if CheckPublicBaseURL(bad) == nil {

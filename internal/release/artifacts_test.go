@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/linkforge/linkforge/internal/images"
 	"github.com/linkforge/linkforge/internal/testenv"
@@ -191,7 +190,7 @@ func packagedChart(t *testing.T, dist string) string {
 // checks every object was created.
 func TestInstallYAMLApplies(t *testing.T) {
 	root, dist := distDir(t)
-	kubeconfig := startControlPlane(t, root)
+	kubeconfig := testenv.StartWithoutCRDs(t, root)
 	kubectl := kubectlBinary(t, root)
 	install := filepath.Join(dist, "install.yaml")
 	if out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", install).CombinedOutput(); err != nil {
@@ -208,39 +207,6 @@ func TestInstallYAMLApplies(t *testing.T) {
 	if got, want := len(strings.Fields(string(out))), len(decodeAll(t, data)); got != want {
 		t.Errorf("kubectl get -f found %d objects, install.yaml has %d:\n%s", got, want, out)
 	}
-}
-
-// startControlPlane starts etcd and kube-apiserver without CRDs
-// (install.yaml brings its own) and returns an admin kubeconfig's path.
-func startControlPlane(t *testing.T, root string) string {
-	t.Helper()
-	env, err := testenv.Environment(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.CRDDirectoryPaths = nil
-	env.ErrorIfCRDPathMissing = false
-	if _, err := env.Start(); err != nil {
-		t.Fatalf("starting envtest: %v", errors.Join(err, env.Stop()))
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	})
-	user, err := env.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // helmBinary is bin/helm (make helm), with its caches kept out of $HOME.
