@@ -62,6 +62,12 @@ func loadPolicy(t testing.TB, file string) *celPolicy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return compilePolicy(t, file, b)
+}
+
+// compilePolicy compiles the ValidatingAdmissionPolicy in b, read from file.
+func compilePolicy(t testing.TB, file string, b []byte) *celPolicy {
+	t.Helper()
 	var vap admissionv1.ValidatingAdmissionPolicy
 	if err := yaml.UnmarshalStrict(b, &vap); err != nil {
 		t.Fatalf("%s: %v", file, err)
@@ -213,7 +219,7 @@ func goVerdict(url string, p Policy) (Verdict, bool) {
 
 // checkAllowList holds the allowed-hosts policy to Judge for one URL and one
 // annotation (nil: none).
-func checkAllowList(t *testing.T, allowPolicy *celPolicy, url string, annotation *string) {
+func checkAllowList(t testing.TB, allowPolicy *celPolicy, url string, annotation *string) {
 	t.Helper()
 	if !admittedByCRD(url) {
 		return
@@ -250,7 +256,7 @@ func checkAllowList(t *testing.T, allowPolicy *celPolicy, url string, annotation
 
 // checkDenyList holds the denied-hosts policy to Judge for one URL and one
 // DestinationDenyList's hosts.
-func checkDenyList(t *testing.T, denyPolicy *celPolicy, url string, hosts []string) {
+func checkDenyList(t testing.TB, denyPolicy *celPolicy, url string, hosts []string) {
 	t.Helper()
 	if !admittedByCRD(url) {
 		return
@@ -471,7 +477,7 @@ func TestAnnotationPolicyMatchesParse(t *testing.T) {
 	}
 }
 
-func checkAnnotation(t *testing.T, p *celPolicy, annotation string) {
+func checkAnnotation(t testing.TB, p *celPolicy, annotation string) {
 	t.Helper()
 	got, err := p.eval(map[string]any{"object": namespaceObject(&annotation), "request": map[string]any{"operation": "CREATE"}})
 	if err != nil {
