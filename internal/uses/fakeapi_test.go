@@ -31,6 +31,8 @@ type fakeAPI struct {
 	patches []string
 	// lowered is set when a patch wrote a status.uses below the one before.
 	lowered bool
+	// lastUsedBack is set when a patch moved status.lastUsedAt back.
+	lastUsedBack bool
 	// takenBack is the quota of reservations that a patch of another
 	// holder removed: counted as used, since their holders may have served it.
 	takenBack int64
@@ -95,6 +97,9 @@ func (a *fakeAPI) version() Versioned {
 	l := a.get()
 	v := &testVersion{LinkVersion{Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
 		UID: UIDKey(l.UID), StatusUses: l.Status.Uses}}
+	if l.Status.LastUsedAt != nil {
+		v.StatusLastUsed = l.Status.LastUsedAt.Unix()
+	}
 	if l.Spec.MaxUses != nil {
 		v.MaxUses = *l.Spec.MaxUses
 	}
@@ -211,6 +216,15 @@ func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.
 			}
 			if a.link.Status.Uses < before {
 				a.lowered = true
+			}
+		case "lastUsedAt":
+			before := a.link.Status.LastUsedAt
+			a.link.Status.LastUsedAt = nil
+			if err := json.Unmarshal(v, &a.link.Status.LastUsedAt); err != nil {
+				return err
+			}
+			if before != nil && (a.link.Status.LastUsedAt == nil || a.link.Status.LastUsedAt.Before(before)) {
+				a.lastUsedBack = true
 			}
 		case "useReservations":
 			a.link.Status.UseReservations = nil
