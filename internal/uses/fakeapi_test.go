@@ -218,13 +218,8 @@ func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.
 				a.lowered = true
 			}
 		case "lastUsedAt":
-			before := a.link.Status.LastUsedAt
-			a.link.Status.LastUsedAt = nil
-			if err := json.Unmarshal(v, &a.link.Status.LastUsedAt); err != nil {
+			if err := a.setLastUsed(v); err != nil {
 				return err
-			}
-			if before != nil && (a.link.Status.LastUsedAt == nil || a.link.Status.LastUsedAt.Before(before)) {
-				a.lastUsedBack = true
 			}
 		case "useReservations":
 			a.link.Status.UseReservations = nil
@@ -249,6 +244,20 @@ func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.
 	a.patches = append(a.patches, string(body))
 	if f == applyThenTimeout {
 		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// setLastUsed applies a patch's status.lastUsedAt, noting a move back.
+// a.mu is held.
+func (a *fakeAPI) setLastUsed(v json.RawMessage) error {
+	before := a.link.Status.LastUsedAt
+	a.link.Status.LastUsedAt = nil
+	if err := json.Unmarshal(v, &a.link.Status.LastUsedAt); err != nil {
+		return err
+	}
+	if before != nil && (a.link.Status.LastUsedAt == nil || a.link.Status.LastUsedAt.Before(before)) {
+		a.lastUsedBack = true
 	}
 	return nil
 }
