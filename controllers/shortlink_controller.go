@@ -44,6 +44,12 @@ const namespaceRetry = time.Second
 // manager or a redirector wrote first) is decided again, on fresh data.
 const conflictRetry = 200 * time.Millisecond
 
+// DefaultIdleGrace is the manager's --idle-grace: twice the redirectors'
+// default --uses-flush-interval (10s; a use waits up to one interval for
+// its round, and a round's writes, paced by the write budget, take up to
+// another), with room to spare. lastUsedAt needs no more: it is rounded up.
+const DefaultIdleGrace = 30 * time.Second
+
 // ShortLinkReconciler writes each ShortLink's code, canonical URL, expiry and
 // conditions into its status.
 type ShortLinkReconciler struct {
@@ -60,6 +66,12 @@ type ShortLinkReconciler struct {
 	// Index is the code index of the manager's cache (required): the same
 	// as given to ManagerCacheOptions.
 	Index *CodeIndex
+	// IdleGrace is added to every idle deadline (spec.idleTimeout; the
+	// manager's --idle-grace): the redirectors write status.lastUsedAt with
+	// their batched uses, up to a flush interval or two after the use, so a
+	// link is finished only once a use it may have served has had the time
+	// to arrive.
+	IdleGrace time.Duration
 	// DisableDedup gives every link without a spec.dedupPolicy a code of its
 	// own (the manager's --dedup=false); by default links of one target share one.
 	DisableDedup bool
@@ -124,6 +136,10 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	now := r.Clock.Now()
 	st := &link.Status
 	gen := link.Generation
+	// A link finished for this spec stays finished until the spec changes:
+	// a late lastUsedAt (a use written after the idle deadline) does not
+	// make a link that answered 410 redirect again.
+	wasFinished := st.FinishedAt != nil && st.ObservedGeneration == gen
 
 	canonical, err := shortcode.Canonicalize(link.Spec.URL)
 	if err != nil {
@@ -209,12 +225,10 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 
 	expired := link.Expired(now)
 	exhausted := link.Exhausted()
-	recordFinish(st, expired, exhausted, expiry, now)
-	if expires {
-		r.setFlag(link, linkv1.ConditionExpired, expired, linkv1.ReasonExpired, "expires at %s", expiry.UTC().Format(time.RFC3339))
-	} else {
-		r.removeCondition(link, linkv1.ConditionExpired)
-	}
+	idleAt, idles := r.idleDeadline(ctx, link, decision.Twin)
+	idled := idles && !expired && !exhausted && (!now.Before(idleAt) || wasFinished)
+	recordFinish(st, expired, exhausted || idled, expiry, now)
+	r.setExpiredFlag(link, expiry, expires, expired, idled)
 	if link.Spec.MaxUses != nil {
 		r.setFlag(link, linkv1.ConditionExhausted, exhausted, linkv1.ReasonExhausted, "%d of %d uses served", link.Status.Uses, *link.Spec.MaxUses)
 	} else {
@@ -231,13 +245,21 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	case exhausted:
 		st.State = linkv1.StateExhausted
 		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExhausted, fmt.Sprintf("code %s served all %d uses and answers 410 Gone, as its spec asks", decision.Code, *link.Spec.MaxUses))
+	case idled:
+		st.State = linkv1.StateExpired
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, fmt.Sprintf("code %s was not used for its idleTimeout of %s and answers 410 Gone, as its spec asks", decision.Code, link.Spec.IdleTimeout.Duration))
 	case link.Scheduled(now):
 		result.RequeueAfter = r.setScheduled(link, decision, now)
 	default:
 		st.State = linkv1.StateActive
 		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonCodeAssigned, r.activeMessage(link, decision, canonical))
-		if expires {
+		// Back at the first deadline; a use moves the idle one later, and
+		// the write that says so starts another reconcile.
+		switch {
+		case expires && (!idles || expiry.Before(idleAt)):
 			result.RequeueAfter = expiry.Sub(now)
+		case idles:
+			result.RequeueAfter = idleAt.Sub(now)
 		}
 	}
 	return result, nil
@@ -307,10 +329,14 @@ func (r *ShortLinkReconciler) claimLink(link *linkv1.ShortLink, canonical string
 	if at, ok := link.Activation(); ok {
 		activatesAt = &at
 	}
+	var idle *time.Duration
+	if link.Spec.IdleTimeout != nil {
+		idle = &link.Spec.IdleTimeout.Duration
+	}
 	return claim.Link{
 		Name:      link.Name,
 		Created:   link.CreationTimestamp.Time,
-		Target:    claim.TargetKey(canonical, expiresAt, activatesAt, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery),
+		Target:    claim.TargetKey(canonical, expiresAt, activatesAt, idle, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery),
 		Custom:    link.Spec.Code,
 		Held:      link.Status.Code,
 		Confirmed: link.HoldsConfirmedCode(),

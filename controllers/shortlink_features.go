@@ -1,11 +1,14 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
@@ -73,4 +76,58 @@ func (r *ShortLinkReconciler) emitScheduleEvents(before, after *linkv1.ShortLink
 		return true
 	}
 	return false
+}
+
+// idleDeadline is when the link finishes for want of use (spec.idleTimeout),
+// grace included; ok is false without an idleTimeout. A link that shares
+// its code with twin (dedup) counts from twin's last use too: the
+// redirectors serve one link of a shared code and write the uses to it.
+func (r *ShortLinkReconciler) idleDeadline(ctx context.Context, link *linkv1.ShortLink, twin string) (time.Time, bool) {
+	at, ok := link.IdleDeadline(r.IdleGrace)
+	if !ok || twin == "" {
+		return at, ok
+	}
+	other := &linkv1.ShortLink{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: link.Namespace, Name: twin}, other); err != nil || other.Status.LastUsedAt == nil {
+		return at, ok
+	}
+	if shared := other.Status.LastUsedAt.Add(link.Spec.IdleTimeout.Duration + max(r.IdleGrace, 0)); shared.After(at) {
+		at = shared
+	}
+	return at, ok
+}
+
+// setExpiredFlag keeps the Expired condition of a link that can expire
+// (ttl, expiresAt or idleTimeout): False while it has not, True once it
+// has, with reason IdleExpired when it finished for want of use. Its
+// messages hold nothing that a use changes, so the writes of lastUsedAt
+// cause no write of the controller.
+func (r *ShortLinkReconciler) setExpiredFlag(link *linkv1.ShortLink, expiry time.Time, expires, expired, idled bool) {
+	idle := link.Spec.IdleTimeout
+	var parts []string
+	if expires {
+		parts = append(parts, "expires at "+expiry.UTC().Format(time.RFC3339))
+	}
+	if idle != nil {
+		parts = append(parts, fmt.Sprintf("finishes once not used for %s (status.lastUsedAt + spec.idleTimeout + %s grace)", idle.Duration, max(r.IdleGrace, 0)))
+	}
+	switch {
+	case len(parts) == 0:
+		r.removeCondition(link, linkv1.ConditionExpired)
+	case expired:
+		r.setFlag(link, linkv1.ConditionExpired, true, linkv1.ReasonExpired, "%s", strings.Join(parts, "; "))
+	case idled:
+		r.setCondition(link, linkv1.ConditionExpired, metav1.ConditionTrue, linkv1.ReasonIdleExpired,
+			fmt.Sprintf("not used for %s: last used at %s", idle.Duration, lastUsed(link)))
+	default:
+		r.setFlag(link, linkv1.ConditionExpired, false, linkv1.ReasonExpired, "%s", strings.Join(parts, "; "))
+	}
+}
+
+// lastUsed is status.lastUsedAt for a message.
+func lastUsed(link *linkv1.ShortLink) string {
+	if link.Status.LastUsedAt == nil {
+		return "never (idle since " + link.IdleSince().UTC().Format(time.RFC3339) + ")"
+	}
+	return link.Status.LastUsedAt.UTC().Format(time.RFC3339)
 }

@@ -24,6 +24,31 @@ func (l *ShortLink) Expired(now time.Time) bool {
 	return ok && !now.Before(at)
 }
 
+// IdleSince is the instant spec.idleTimeout counts from: the latest of
+// status.lastUsedAt, spec.activatesAt and the creation timestamp (a link
+// that has not activated yet cannot have been used).
+func (l *ShortLink) IdleSince() time.Time {
+	since := l.CreationTimestamp.Time
+	if at, ok := l.Activation(); ok && at.After(since) {
+		since = at
+	}
+	if l.Status.LastUsedAt != nil && l.Status.LastUsedAt.After(since) {
+		since = l.Status.LastUsedAt.Time
+	}
+	return since
+}
+
+// IdleDeadline is when the link finishes for want of use: IdleSince plus
+// spec.idleTimeout plus grace (the manager's --idle-grace, which covers the
+// uses the redirectors have not written yet). ok is false when the link
+// sets no idleTimeout.
+func (l *ShortLink) IdleDeadline(grace time.Duration) (at time.Time, ok bool) {
+	if l.Spec.IdleTimeout == nil {
+		return time.Time{}, false
+	}
+	return l.IdleSince().Add(l.Spec.IdleTimeout.Duration + max(grace, 0)), true
+}
+
 // Exhausted reports whether the link has served all of its maxUses.
 func (l *ShortLink) Exhausted() bool {
 	return l.Spec.MaxUses != nil && l.Status.Uses >= *l.Spec.MaxUses

@@ -53,6 +53,10 @@ const (
 	ReasonProgressing           = "Progressing"
 	ReasonActive                = "Active"
 	ReasonScheduled             = "Scheduled"
+	// ReasonIdleExpired is the reason of the Expired condition of a link
+	// that finished because it was not used for spec.idleTimeout (Ready
+	// keeps reason Expired).
+	ReasonIdleExpired = "IdleExpired"
 )
 
 // LinkState is what a link does now, in one word: the controller's reading
@@ -70,7 +74,8 @@ const (
 	// StatePending: the link's code is still held by a younger link that is
 	// moving to another code; it does not redirect yet.
 	StatePending LinkState = "Pending"
-	// StateExpired: the link's expiry has passed; it answers 410 Gone.
+	// StateExpired: the link's expiry has passed, or it was not used for its
+	// idleTimeout; it answers 410 Gone.
 	StateExpired LinkState = "Expired"
 	// StateExhausted: the link has served all of its maxUses; it answers 410 Gone.
 	StateExhausted LinkState = "Exhausted"
@@ -131,6 +136,25 @@ type ShortLinkSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be a positive duration such as 168h or 30m"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// idleTimeout finishes the link once it has not been used for this long,
+	// as a Go duration such as 720h or 30m: from status.lastUsedAt (or, before
+	// the first use, from spec.activatesAt or the link's creation, the later)
+	// plus idleTimeout plus the manager's --idle-grace (default 30s, so that
+	// uses the redirectors have not written yet count), the link is Expired:
+	// it answers 410 Gone and the reaper deletes it after
+	// ttlSecondsAfterFinished. The redirectors write lastUsedAt with the uses,
+	// once per --uses-flush-interval, so the link finishes at least
+	// idleTimeout after its last use (provided that use is written within
+	// --idle-grace: an API server away longer can finish it early) and at
+	// most --idle-grace later. Works beside ttl or expiresAt (whichever
+	// comes first). Unset: never idle.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="idleTimeout must be a duration of at least 1s, such as 720h or 30m"
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 
 	// maxUses is how many redirects the link serves before it answers 410 Gone.
 	// Unset means unlimited.
@@ -238,7 +262,8 @@ type ShortLinkStatus struct {
 	ConfirmedGeneration int64 `json:"confirmedGeneration,omitempty"`
 
 	// finishedAt is when the link finished: the instant it expired, or when
-	// the controller saw it had served all of its maxUses. From then on every
+	// the controller saw it had served all of its maxUses or had not been
+	// used for its idleTimeout. From then on every
 	// redirector answers 410 Gone, and the reaper counts
 	// ttlSecondsAfterFinished from it. Absent while the link has not finished.
 	// +optional
@@ -253,6 +278,16 @@ type ShortLinkStatus struct {
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	Uses int64 `json:"uses"`
+
+	// lastUsedAt is when the link was last used, as the redirectors report
+	// it: each write of uses also sets it, in the same write, to the time of
+	// that write rounded up to the second (never an extra write per use).
+	// It is therefore never earlier than the last use and at most about one
+	// --uses-flush-interval (10s) later, more while a redirector's write
+	// budget is short. It never moves back. Absent until the first use is
+	// written. spec.idleTimeout counts from it.
+	// +optional
+	LastUsedAt *metav1.Time `json:"lastUsedAt,omitempty"`
 
 	// useReservations are the blocks of quota that redirector replicas have
 	// reserved to serve a link with maxUses, one per replica. A replica serves
@@ -309,6 +344,7 @@ type UseReservation struct {
 // +kubebuilder:printcolumn:name="Activates",type=string,JSONPath=`.spec.activatesAt`,priority=1,description="spec.activatesAt: when the link starts redirecting (RFC 3339); empty if from the start"
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the link expires (RFC 3339); empty if never"
 // +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
+// +kubebuilder:printcolumn:name="Last Used",type=date,JSONPath=`.status.lastUsedAt`,priority=1,description="status.lastUsedAt: when the link was last used, to a redirector flush interval; empty if never"
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxUses`,priority=1,description="spec.maxUses: redirects served before the link answers 410 Gone; empty if unlimited"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ShortLink struct {

@@ -174,6 +174,11 @@ func (in *ShortLinkSpec) DeepCopyInto(out *ShortLinkSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.IdleTimeout != nil {
+		in, out := &in.IdleTimeout, &out.IdleTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.MaxUses != nil {
 		in, out := &in.MaxUses, &out.MaxUses
 		*out = new(int64)
@@ -209,6 +214,10 @@ func (in *ShortLinkStatus) DeepCopyInto(out *ShortLinkStatus) {
 	}
 	if in.FinishedAt != nil {
 		in, out := &in.FinishedAt, &out.FinishedAt
+		*out = (*in).DeepCopy()
+	}
+	if in.LastUsedAt != nil {
+		in, out := &in.LastUsedAt, &out.LastUsedAt
 		*out = (*in).DeepCopy()
 	}
 	if in.UseReservations != nil {

@@ -47,6 +47,7 @@ type options struct {
 	namespaces              string
 	redirectBaseURL         string
 	dedup                   bool
+	idleGrace               time.Duration
 	codeMetricsNamespaces   int
 	maxConcurrentReconciles int
 	qps                     float64
@@ -65,6 +66,9 @@ func run() error {
 	flag.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
 	flag.BoolVar(&o.dedup, "dedup", true, "Links of one namespace with the same target (canonical URL, expiry, activation, maxUses, redirectStatus, forwardQuery) share one code, "+
 		"unless a link's spec.dedupPolicy says otherwise. false: every link without a dedupPolicy gets a code of its own (a link that shared one moves to the next free salt; the oldest keeps it).")
+	flag.DurationVar(&o.idleGrace, "idle-grace", controllers.DefaultIdleGrace, "Added to the idle deadline of links with spec.idleTimeout (status.lastUsedAt + idleTimeout): "+
+		"the redirectors write lastUsedAt with their batched uses, so a use reaches the API up to a flush round (--uses-flush-interval) plus the round's writes later. "+
+		"At least twice the redirectors' --uses-flush-interval, so that a link is never finished while a use of it waits to be written.")
 	flag.IntVar(&o.codeMetricsNamespaces, "code-metrics-namespaces", controllers.DefaultMetricsNamespaceLimit,
 		`Namespaces with series of their own in linkforge_codes_held and linkforge_codes_shared_links: those holding the most codes; the others are summed as namespace="_other". 0 sums them all.`)
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default: "+controllers.DefaultLeaderElectionID+
@@ -148,6 +152,7 @@ func run() error {
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		Index:                   codeIndex,
 		DisableDedup:            !o.dedup,
+		IdleGrace:               o.idleGrace,
 		MetricsNamespaceLimit:   metricsNamespaceLimit(o.codeMetricsNamespaces),
 	}
 	if err := links.SetupWithManager(ctx, mgr); err != nil {

@@ -54,9 +54,10 @@ func Precedes(a, b Link) bool {
 // links with the same ttl but different creation times are different targets
 // (sharing a code would make the younger one expire with the older); so is
 // the activation instant (sharing a code would make one of them start
-// redirecting at the other's time). A link without an activation time has
-// the key it had before activation times existed.
-func TargetKey(canonical string, expiresAt, activatesAt *time.Time, maxUses *int64, redirectStatus int32, forwardQuery bool) string {
+// redirecting at the other's time), and the idle timeout (the links would
+// finish at different times). A link without an activation time or an idle
+// timeout has the key it had before they existed.
+func TargetKey(canonical string, expiresAt, activatesAt *time.Time, idleTimeout *time.Duration, maxUses *int64, redirectStatus int32, forwardQuery bool) string {
 	var b strings.Builder
 	b.Grow(len(canonical) + 64)
 	b.WriteString(canonical)
@@ -67,6 +68,10 @@ func TargetKey(canonical string, expiresAt, activatesAt *time.Time, maxUses *int
 	if activatesAt != nil {
 		b.WriteString("@")
 		b.WriteString(strconv.FormatInt(activatesAt.Unix(), 10))
+	}
+	if idleTimeout != nil {
+		b.WriteString("~")
+		b.WriteString(strconv.FormatInt(int64(*idleTimeout), 10))
 	}
 	b.WriteByte(0)
 	if maxUses != nil {

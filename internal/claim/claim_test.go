@@ -205,27 +205,29 @@ func TestTargetKey(t *testing.T) {
 	exp := at(100)
 	other := at(101)
 	uses := int64(3)
-	base := TargetKey("https://a/", &exp, nil, &uses, 302, false)
+	idle := time.Hour
+	base := TargetKey("https://a/", &exp, nil, nil, &uses, 302, false)
 	for name, k := range map[string]string{
-		"expiry":         TargetKey("https://a/", &other, nil, &uses, 302, false),
-		"no expiry":      TargetKey("https://a/", nil, nil, &uses, 302, false),
-		"activation":     TargetKey("https://a/", &exp, &other, &uses, 302, false),
-		"maxUses":        TargetKey("https://a/", &exp, nil, nil, 302, false),
-		"redirectStatus": TargetKey("https://a/", &exp, nil, &uses, 301, false),
-		"forwardQuery":   TargetKey("https://a/", &exp, nil, &uses, 302, true),
-		"url":            TargetKey("https://b/", &exp, nil, &uses, 302, false),
+		"expiry":         TargetKey("https://a/", &other, nil, nil, &uses, 302, false),
+		"no expiry":      TargetKey("https://a/", nil, nil, nil, &uses, 302, false),
+		"activation":     TargetKey("https://a/", &exp, &other, nil, &uses, 302, false),
+		"idleTimeout":    TargetKey("https://a/", &exp, nil, &idle, &uses, 302, false),
+		"maxUses":        TargetKey("https://a/", &exp, nil, nil, nil, 302, false),
+		"redirectStatus": TargetKey("https://a/", &exp, nil, nil, &uses, 301, false),
+		"forwardQuery":   TargetKey("https://a/", &exp, nil, nil, &uses, 302, true),
+		"url":            TargetKey("https://b/", &exp, nil, nil, &uses, 302, false),
 	} {
 		if k == base {
 			t.Errorf("changing %s does not change the target key", name)
 		}
 	}
 	same := at(100)
-	if TargetKey("https://a/", &same, nil, &uses, 302, false) != base {
+	if TargetKey("https://a/", &same, nil, nil, &uses, 302, false) != base {
 		t.Error("equal fields give different target keys")
 	}
 	// An activation time is not an expiry: the same instant in either field
 	// gives two targets.
-	if TargetKey("https://a/", &exp, nil, &uses, 302, false) == TargetKey("https://a/", nil, &exp, &uses, 302, false) {
+	if TargetKey("https://a/", &exp, nil, nil, &uses, 302, false) == TargetKey("https://a/", nil, &exp, nil, &uses, 302, false) {
 		t.Error("an expiry and an activation at one instant give one target key")
 	}
 }

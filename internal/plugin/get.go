@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
@@ -19,7 +20,8 @@ import (
 const getUsage = `get [NAME] [-A]
 
 Lists the ShortLinks of the namespace (of all namespaces with -A), or shows
-the ShortLink NAME: short URL, code, target, uses/limit, expiry and state.
+the ShortLink NAME: short URL, code, target, uses/limit, last use, expiry
+and state.
 `
 
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -89,14 +91,15 @@ func printTable(w io.Writer, links []linkv1.ShortLink, withNamespace bool) {
 	if withNamespace {
 		_, _ = fmt.Fprint(tw, "NAMESPACE\t")
 	}
-	_, _ = fmt.Fprintln(tw, "NAME\tSHORT URL\tCODE\tTARGET\tUSES\tEXPIRES\tSTATE")
+	_, _ = fmt.Fprintln(tw, "NAME\tSHORT URL\tCODE\tTARGET\tUSES\tLAST USED\tEXPIRES\tSTATE")
+	now := time.Now()
 	for i := range links {
 		l := &links[i]
 		if withNamespace {
 			_, _ = fmt.Fprintf(tw, "%s\t", l.Namespace)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			l.Name, orNone(linkURL(l)), orNone(l.Status.Code), l.Spec.URL, uses(l), expiry(l), state(l))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			l.Name, orNone(linkURL(l)), orNone(l.Status.Code), l.Spec.URL, uses(l), lastUsed(l, now), expiry(l), state(l))
 	}
 	_ = tw.Flush()
 }
@@ -130,6 +133,16 @@ func uses(l *linkv1.ShortLink) string {
 		return n
 	}
 	return n + "/" + strconv.FormatInt(*l.Spec.MaxUses, 10)
+}
+
+// lastUsed is how long ago status.lastUsedAt was, as kubectl prints ages
+// ("never" before the first use is written; the redirectors write it with
+// their batched uses, so it trails a use by up to a flush interval).
+func lastUsed(l *linkv1.ShortLink, now time.Time) string {
+	if l.Status.LastUsedAt == nil {
+		return "never"
+	}
+	return duration.HumanDuration(max(now.Sub(l.Status.LastUsedAt.Time), 0)) + " ago"
 }
 
 func expiry(l *linkv1.ShortLink) string {

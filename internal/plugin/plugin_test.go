@@ -353,11 +353,28 @@ func TestGet(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("want a header and one row, got %q", res.stdout)
 	}
-	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME SHORT URL CODE TARGET USES EXPIRES STATE" {
+	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME SHORT URL CODE TARGET USES LAST USED EXPIRES STATE" {
 		t.Errorf("header %q", lines[0])
 	}
-	wantRow := []string{"listed", baseURL + "/linked/" + code, code, target, "0/5", "2031-01-01T00:00:00Z", "Active"}
+	wantRow := []string{"listed", baseURL + "/linked/" + code, code, target, "0/5", "never", "2031-01-01T00:00:00Z", "Active"}
 	if got := strings.Fields(lines[1]); strings.Join(got, " ") != strings.Join(wantRow, " ") {
+		t.Errorf("row %q, want %q", got, wantRow)
+	}
+
+	// Once a redirector has written a use, LAST USED says how long ago.
+	var l linkv1.ShortLink
+	if err := admin.Get(suiteCtx, types.NamespacedName{Namespace: linked, Name: "listed"}, &l); err != nil {
+		t.Fatal(err)
+	}
+	l.Status.Uses, l.Status.LastUsedAt = 1, &metav1.Time{Time: time.Now().Add(-90 * time.Minute)}
+	if err := admin.Status().Update(suiteCtx, &l); err != nil {
+		t.Fatal(err)
+	}
+	res = runVerb(t, adminKube, "get", "listed", "-n", linked)
+	res.expect(t, ExitOK, "*")
+	lines = strings.Split(strings.TrimSpace(res.stdout), "\n")
+	wantRow = []string{"listed", baseURL + "/linked/" + code, code, target, "1/5", "90m", "ago", "2031-01-01T00:00:00Z", "Active"}
+	if got := strings.Fields(lines[len(lines)-1]); strings.Join(got, " ") != strings.Join(wantRow, " ") {
 		t.Errorf("row %q, want %q", got, wantRow)
 	}
 

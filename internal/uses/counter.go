@@ -19,6 +19,9 @@ type LinkVersion struct {
 	StatusUses int64
 	// MaxUses is spec.maxUses (0: unlimited; the API admits 1 and above).
 	MaxUses int64
+	// StatusLastUsed is status.lastUsedAt of this version in Unix seconds
+	// (0: never used): a count write never moves it back.
+	StatusLastUsed int64
 }
 
 // Versioned is a version of a link held by the informer (the redirector's

@@ -31,6 +31,8 @@ type fakeAPI struct {
 	patches []string
 	// lowered is set when a patch wrote a status.uses below the one before.
 	lowered bool
+	// lastUsedBack is set when a patch moved status.lastUsedAt back.
+	lastUsedBack bool
 	// takenBack is the quota of reservations that a patch of another
 	// holder removed: counted as used, since their holders may have served it.
 	takenBack int64
@@ -95,6 +97,9 @@ func (a *fakeAPI) version() Versioned {
 	l := a.get()
 	v := &testVersion{LinkVersion{Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
 		UID: UIDKey(l.UID), StatusUses: l.Status.Uses}}
+	if l.Status.LastUsedAt != nil {
+		v.StatusLastUsed = l.Status.LastUsedAt.Unix()
+	}
 	if l.Spec.MaxUses != nil {
 		v.MaxUses = *l.Spec.MaxUses
 	}
@@ -212,6 +217,10 @@ func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.
 			if a.link.Status.Uses < before {
 				a.lowered = true
 			}
+		case "lastUsedAt":
+			if err := a.setLastUsed(v); err != nil {
+				return err
+			}
 		case "useReservations":
 			a.link.Status.UseReservations = nil
 			if err := json.Unmarshal(v, &a.link.Status.UseReservations); err != nil {
@@ -235,6 +244,20 @@ func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.
 	a.patches = append(a.patches, string(body))
 	if f == applyThenTimeout {
 		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// setLastUsed applies a patch's status.lastUsedAt, noting a move back.
+// a.mu is held.
+func (a *fakeAPI) setLastUsed(v json.RawMessage) error {
+	before := a.link.Status.LastUsedAt
+	a.link.Status.LastUsedAt = nil
+	if err := json.Unmarshal(v, &a.link.Status.LastUsedAt); err != nil {
+		return err
+	}
+	if before != nil && (a.link.Status.LastUsedAt == nil || a.link.Status.LastUsedAt.Before(before)) {
+		a.lastUsedBack = true
 	}
 	return nil
 }

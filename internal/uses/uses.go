@@ -342,7 +342,12 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 		case plan.Lost:
 			delta = mine
 		}
-		err := u.patchStatus(ctx, link, plan.Uses, reservations)
+		var lastUsed *metav1.Time
+		if served > 0 {
+			// Read after the swap: every use of this batch was served before it.
+			lastUsed = usedAt(u.opts.Clock(), link.Status.LastUsedAt)
+		}
+		err := u.patchStatus(ctx, link, plan.Uses, lastUsed, reservations)
 		switch {
 		case err == nil:
 			u.written(c, link.Spec.MaxUses, plan, written{mine: mine, granted: granted, delta: delta, expires: expires, now: now, grow: grow})
@@ -486,24 +491,49 @@ func definite(err error) bool {
 }
 
 // statusPatch is the merge patch of a reservation write; useReservations
-// null removes the list.
+// null removes the list; lastUsedAt is left out when the write reports no
+// use.
 type statusPatch struct {
 	Metadata struct {
 		ResourceVersion string `json:"resourceVersion"`
 	} `json:"metadata"`
 	Status struct {
 		Uses            int64                   `json:"uses"`
+		LastUsedAt      *metav1.Time            `json:"lastUsedAt,omitempty"`
 		UseReservations []linkv1.UseReservation `json:"useReservations"`
 	} `json:"status"`
 }
 
-// patchStatus writes uses and reservations as a merge patch with link's
-// resourceVersion as precondition: the fields of the status it does not
-// know (a newer controller's, during an upgrade) are kept.
-func (u *Uses) patchStatus(ctx context.Context, link *linkv1.ShortLink, uses int64, reservations []linkv1.UseReservation) error {
+// usedAt is the status.lastUsedAt of a write that reports uses, sent at
+// now: now rounded up to the second (the API's precision), so never
+// earlier than a use it reports, and never before cur, the value it
+// replaces (another replica's, perhaps with a clock ahead of ours).
+func usedAt(now time.Time, cur *metav1.Time) *metav1.Time {
+	at := ceilSecond(now)
+	if cur != nil && cur.After(at) {
+		at = cur.Time
+	}
+	t := metav1.NewTime(at)
+	return &t
+}
+
+// ceilSecond rounds t up to a whole second.
+func ceilSecond(t time.Time) time.Time {
+	s := t.Truncate(time.Second)
+	if s.Before(t) {
+		s = s.Add(time.Second)
+	}
+	return s
+}
+
+// patchStatus writes uses, lastUsedAt (unless nil) and reservations as a
+// merge patch with link's resourceVersion as precondition: the fields of
+// the status it does not know (a newer controller's, during an upgrade) are
+// kept.
+func (u *Uses) patchStatus(ctx context.Context, link *linkv1.ShortLink, uses int64, lastUsed *metav1.Time, reservations []linkv1.UseReservation) error {
 	var p statusPatch
 	p.Metadata.ResourceVersion = link.ResourceVersion
-	p.Status.Uses, p.Status.UseReservations = uses, reservations
+	p.Status.Uses, p.Status.LastUsedAt, p.Status.UseReservations = uses, lastUsed, reservations
 	body, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -578,6 +608,11 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 		return errLinkGone
 	}
 	rv, base := v.ResourceVersion, v.StatusUses
+	var lastUsed *metav1.Time
+	if v.StatusLastUsed > 0 {
+		t := metav1.Unix(v.StatusLastUsed, 0)
+		lastUsed = &t
+	}
 	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
 		served := c.pending.Swap(0)
 		if served == 0 {
@@ -587,7 +622,9 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 			c.pending.Add(served)
 			return errNoBudget
 		}
-		patch := []byte(`{"metadata":{"resourceVersion":` + strconv.Quote(rv) + `},"status":{"uses":` + strconv.FormatInt(base+served, 10) + `}}`)
+		// Taken after the swap: every use of this batch was served before it.
+		at := usedAt(u.opts.Clock(), lastUsed).UTC().Format(time.RFC3339)
+		patch := []byte(`{"metadata":{"resourceVersion":` + strconv.Quote(rv) + `},"status":{"uses":` + strconv.FormatInt(base+served, 10) + `,"lastUsedAt":"` + at + `"}}`)
 		obj := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
 		err := u.opts.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 		switch {
@@ -607,7 +644,7 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 			if UIDKey(live.UID) != c.uid {
 				return errLinkGone
 			}
-			rv, base = live.ResourceVersion, live.Status.Uses
+			rv, base, lastUsed = live.ResourceVersion, live.Status.Uses, live.Status.LastUsedAt
 		case apierrors.IsNotFound(err):
 			return errLinkGone
 		default:

@@ -390,3 +390,93 @@ func TestReleaseWaitsForATakeInFlight(t *testing.T) {
 		t.Errorf("a refused request: %v, pending %d", v, r.c.pending.Load())
 	}
 }
+
+// status.lastUsedAt rides on the writes of uses, limited or not: each write
+// that reports uses sets it to its own time rounded up to the second (never
+// before a use it reports), a write that reports none leaves it out, no
+// write is added for it, and it never moves back, whatever another
+// replica's clock says.
+func TestLastUsedAtRidesOnUseWrites(t *testing.T) {
+	for _, limited := range []bool{false, true} {
+		name := "unlimited"
+		if limited {
+			name = "maxUses"
+		}
+		t.Run(name, func(t *testing.T) {
+			var maxUses int64
+			if limited {
+				maxUses = 100
+			}
+			api := newFakeAPI(maxUses)
+			clk := &fakeClock{now: epoch.Add(400 * time.Millisecond)}
+			ahead := newTestReplica(api, clk, "ahead", 5*time.Second)
+			r := newTestReplica(api, clk, "r", 0)
+			use := func(r *testReplica) {
+				t.Helper()
+				if limited {
+					if r.take() != Served {
+						t.Fatal("not served")
+					}
+					return
+				}
+				r.u.Count(r.c)
+			}
+			patches := func() int { api.mu.Lock(); defer api.mu.Unlock(); return len(api.patches) }
+
+			use(r)
+			used := clk.skewed(0)()
+			r.flush(false)
+			l := api.get()
+			if l.Status.Uses != 1 || l.Status.LastUsedAt == nil {
+				t.Fatalf("after one use: uses %d, lastUsedAt %v", l.Status.Uses, l.Status.LastUsedAt)
+			}
+			if got, want := l.Status.LastUsedAt.Time, used.Truncate(time.Second).Add(time.Second); !got.Equal(want) {
+				t.Errorf("lastUsedAt %s, want %s: the write's time rounded up", got, want)
+			}
+			// No write of its own: one count write, or a reservation (which
+			// reports no use yet) and the flush's renewal that reports it.
+			want := 1
+			if limited {
+				want = 2
+			}
+			if n := patches(); n != want {
+				t.Fatalf("%d writes for one use, want %d: %q", n, want, api.patches)
+			}
+			if !strings.Contains(api.patches[want-1], `"lastUsedAt"`) {
+				t.Errorf("the write of the use has no lastUsedAt: %s", api.patches[want-1])
+			}
+			if limited && strings.Contains(api.patches[0], `"lastUsedAt"`) {
+				t.Errorf("the reservation, which reports no use, sets lastUsedAt: %s", api.patches[0])
+			}
+
+			// A replica whose clock is ahead sets a later time; ours does not
+			// move it back.
+			ahead.sync()
+			use(ahead)
+			clk.advance(time.Second)
+			ahead.flush(false)
+			aheadAt := api.get().Status.LastUsedAt.Time
+			r.sync()
+			use(r)
+			clk.advance(time.Second)
+			r.flush(false)
+			if got := api.get().Status.LastUsedAt.Time; got.Before(aheadAt) {
+				t.Errorf("lastUsedAt moved back from %s to %s", aheadAt, got)
+			}
+
+			// A round with no use writes no lastUsedAt.
+			n := patches()
+			clk.advance(10 * time.Second)
+			r.sync()
+			r.flush(true) // a release for the limited link, nothing for the other
+			for _, p := range api.patches[n:] {
+				if strings.Contains(p, `"lastUsedAt"`) {
+					t.Errorf("a write reporting no use sets lastUsedAt: %s", p)
+				}
+			}
+			if api.lastUsedBack {
+				t.Error("a patch moved lastUsedAt back")
+			}
+		})
+	}
+}
