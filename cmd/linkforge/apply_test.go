@@ -83,9 +83,13 @@ func TestImportApply(t *testing.T) {
 	kubeconfig, cl := controlPlane(t)
 	fixNow(t)
 	ctx := context.Background()
-	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
+	// A namespace of its own each run: the control plane is shared by the
+	// package's tests and outlives a run (go test -count=N).
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "team-a-"}}
+	if err := cl.Create(ctx, namespace); err != nil {
 		t.Fatal(err)
 	}
+	ns := namespace.Name
 	file := filepath.Join(t.TempDir(), "links.csv")
 	write := func(content string) {
 		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
@@ -94,7 +98,7 @@ func TestImportApply(t *testing.T) {
 	}
 	apply := func() (int, string) {
 		var stdout, stderr bytes.Buffer
-		code := run([]string{"import", file, "--apply", "--kubeconfig", kubeconfig, "-n", "team-a", "--workers", "4"}, &stdout, &stderr)
+		code := run([]string{"import", file, "--apply", "--kubeconfig", kubeconfig, "-n", ns, "--workers", "4"}, &stdout, &stderr)
 		if stdout.Len() != 0 {
 			t.Errorf("stdout %q, want nothing", stdout.String())
 		}
@@ -122,7 +126,7 @@ func TestImportApply(t *testing.T) {
 		t.Errorf("progress written to a non-terminal:\n%q", stderr)
 	}
 	var links linkv1.ShortLinkList
-	if err := cl.List(ctx, &links, client.InNamespace("team-a")); err != nil {
+	if err := cl.List(ctx, &links, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
@@ -140,7 +144,7 @@ func TestImportApply(t *testing.T) {
 		}
 	}
 	if len(got) != 3 || got["docs"] != "https://example.com/docs code=docs" || !strings.HasPrefix(got["launch-ccf56ef5"], "https://example.com/launch code=Launch maxUses=100 expires=2027-01-01") {
-		t.Errorf("links in team-a: %v", got)
+		t.Errorf("links in %s: %v", ns, got)
 	}
 
 	// Again: nothing changes.
