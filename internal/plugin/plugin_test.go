@@ -186,6 +186,30 @@ func setup(env *envtest.Environment, cfg *rest.Config, bare *envtest.Environment
 	}, nil
 }
 
+// freshNamespaces deletes the ShortLinks of the suite's namespaces, so that
+// a test starts from none whatever ran before it (go test -count=N runs
+// every test again against the same control plane).
+func freshNamespaces(t *testing.T) {
+	t.Helper()
+	for _, ns := range []string{linked, nocontroller} {
+		if err := admin.DeleteAllOf(suiteCtx, &linkv1.ShortLink{}, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(suiteCtx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, ns := range []string{linked, nocontroller} {
+			var list linkv1.ShortLinkList
+			if err := admin.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) > 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("deleting the ShortLinks of earlier tests: %v", err)
+	}
+}
+
 type result struct {
 	code           int
 	stdout, stderr string
@@ -239,6 +263,7 @@ func getLinkT(t *testing.T, namespace, name string) *linkv1.ShortLink {
 }
 
 func TestCreateWaitsAndPrintsTheShortURL(t *testing.T) {
+	freshNamespaces(t)
 	const target = "https://example.com/docs"
 	want := wantURL(t, target)
 
@@ -268,6 +293,7 @@ func hasManager(l *linkv1.ShortLink, manager string) bool {
 }
 
 func TestCreateRefusesAnotherSpecUnlessOverwrite(t *testing.T) {
+	freshNamespaces(t)
 	const first, second = "https://example.com/first", "https://example.com/second"
 	runVerb(t, adminKube, "create", "moving", first, "-n", linked).expect(t, ExitOK, wantURL(t, first)+"\n")
 
@@ -289,6 +315,7 @@ func TestCreateRefusesAnotherSpecUnlessOverwrite(t *testing.T) {
 }
 
 func TestCreateReportsACodeHeldByAnotherLink(t *testing.T) {
+	freshNamespaces(t)
 	runVerb(t, adminKube, "create", "promo", "https://example.com/promo", "-n", linked, "--code", "sale").
 		expect(t, ExitOK, baseURL+"/linked/sale\n")
 	runVerb(t, adminKube, "create", "promo2", "https://example.com/other", "-n", linked, "--code", "sale").
@@ -296,6 +323,7 @@ func TestCreateReportsACodeHeldByAnotherLink(t *testing.T) {
 }
 
 func TestCreateDryRunPrintsAManifestAndCreatesNothing(t *testing.T) {
+	freshNamespaces(t)
 	res := runVerb(t, adminKube, "create", "gitops", "https://example.com/gitops", "--dry-run=client",
 		"--code", "gitops", "--expires-at", "2030-01-02T15:04:05Z", "--status", "308", "--forward-query")
 	res.expect(t, ExitOK, `apiVersion: linkforge.io/v1alpha1
@@ -342,6 +370,7 @@ spec:
 }
 
 func TestGet(t *testing.T) {
+	freshNamespaces(t)
 	const target = "https://example.com/get"
 	runVerb(t, adminKube, "create", "listed", target, "-n", linked, "--max-uses", "5", "--expires-at", "2031-01-01T00:00:00Z").
 		expect(t, ExitOK, "*")
@@ -396,6 +425,7 @@ func TestGet(t *testing.T) {
 }
 
 func TestOpen(t *testing.T) {
+	freshNamespaces(t)
 	const target = "https://example.com/open"
 	want := wantURL(t, target)
 	runVerb(t, adminKube, "create", "opened", target, "-n", linked).expect(t, ExitOK, want+"\n")
@@ -421,6 +451,7 @@ func TestOpen(t *testing.T) {
 // Without a controller, create times out; once a status says Ready (as a
 // manager without --redirect-base-url writes it), the short URL is a path.
 func TestWithoutControllerAndWithoutBaseURL(t *testing.T) {
+	freshNamespaces(t)
 	const target = "https://example.com/slow"
 	runVerb(t, adminKube, "create", "slow", target, "-n", nocontroller, "--timeout", "1s").
 		expect(t, ExitNotReady, "", "shortlink.linkforge.io/slow created",
@@ -451,6 +482,7 @@ func TestWithoutControllerAndWithoutBaseURL(t *testing.T) {
 }
 
 func TestInvalidURL(t *testing.T) {
+	freshNamespaces(t)
 	runVerb(t, adminKube, "create", "bad", "ftp://example.com/file", "-n", linked).
 		expect(t, ExitNotReady, "", `invalid URL "ftp://example.com/file": scheme`)
 	runVerb(t, adminKube, "create", "bad", "not a url", "--dry-run=client").
@@ -470,6 +502,7 @@ func TestInvalidURL(t *testing.T) {
 // config/destination-policy installed, create says which policy refused the
 // link and why (exit 1), and reports a link the controller blocks.
 func TestDestinationPolicy(t *testing.T) {
+	freshNamespaces(t)
 	root, err := testenv.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -483,16 +516,18 @@ func TestDestinationPolicy(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	const ns = "restricted"
-	if err := admin.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
-		Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com, docs.vendor.io"}}}); err != nil {
+	// A new namespace each run: a deleted one stays Terminating in envtest.
+	restricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "restricted-",
+		Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com, docs.vendor.io"}}}
+	if err := admin.Create(suiteCtx, restricted); err != nil {
 		t.Fatal(err)
 	}
+	ns := restricted.Name
 	t.Cleanup(func() { _ = admin.Delete(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) })
 
 	runVerb(t, adminKube, "create", "phish", "https://login.evil.example/", "-n", ns).
 		expect(t, ExitNotReady, "", "error: the admission policy allowed-hosts refused the ShortLink: "+
-			`host "login.evil.example" is not allowed in namespace restricted: its linkforge.io/allowed-hosts annotation allows only *.example.com, docs.vendor.io`+"\n")
+			`host "login.evil.example" is not allowed in namespace `+ns+`: its linkforge.io/allowed-hosts annotation allows only *.example.com, docs.vendor.io`+"\n")
 	if r := runVerb(t, adminKube, "create", "phish", "https://login.evil.example/", "-n", ns); strings.Contains(r.stderr, "created") ||
 		strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("one line, and nothing created: %q", r.stderr)
@@ -522,6 +557,7 @@ func TestDestinationPolicy(t *testing.T) {
 }
 
 func TestForbidden(t *testing.T) {
+	freshNamespaces(t)
 	runVerb(t, bobKube, "get", "-n", linked).
 		expect(t, ExitCluster, "", "you may not list shortlinks.linkforge.io in namespace linked",
 			`User "bob" cannot list resource "shortlinks"`, "kubectl auth can-i list shortlinks.linkforge.io -n linked")
@@ -534,6 +570,7 @@ func TestForbidden(t *testing.T) {
 }
 
 func TestMissingCRD(t *testing.T) {
+	freshNamespaces(t)
 	for _, args := range [][]string{
 		{"get"},
 		{"get", "docs"},
@@ -546,6 +583,7 @@ func TestMissingCRD(t *testing.T) {
 }
 
 func TestClusterUnreachable(t *testing.T) {
+	freshNamespaces(t)
 	runVerb(t, adminKube, "get", "--server", "https://127.0.0.1:1").
 		expect(t, ExitCluster, "", "cannot reach the cluster")
 	runVerb(t, "", "get", "--kubeconfig", filepath.Join(t.TempDir(), "missing")).
@@ -553,6 +591,7 @@ func TestClusterUnreachable(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	freshNamespaces(t)
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -24,6 +24,7 @@ func asTerminal(t *testing.T) {
 }
 
 func TestQR(t *testing.T) {
+	freshNamespaces(t)
 	const target = "https://example.com/qr"
 	want := wantURL(t, target)
 	runVerb(t, adminKube, "create", "qr", target, "-n", linked).expect(t, ExitOK, want+"\n")
@@ -83,6 +84,7 @@ func TestQR(t *testing.T) {
 }
 
 func TestQRWithoutBaseURL(t *testing.T) {
+	freshNamespaces(t)
 	const target = "https://example.com/qr-nobase"
 	runVerb(t, adminKube, "create", "qr-nobase", target, "-n", nocontroller, "--timeout", "0").expect(t, ExitOK, "")
 	runVerb(t, adminKube, "qr", "qr-nobase", "-n", nocontroller).expect(t, ExitNotReady, "", "has no code to draw")
@@ -111,6 +113,7 @@ func TestQRWithoutBaseURL(t *testing.T) {
 }
 
 func TestCreateActivationAndDedupFlags(t *testing.T) {
+	freshNamespaces(t)
 	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
 	r := runVerb(t, adminKube, "create", "later", "https://example.com/later", "-n", linked, "--activates-at", at, "--dedup-policy", "Never")
 	r.expect(t, ExitOK, wantURL(t, "https://example.com/later")+"\n", "created", "note: code", "redirects from "+at)

@@ -49,10 +49,12 @@ func DestinationPolicy(root string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// Names of the objects the probe of InstallDestinationPolicy creates.
+// Names of the objects the probe of InstallDestinationPolicy creates. The
+// namespace's is a prefix: a deleted namespace stays Terminating where no
+// namespace controller runs (envtest), so each install makes a new one.
 const (
-	probeNamespace = "linkforge-policy-probe"
-	probeDenyList  = "linkforge-policy-probe"
+	probeNamespacePrefix = "linkforge-policy-probe-"
+	probeDenyList        = "linkforge-policy-probe"
 )
 
 // InstallDestinationPolicy creates the objects of config/destination-policy
@@ -67,8 +69,8 @@ func InstallDestinationPolicy(ctx context.Context, c client.Client, root string,
 		return nil, err
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:        probeNamespace,
-		Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.policy-probe.example"},
+		GenerateName: probeNamespacePrefix,
+		Annotations:  map[string]string{"linkforge.io/allowed-hosts": "*.policy-probe.example"},
 	}}
 	deny := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "linkforge.io/v1alpha1", "kind": "DestinationDenyList",
@@ -97,7 +99,7 @@ func InstallDestinationPolicy(ctx context.Context, c client.Client, root string,
 	refused := func(url, want string) error {
 		link := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "linkforge.io/v1alpha1", "kind": "ShortLink",
-			"metadata": map[string]any{"generateName": "probe-", "namespace": probeNamespace},
+			"metadata": map[string]any{"generateName": "probe-", "namespace": ns.Name},
 			"spec":     map[string]any{"url": url},
 		}}
 		err := c.Create(ctx, link, client.DryRunAll)
@@ -109,7 +111,7 @@ func InstallDestinationPolicy(ctx context.Context, c client.Client, root string,
 	var last error
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		last = errors.Join(
-			refused("https://elsewhere.example/", "is not allowed in namespace "+probeNamespace),
+			refused("https://elsewhere.example/", "is not allowed in namespace "+ns.Name),
 			refused("https://denied.policy-probe.example/", `DestinationDenyList "`+probeDenyList+`"`),
 		)
 		if last != nil {
