@@ -236,11 +236,11 @@ func (r *Reaper) plan(link *linkv1.ShortLink, now time.Time) reapPlan {
 		p.verdict = waitLink
 		return p
 	}
-	if !link.Expired(now) && !link.Exhausted() {
+	if !link.Expired(now) && !link.Exhausted() && !link.IdleFinished() {
 		// finishedAt outlived the finish: a spec edit revived the link (a
-		// higher maxUses, a later expiry) and the controller, which decides
-		// with the same helpers, has not cleared it yet. Its status update
-		// wakes the reaper.
+		// higher maxUses, a later expiry, a longer idleTimeout) and the
+		// controller, which decides with the same helpers, has not cleared
+		// it yet. Its status update wakes the reaper.
 		p.verdict = keepLink
 		return p
 	}

@@ -47,6 +47,15 @@ func TestReaperPlan(t *testing.T) {
 		}
 	}
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
+	idleFinished := func(generation, observed int64, since *time.Time) mut {
+		return func(l *linkv1.ShortLink) {
+			l.Spec.IdleTimeout = &metav1.Duration{Duration: time.Hour}
+			l.Generation, l.Status.ObservedGeneration = generation, observed
+			if since != nil {
+				l.Status.FinishedAt = &metav1.Time{Time: *since}
+			}
+		}
+	}
 
 	tests := []struct {
 		name     string
@@ -78,6 +87,12 @@ func TestReaperPlan(t *testing.T) {
 			link: []mut{exhausted(10, 5, at(-time.Hour)), ttlAfter(0)}, verdict: keepLink},
 		{name: "exhausted before it expired: the earlier finish counts",
 			link: []mut{exhausted(5, 5, at(-10*time.Minute)), expiresAt(now.Add(-time.Minute)), ttlAfter(300)}, verdict: reapLink, deadline: now.Add(-5 * time.Minute)},
+		{name: "finished for want of use (idleTimeout), for this spec",
+			link: []mut{idleFinished(1, 1, at(-time.Hour)), ttlAfter(60)}, verdict: reapLink, deadline: now.Add(-59 * time.Minute)},
+		{name: "finished for want of use, then the spec changed: revived",
+			link: []mut{idleFinished(2, 1, at(-time.Hour)), ttlAfter(60)}, verdict: keepLink},
+		{name: "idleTimeout, not finished",
+			link: []mut{idleFinished(1, 1, nil), ttlAfter(0)}, verdict: keepLink},
 		{name: "Flux Kustomization, no policy: hold",
 			link:    []mut{expiresAt(now.Add(-time.Hour)), ttlAfter(0), label("kustomize.toolkit.fluxcd.io/name", "apps"), label("kustomize.toolkit.fluxcd.io/namespace", "flux-system")},
 			verdict: holdLink, deadline: now.Add(-time.Hour), by: "Flux (label kustomize.toolkit.fluxcd.io/name=apps)"},

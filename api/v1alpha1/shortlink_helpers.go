@@ -81,6 +81,15 @@ func (l *ShortLink) Finished() bool {
 	return l.Status.FinishedAt != nil || l.Exhausted()
 }
 
+// IdleFinished reports whether the controller finished the link for want
+// of use (spec.idleTimeout) under its current spec: a link with an
+// idleTimeout whose finish is recorded for this generation. The controller
+// keeps such a link finished until its spec changes, so a lastUsedAt
+// written late does not bring it back.
+func (l *ShortLink) IdleFinished() bool {
+	return l.Spec.IdleTimeout != nil && l.Status.FinishedAt != nil && l.Status.ObservedGeneration == l.Generation
+}
+
 // Activation is spec.activatesAt: the instant from which the link
 // redirects. ok is false when it redirects from the start.
 func (l *ShortLink) Activation() (at time.Time, ok bool) {

@@ -18,7 +18,7 @@ const (
 
 // DedupPolicy says whether a link shares its code with the links of its
 // namespace that have the same target (the same canonical URL, expiry,
-// activation time, maxUses, redirectStatus and forwardQuery).
+// activation time, idleTimeout, maxUses, redirectStatus and forwardQuery).
 // +kubebuilder:validation:Enum=IfSameTarget;Never
 type DedupPolicy string
 
@@ -185,7 +185,7 @@ type ShortLinkSpec struct {
 
 	// dedupPolicy says whether the link shares its code with the links of
 	// its namespace that have the same target (canonical URL, expiry,
-	// activatesAt, maxUses, redirectStatus and forwardQuery): IfSameTarget
+	// activatesAt, idleTimeout, maxUses, redirectStatus and forwardQuery): IfSameTarget
 	// shares one code among them; Never gives this link a code of its own,
 	// the next salt no other link holds (the oldest link of a target keeps
 	// salt 0). Turning it to Never moves this link's code if it shared it,

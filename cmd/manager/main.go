@@ -64,7 +64,7 @@ func run() error {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one manager replica is active.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
 	flag.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
-	flag.BoolVar(&o.dedup, "dedup", true, "Links of one namespace with the same target (canonical URL, expiry, activation, maxUses, redirectStatus, forwardQuery) share one code, "+
+	flag.BoolVar(&o.dedup, "dedup", true, "Links of one namespace with the same target (canonical URL, expiry, activation, idleTimeout, maxUses, redirectStatus, forwardQuery) share one code, "+
 		"unless a link's spec.dedupPolicy says otherwise. false: every link without a dedupPolicy gets a code of its own (a link that shared one moves to the next free salt; the oldest keeps it).")
 	flag.DurationVar(&o.idleGrace, "idle-grace", controllers.DefaultIdleGrace, "Added to the idle deadline of links with spec.idleTimeout (status.lastUsedAt + idleTimeout): "+
 		"the redirectors write lastUsedAt with their batched uses, so a use reaches the API up to a flush round (--uses-flush-interval) plus the round's writes later. "+

@@ -235,11 +235,18 @@ type Verdict struct {
 func (p Policy) Judge(canonicalURL string) Verdict {
 	host := HostOf(canonicalURL)
 	key := Key(host)
+	// Of the lists that deny the host, the one with the smallest name is
+	// named, whatever order they come in (a cache lists them in map order):
+	// the verdict, and so the link's status, must not flip between them.
+	denied, by, entry := false, "", Pattern("")
 	for _, d := range p.Deny {
-		if pat, ok := d.List.Match(key); ok {
-			return Verdict{Message: fmt.Sprintf("host %s is denied in every namespace by DestinationDenyList %q (entry %s)",
-				describe(host, key), d.Name, pat)}
+		if pat, ok := d.List.Match(key); ok && (!denied || d.Name < by) {
+			denied, by, entry = true, d.Name, pat
 		}
+	}
+	if denied {
+		return Verdict{Message: fmt.Sprintf("host %s is denied in every namespace by DestinationDenyList %q (entry %s)",
+			describe(host, key), by, entry)}
 	}
 	if p.Allow == nil {
 		return Verdict{Allowed: true}

@@ -251,3 +251,19 @@ func BenchmarkJudge(b *testing.B) {
 		}
 	}
 }
+
+// Two lists that deny one host: the verdict names the same one whatever
+// order the lists come in (the manager's cache lists them in map order).
+func TestJudgeNamesOneListWhateverTheOrder(t *testing.T) {
+	a := Named{Name: "a-internal", List: FromEntries([]string{"*.corp.example.com"})}
+	b := Named{Name: "b-metadata", List: FromEntries([]string{"evil.corp.example.com"})}
+	url := "https://evil.corp.example.com/"
+	first := Policy{Namespace: "team-a", Deny: []Named{a, b}}.Judge(url)
+	second := Policy{Namespace: "team-a", Deny: []Named{b, a}}.Judge(url)
+	if first.Allowed || first != second {
+		t.Errorf("verdicts differ by list order: %+v, %+v", first, second)
+	}
+	if want := `DestinationDenyList "a-internal" (entry *.corp.example.com)`; !strings.Contains(first.Message, want) {
+		t.Errorf("message %q, want it to name %s", first.Message, want)
+	}
+}

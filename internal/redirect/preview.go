@@ -68,8 +68,13 @@ func (r *Redirector) previewAnswer(path string, e *Link, now int64) answer {
 		d.State, d.Redirects = "Expired", false
 		d.Detail = "It expired at " + time.Unix(0, e.until).UTC().Format(time.RFC3339) + " and answers 410 Gone."
 		status = respPreviewGone
+	case e.gone(now) && e.is(flagMaxUses):
+		d.State, d.Detail, d.Redirects = "Exhausted", "It served all of its uses, or was not used for its idle timeout, and answers 410 Gone.", false
+		status = respPreviewGone
 	case e.gone(now):
-		d.State, d.Detail, d.Redirects = "Exhausted", "It served all of its uses and answers 410 Gone.", false
+		// Finished without a limit or a passed expiry: the controller
+		// finished it for want of use (spec.idleTimeout).
+		d.State, d.Detail, d.Redirects = "Expired", "It was not used for its idle timeout and answers 410 Gone.", false
 		status = respPreviewGone
 	default:
 		d.Detail = "It answers " + strconv.Itoa(e.Status()) + " " + http.StatusText(e.Status())
