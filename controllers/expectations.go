@@ -182,3 +182,16 @@ func (e *codeExpectations) lockedExpire(now time.Time) {
 	}
 	e.queue = e.queue[n:]
 }
+
+// expire drops the expectations older than codeExpectationsTimeout, and the
+// maps' memory once none is left: decisions expire others only as they are
+// taken, so after a burst of new links the last ones' expectations (and the
+// maps at their peak size) would stay until the next decision.
+func (e *codeExpectations) expire(now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lockedExpire(now)
+	if len(e.queue) == 0 {
+		e.byCode, e.byLink, e.queue = nil, nil, nil
+	}
+}

@@ -92,3 +92,22 @@ func TestExpectationsOutliveAnUnwrittenDecision(t *testing.T) {
 		t.Fatalf("left behind: byLink %v, byCode %v", e.byLink, e.byCode)
 	}
 }
+
+// TestExpectationsExpireWithoutANewDecision: the last expectations of a
+// burst go once they are older than the timeout, with no decision after
+// them, and the maps are released when none is left.
+func TestExpectationsExpireWithoutANewDecision(t *testing.T) {
+	var e codeExpectations
+	t0 := time.Now()
+	expect(&e, "a", "A", "1", t0)
+	expect(&e, "b", "B", "1", t0.Add(time.Second))
+	e.expire(t0.Add(codeExpectationsTimeout))
+	expectHolders(t, &e, "A", t0, "a=A")
+	e.expire(t0.Add(codeExpectationsTimeout + time.Millisecond))
+	expectHolders(t, &e, "A", t0)
+	expectHolders(t, &e, "B", t0, "b=B")
+	e.expire(t0.Add(codeExpectationsTimeout + 2*time.Second))
+	if e.byCode != nil || e.byLink != nil || e.queue != nil {
+		t.Errorf("no expectation left, but the maps are kept: %d codes, %d links, %d queued", len(e.byCode), len(e.byLink), len(e.queue))
+	}
+}

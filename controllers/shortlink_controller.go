@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
@@ -280,7 +281,9 @@ func (r *ShortLinkReconciler) decide(link *linkv1.ShortLink, canonical string, n
 	d := claim.Decide(self, candidates, rivals)
 	self.Held, self.Confirmed = "", false
 	if d.Outcome != claim.Conflict {
-		self.Held, self.Confirmed = d.Code, d.Outcome == claim.Assigned
+		// A copy: the code is a substring of all ten candidates, which the
+		// expectation would otherwise keep alive.
+		self.Held, self.Confirmed = strings.Clone(d.Code), d.Outcome == claim.Assigned
 	}
 	r.expectations.lockedExpect(client.ObjectKeyFromObject(link), self, link.ResourceVersion, now)
 	return d, nil
@@ -479,6 +482,22 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	}
 	r.metrics = newCodeMetrics(r)
 	if err := r.metrics.register(r.Metrics); err != nil {
+		return err
+	}
+	// Expectations expire as decisions are taken; this expires the last
+	// ones of a burst too, when no decision follows.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		ticker := time.NewTicker(codeExpectationsTimeout)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ticker.C:
+				r.expectations.expire(r.Clock.Now())
+			}
+		}
+	})); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
