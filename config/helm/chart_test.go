@@ -49,8 +49,8 @@ type object = map[string]any
 // included.
 func TestChartMatchesKustomize(t *testing.T) {
 	root := moduleRoot(t)
-	helm := helmBinary(t, root)
-	kubectl := kubectlBinary(t, root)
+	helm := testenv.HelmBinary(t, root)
+	kubectl := testenv.KubectlBinary(t, root)
 	want := kustomizeBuild(t, kubectl, filepath.Join(root, "config", "default"))
 
 	t.Run("defaults", func(t *testing.T) {
@@ -106,8 +106,8 @@ func TestChartMatchesKustomize(t *testing.T) {
 // unnormalized: the chart grants exactly what config/rbac grants.
 func TestRBACRules(t *testing.T) {
 	root := moduleRoot(t)
-	want := kustomizeBuild(t, kubectlBinary(t, root), filepath.Join(root, "config", "default"))
-	got := helmTemplate(t, helmBinary(t, root), root)
+	want := kustomizeBuild(t, testenv.KubectlBinary(t, root), filepath.Join(root, "config", "default"))
+	got := helmTemplate(t, testenv.HelmBinary(t, root), root)
 	roles := func(set map[string]object) map[string]any {
 		rules := map[string]any{}
 		for _, o := range set {
@@ -189,7 +189,7 @@ func TestCopiesMatchSources(t *testing.T) {
 // TestLint runs helm lint --strict on the chart.
 func TestLint(t *testing.T) {
 	root := moduleRoot(t)
-	run(t, helmBinary(t, root), "lint", "--strict", filepath.Join(root, "config", "helm", "linkforge"))
+	run(t, testenv.HelmBinary(t, root), "lint", "--strict", filepath.Join(root, "config", "helm", "linkforge"))
 }
 
 // TestApplyToEnvtest applies the rendered chart (CRD included) to an envtest
@@ -198,8 +198,8 @@ func TestLint(t *testing.T) {
 // with `helm install`. No pods run in envtest; creating the objects is the test.
 func TestApplyToEnvtest(t *testing.T) {
 	root := moduleRoot(t)
-	helm := helmBinary(t, root)
-	kubectl := kubectlBinary(t, root)
+	helm := testenv.HelmBinary(t, root)
+	kubectl := testenv.KubectlBinary(t, root)
 	kubeconfig := testenv.StartWithoutCRDs(t, root)
 	k := func(args ...string) string {
 		return run(t, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
@@ -303,42 +303,6 @@ func moduleRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return root
-}
-
-// helmBinary is bin/helm, which `make helm` builds from helm.sh/helm/v4.
-func helmBinary(t *testing.T, root string) string {
-	t.Helper()
-	helm := filepath.Join(root, "bin", "helm")
-	if _, err := os.Stat(helm); err != nil {
-		t.Fatalf("no %s: run `make helm` (make test does) to build the pinned helm", helm)
-	}
-	// Keep helm's repository cache, config and plugins out of $HOME.
-	home := t.TempDir()
-	for _, v := range []string{"HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"} {
-		t.Setenv(v, filepath.Join(home, v))
-	}
-	return helm
-}
-
-// kubectlBinary is the kubectl on PATH, else the one hack/envtest-assets.sh
-// may have built beside kube-apiserver (as internal/devenv finds it).
-func kubectlBinary(t *testing.T, root string) string {
-	t.Helper()
-	if p, err := exec.LookPath("kubectl"); err == nil {
-		return p
-	}
-	if dir, err := testenv.AssetsDir(root); err == nil {
-		if p := filepath.Join(dir, "kubectl"); isFile(p) {
-			return p
-		}
-	}
-	t.Fatal("no kubectl on PATH (nor beside the envtest binaries); the chart tests compare with `kubectl kustomize`")
-	return ""
-}
-
-func isFile(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir()
 }
 
 func run(t *testing.T, bin string, args ...string) string {

@@ -162,7 +162,7 @@ func TestReleaseNamesTheBuiltImages(t *testing.T) {
 	fromInstall := checkImages(t, "install.yaml", decodeAll(t, install), layouts, bins)
 
 	chart := packagedChart(t, dist)
-	helm := helmBinary(t, root)
+	helm := testenv.HelmBinary(t, root)
 	out, err := exec.Command(helm, "template", "linkforge", chart, "--namespace", "linkforge-system").CombinedOutput()
 	if err != nil {
 		t.Fatalf("helm template %s: %v\n%s", chart, err, out)
@@ -191,7 +191,7 @@ func packagedChart(t *testing.T, dist string) string {
 func TestInstallYAMLApplies(t *testing.T) {
 	root, dist := distDir(t)
 	kubeconfig := testenv.StartWithoutCRDs(t, root)
-	kubectl := kubectlBinary(t, root)
+	kubectl := testenv.KubectlBinary(t, root)
 	install := filepath.Join(dist, "install.yaml")
 	if out, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", install).CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply --server-side -f %s: %v\n%s", install, err, out)
@@ -207,34 +207,4 @@ func TestInstallYAMLApplies(t *testing.T) {
 	if got, want := len(strings.Fields(string(out))), len(decodeAll(t, data)); got != want {
 		t.Errorf("kubectl get -f found %d objects, install.yaml has %d:\n%s", got, want, out)
 	}
-}
-
-// helmBinary is bin/helm (make helm), with its caches kept out of $HOME.
-func helmBinary(t *testing.T, root string) string {
-	t.Helper()
-	helm := filepath.Join(root, "bin", "helm")
-	if _, err := os.Stat(helm); err != nil {
-		t.Fatalf("no %s: run `make helm` (make test does)", helm)
-	}
-	home := t.TempDir()
-	for _, v := range []string{"HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"} {
-		t.Setenv(v, filepath.Join(home, v))
-	}
-	return helm
-}
-
-// kubectlBinary is the kubectl on PATH, else the one beside the envtest binaries.
-func kubectlBinary(t *testing.T, root string) string {
-	t.Helper()
-	if p, err := exec.LookPath("kubectl"); err == nil {
-		return p
-	}
-	if dir, err := testenv.AssetsDir(root); err == nil {
-		p := filepath.Join(dir, "kubectl")
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p
-		}
-	}
-	t.Fatal("no kubectl on PATH (nor beside the envtest binaries)")
-	return ""
 }
