@@ -591,6 +591,14 @@ func TestTransform(t *testing.T) {
 		!l.Created().Equal(epoch.Add(-time.Hour)) {
 		t.Errorf("link %+v", l)
 	}
+	if v := l.UsesVersion(); !v.NoReservations || v.MaxUses != 5 || v.StatusUses != 2 || v.ResourceVersion != "1" {
+		t.Errorf("uses version %+v", v)
+	}
+	in.Status.UseReservations = []linkv1.UseReservation{{Holder: "r", Quota: 1}}
+	if NewLink(in).UsesVersion().NoReservations {
+		t.Error("a link with a reservation reads as having none: a first reservation would write over it")
+	}
+	in.Status.UseReservations = nil
 	if in.ManagedFields == nil || in.Labels == nil || in.Spec.URL != " https://example.com/a b " {
 		t.Error("Transform changed its input")
 	}

@@ -42,8 +42,32 @@ var leanShortLink = json.JoinOptions(decodeOptions, json.WithUnmarshalers(json.J
 	skip[map[string]string](), // labels and annotations
 	skip[[]metav1.OwnerReference](),
 	skip[[]metav1.Condition](),
-	skip[[]linkv1.UseReservation](),
+	json.UnmarshalFromFunc(anyReservations),
 )))
+
+// someReservations stands for a status.useReservations that is not empty:
+// NewLink reads no more of it than that, so no link allocates its own.
+var someReservations = []linkv1.UseReservation{{}}
+
+// anyReservations decodes status.useReservations as nil when it is null or
+// empty, and as someReservations otherwise, skipping its items.
+func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
+	*v = nil
+	if dec.PeekKind() != '[' {
+		return dec.SkipValue()
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	for dec.PeekKind() != ']' {
+		*v = someReservations
+		if err := dec.SkipValue(); err != nil {
+			return err
+		}
+	}
+	_, err := dec.ReadToken()
+	return err
+}
 
 // decodeOptions are encoding/json's leniencies, which client-go's decoder
 // has too: repeated names (the last wins) and invalid UTF-8 (replaced).

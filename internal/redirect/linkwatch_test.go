@@ -96,6 +96,10 @@ func wireLinks() []*linkv1.ShortLink {
 		l.Status.Uses = 7
 		l.Status.UseReservations = []linkv1.UseReservation{{Holder: "redirector-0-1f2e", Quota: 3, ExpiresAt: metav1.NewMicroTime(at.Time)}}
 	})
+	add("no-reservations", func(l *linkv1.ShortLink) {
+		l.Spec.MaxUses = ptr.To[int64](10)
+		l.Status.UseReservations = []linkv1.UseReservation{}
+	})
 	add("exhausted", func(l *linkv1.ShortLink) { l.Spec.MaxUses, l.Status.Uses = ptr.To[int64](5), 5 })
 	add("forward-query", func(l *linkv1.ShortLink) { l.Spec.ForwardQuery = true })
 	add("permanent", func(l *linkv1.ShortLink) { l.Spec.RedirectStatus = 308 })

@@ -65,6 +65,7 @@ func (l *Link) UsesVersion() uses.LinkVersion {
 	return uses.LinkVersion{
 		Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
 		UID: l.uid, StatusUses: l.statusUses, MaxUses: l.maxUses, StatusLastUsed: int64(l.lastUsed),
+		NoReservations: !l.is(flagReserved),
 	}
 }
 
@@ -78,6 +79,7 @@ const (
 	flagTombstone                       // a deleted finished link: 410 until `until`
 	flagSpecAhead                       // held a confirmed code, but its spec changed since: not yet checked by the controller
 	flagActivates                       // activates is when the link starts redirecting; before, it answers as unknown
+	flagReserved                        // status.useReservations is not empty
 )
 
 func (l *Link) is(f uint16) bool { return l.flags&f != 0 }
@@ -183,6 +185,9 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	if in.Spec.MaxUses != nil {
 		l.flags |= flagMaxUses
 		l.maxUses = *in.Spec.MaxUses
+	}
+	if len(in.Status.UseReservations) > 0 {
+		l.flags |= flagReserved
 	}
 	if in.Spec.ForwardQuery {
 		l.flags |= flagForwardQuery

@@ -5,7 +5,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 )
 
 // LinkVersion is what counting needs of one version of a link, as the
@@ -22,6 +25,25 @@ type LinkVersion struct {
 	// StatusLastUsed is status.lastUsedAt of this version in Unix seconds
 	// (0: never used): a count write never moves it back.
 	StatusLastUsed int64
+	// NoReservations says status.useReservations is empty in this version:
+	// a first reservation may then be written on it, with its
+	// resourceVersion as the precondition, without a live read first.
+	NoReservations bool
+}
+
+// asLink is the ShortLink of v, as much of it as a reservation write reads.
+func (v LinkVersion) asLink() *linkv1.ShortLink {
+	l := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion}}
+	l.Status.Uses = v.StatusUses
+	if v.StatusLastUsed > 0 {
+		t := metav1.Unix(v.StatusLastUsed, 0)
+		l.Status.LastUsedAt = &t
+	}
+	if v.MaxUses > 0 {
+		maxUses := v.MaxUses
+		l.Spec.MaxUses = &maxUses
+	}
+	return l
 }
 
 // Versioned is a version of a link held by the informer (the redirector's

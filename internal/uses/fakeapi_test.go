@@ -33,6 +33,8 @@ type fakeAPI struct {
 	lowered bool
 	// lastUsedBack is set when a patch moved status.lastUsedAt back.
 	lastUsedBack bool
+	// gets counts the live reads of the link.
+	gets int
 	// takenBack is the quota of reservations that a patch of another
 	// holder removed: counted as used, since their holders may have served it.
 	takenBack int64
@@ -96,7 +98,7 @@ func (a *fakeAPI) get() *linkv1.ShortLink {
 func (a *fakeAPI) version() Versioned {
 	l := a.get()
 	v := &testVersion{LinkVersion{Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
-		UID: UIDKey(l.UID), StatusUses: l.Status.Uses}}
+		UID: UIDKey(l.UID), StatusUses: l.Status.Uses, NoReservations: len(l.Status.UseReservations) == 0}}
 	if l.Status.LastUsedAt != nil {
 		v.StatusLastUsed = l.Status.LastUsedAt.Unix()
 	}
@@ -146,6 +148,9 @@ func (c *fakeClient) Get(ctx context.Context, key client.ObjectKey, obj client.O
 		<-ctx.Done()
 		return ctx.Err()
 	}
+	c.api.mu.Lock()
+	c.api.gets++
+	c.api.mu.Unlock()
 	l := c.api.get()
 	if l == nil || key.Name != l.Name || key.Namespace != l.Namespace {
 		return apierrors.NewNotFound(linkGR, key.Name)

@@ -11,6 +11,7 @@ const (
 // metrics count the writes of uses; none has a per-link label.
 type metrics struct {
 	writes       *prometheus.CounterVec
+	reads        *prometheus.CounterVec
 	reservations *prometheus.CounterVec
 	settled      *prometheus.CounterVec
 	unavailable  prometheus.Counter
@@ -27,6 +28,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_writes_total",
 			"Status writes of uses and reservations, by result: ok, conflict (a 409, retried on a fresh read) or error (retried next round).")), []string{"result"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_write_bases_total",
+			"What reservation writes started from: a live read of the link, or the informer's version (a first reservation of a link with none: no read).")), []string{"source"}),
 		reservations: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_reservations_total",
 			"Reservations of maxUses quota asked by requests, by result: granted, denied (no quota left to reserve) or error (API server unreachable).")), []string{"result"}),
 		settled: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_unconfirmed_writes_total",
@@ -41,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Uses served and not yet written to the API server, after the last flush round."))),
 		reserveWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
 			Name: "uses_reserve_duration_seconds",
-			Help: "How long requests of links with maxUses waited for a reservation (a live read and a write; bounded by --uses-reserve-timeout).",
+			Help: "How long requests of links with maxUses waited for a reservation (a write, after a live read unless the informer shows the link with no reservation; bounded by --uses-reserve-timeout).",
 			// From a round trip on a quiet API server to the 2s timeout.
 			Buckets: []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2, 5}}),
 	}
@@ -50,6 +53,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{"ok", "conflict", "error"} {
 		m.writes.WithLabelValues(r)
 	}
+	for _, s := range []string{"live", "informer"} {
+		m.reads.WithLabelValues(s)
+	}
 	for _, r := range []string{"granted", "denied", "error"} {
 		m.reservations.WithLabelValues(r)
 	}
@@ -57,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.settled.WithLabelValues(o)
 	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.reservations, m.settled, m.unavailable, m.forfeited, m.limitLowered, m.pending, m.reserveWait)
+		reg.MustRegister(m.writes, m.reads, m.reservations, m.settled, m.unavailable, m.forfeited, m.limitLowered, m.pending, m.reserveWait)
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,7 +16,8 @@ import (
 // lost after or before the API server applied them; each replica's clock
 // is skewed by up to a lease. At every step:
 //   - no use is served past the limit its replicas can see (the informer
-//     delivers each change to every live replica here);
+//     delivers a lowered limit to every live replica at once here; other
+//     updates reach a replica late one time in five);
 //   - status.uses never exceeds the uses served plus the quota of
 //     reservations taken back (their holders may have served it).
 //
@@ -48,9 +50,14 @@ func TestCountingProperty(t *testing.T) {
 		for range 3 {
 			spawn()
 		}
-		syncAll := func() {
+		// An informer may lag: a replica misses a step's update one time in
+		// five (a first reservation then writes on a stale version, and
+		// must conflict), but every replica sees a lowered limit.
+		syncAll := func(all bool) {
 			for _, r := range live {
-				r.sync()
+				if all || rng.IntN(5) > 0 {
+					r.sync()
+				}
 			}
 		}
 		served := int64(0)
@@ -117,7 +124,7 @@ func TestCountingProperty(t *testing.T) {
 			if len(live) == 0 {
 				spawn()
 			}
-			syncAll()
+			syncAll(strings.HasPrefix(history[len(history)-1], "limit"))
 			forfeited := float64(api.takenBack)
 			if debugProperty {
 				st := api.get().Status

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,14 +76,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// lockStripes is the number of locks that serialize the writes of links:
-// a link takes the stripe of its counter's address, so no link pays for a
-// lock of its own.
-const lockStripes = 64
-
 // Uses counts this replica's uses and writes them back; see the package doc.
 type Uses struct {
-	locks [lockStripes]chan struct{}
+	// locks serialize the writes of each link (linkLocks: a lock exists
+	// only while a write holds or awaits it).
+	locks linkLocks
 	// roundEnd is when the flush round in progress must leave the rest to
 	// the next one. Only the flushing goroutine uses it.
 	roundEnd time.Time
@@ -115,9 +111,6 @@ func New(opts Options) *Uses {
 		pace:    rate.NewLimiter(rate.Limit(opts.WritesPerSecond), 1),
 		holding: map[*Counter]struct{}{},
 	}
-	for i := range u.locks {
-		u.locks[i] = make(chan struct{}, 1)
-	}
 	u.metrics = newMetrics(opts.Registry)
 	return u
 }
@@ -126,20 +119,9 @@ func New(opts Options) *Uses {
 func (u *Uses) mono(t time.Time) int64 { return int64(t.Sub(u.base)) }
 
 // lock takes the write lock of c's link, waiting until ctx ends.
-func (u *Uses) lock(ctx context.Context, c *Counter) bool {
-	select {
-	case u.locks[stripe(c)] <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func (u *Uses) lock(ctx context.Context, c *Counter) bool { return u.locks.lock(ctx, c) }
 
-func (u *Uses) unlock(c *Counter) { <-u.locks[stripe(c)] }
-
-func stripe(c *Counter) uintptr {
-	return uintptr(unsafe.Pointer(c)) / unsafe.Sizeof(Counter{}) % lockStripes
-}
+func (u *Uses) unlock(c *Counter) { u.locks.unlock(c) }
 
 // Attach returns the counter of cur, a new version of a link: old (the
 // counter of its previous version) if it is the same object, else a new
@@ -275,16 +257,15 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 		return 0, errLinkGone
 	}
 	key := types.NamespacedName{Namespace: v.Namespace, Name: v.Name}
+	// A first reservation of a link the informer shows with none writes on
+	// that version, its resourceVersion the precondition: one round trip
+	// for a first click, not a read and a write. If the version is stale
+	// the write conflicts and the next attempt reads live.
+	onInformer := grow && c.held == 0 && c.unconfirmed == nil && v.NoReservations && v.ResourceVersion != "" && v.UID == c.uid
 	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
-		link := &linkv1.ShortLink{}
-		if err := u.opts.Client.Get(ctx, key, link); err != nil {
-			if apierrors.IsNotFound(err) {
-				return 0, errLinkGone
-			}
+		link, err := u.readLink(ctx, c, key, v, attempt == 0 && onInformer)
+		if err != nil {
 			return 0, err
-		}
-		if UIDKey(link.UID) != c.uid {
-			return 0, errLinkGone
 		}
 		now := u.opts.Clock()
 		if c.unconfirmed != nil {
@@ -347,7 +328,7 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 			// Read after the swap: every use of this batch was served before it.
 			lastUsed = usedAt(u.opts.Clock(), link.Status.LastUsedAt)
 		}
-		err := u.patchStatus(ctx, link, plan.Uses, lastUsed, reservations)
+		err = u.patchStatus(ctx, link, plan.Uses, lastUsed, reservations)
 		switch {
 		case err == nil:
 			u.written(c, link.Spec.MaxUses, plan, written{mine: mine, granted: granted, delta: delta, expires: expires, now: now, grow: grow})
@@ -380,6 +361,28 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 		}
 	}
 	return 0, fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
+}
+
+// readLink is the link a reservation write starts from: the informer's
+// version v when onInformer, else a live read of key (errLinkGone if it is
+// no longer c's object).
+func (u *Uses) readLink(ctx context.Context, c *Counter, key types.NamespacedName, v LinkVersion, onInformer bool) (*linkv1.ShortLink, error) {
+	if onInformer {
+		u.metrics.reads.WithLabelValues("informer").Inc()
+		return v.asLink(), nil
+	}
+	u.metrics.reads.WithLabelValues("live").Inc()
+	link := &linkv1.ShortLink{}
+	if err := u.opts.Client.Get(ctx, key, link); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, errLinkGone
+		}
+		return nil, err
+	}
+	if UIDKey(link.UID) != c.uid {
+		return nil, errLinkGone
+	}
+	return link, nil
 }
 
 // written is what a reservation write applied.

@@ -480,3 +480,29 @@ func TestLastUsedAtRidesOnUseWrites(t *testing.T) {
 		})
 	}
 }
+
+// A first click costs one round trip: the first reservation of a link the
+// informer shows with no reservation is written on that version, with no
+// live read. A stale version (another replica reserved since) conflicts,
+// and the retry reads live and grants only what is free.
+func TestFirstReservationWritesOnTheInformersVersion(t *testing.T) {
+	api := newFakeAPI(1)
+	clk := &fakeClock{now: epoch}
+	a := newTestReplica(api, clk, "a", 0)
+	b := newTestReplica(api, clk, "b", 0) // its informer will lag behind a's write
+	if a.take() != Served {
+		t.Fatal("a's first click was not served")
+	}
+	if api.gets != 0 || len(api.patches) != 1 {
+		t.Fatalf("a's first click: %d reads and %d writes, want a write alone", api.gets, len(api.patches))
+	}
+	if got := b.take(); got == Served {
+		t.Fatal("b served the single use a holds")
+	}
+	if api.gets != 1 {
+		t.Fatalf("b's stale write was retried on %d live reads, want 1", api.gets)
+	}
+	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].Holder != "a" {
+		t.Fatalf("reservations %v, want a's alone", st.UseReservations)
+	}
+}
