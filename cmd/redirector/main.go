@@ -81,7 +81,7 @@ func run() error {
 		"This replica's budget of API writes for uses and reservations (a token bucket), however much traffic there is; uses that do not fit wait for the next round.")
 	flag.IntVar(&usesOpts.ReserveBurst, "uses-reserve-burst", 0,
 		"How many writes requests may make at once beyond --uses-writes-per-second, for the first clicks of many limited links (a campaign's invitations); flush rounds never use it. 0: half a flush interval's budget (100 with the defaults).")
-	flag.DurationVar(&usesOpts.Lease, "uses-lease", 30*time.Second,
+	flag.DurationVar(&usesOpts.Lease, "uses-lease", time.Minute,
 		"How long a reservation of maxUses quota lasts unless renewed; quota of a replica that stopped without returning it is taken back once another replica has seen it unchanged for this plus --uses-flush-interval. At least twice --uses-flush-interval.")
 	flag.DurationVar(&usesOpts.ReserveTimeout, "uses-reserve-timeout", 2*time.Second,
 		"How long a GET of a link with maxUses waits for a reservation before it answers 503.")

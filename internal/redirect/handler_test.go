@@ -591,14 +591,6 @@ func TestTransform(t *testing.T) {
 		!l.Created().Equal(epoch.Add(-time.Hour)) {
 		t.Errorf("link %+v", l)
 	}
-	if v := l.UsesVersion(); !v.NoReservations || v.MaxUses != 5 || v.StatusUses != 2 || v.ResourceVersion != "1" {
-		t.Errorf("uses version %+v", v)
-	}
-	in.Status.UseReservations = []linkv1.UseReservation{{Holder: "r", Quota: 1}}
-	if NewLink(in).UsesVersion().NoReservations {
-		t.Error("a link with a reservation reads as having none: a first reservation would write over it")
-	}
-	in.Status.UseReservations = nil
 	if in.ManagedFields == nil || in.Labels == nil || in.Spec.URL != " https://example.com/a b " {
 		t.Error("Transform changed its input")
 	}
@@ -622,6 +614,24 @@ func TestTransform(t *testing.T) {
 	plain, _ := Transform(nsObj("plain", epoch, ""))
 	if plain.(*corev1.Namespace).Annotations != nil {
 		t.Error("annotations kept on a namespace without a domain")
+	}
+}
+
+// What counting reads of a link: a first reservation writes on this
+// version only if it shows no reservation; a link with an idleTimeout
+// reports its uses every round.
+func TestUsesVersion(t *testing.T) {
+	in := link("ns", "a", "abc", "https://example.com/a", func(l *linkv1.ShortLink) {
+		l.Spec.MaxUses = ptr.To[int64](5)
+		l.Status.Uses = 2
+	})
+	if v := NewLink(in).UsesVersion(); !v.NoReservations || v.IdleTimeout || v.MaxUses != 5 || v.StatusUses != 2 || v.ResourceVersion != "1" || v.Name != "a" {
+		t.Errorf("uses version %+v", v)
+	}
+	in.Status.UseReservations = []linkv1.UseReservation{{Holder: "r", Quota: 1}}
+	in.Spec.IdleTimeout = &metav1.Duration{Duration: time.Hour}
+	if v := NewLink(in).UsesVersion(); v.NoReservations || !v.IdleTimeout {
+		t.Errorf("a link with a reservation and an idleTimeout: %+v", v)
 	}
 }
 

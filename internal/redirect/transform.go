@@ -65,7 +65,7 @@ func (l *Link) UsesVersion() uses.LinkVersion {
 	return uses.LinkVersion{
 		Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
 		UID: l.uid, StatusUses: l.statusUses, MaxUses: l.maxUses, StatusLastUsed: int64(l.lastUsed),
-		NoReservations: !l.is(flagReserved),
+		NoReservations: !l.is(flagReserved), IdleTimeout: l.is(flagIdleTimeout),
 	}
 }
 
@@ -80,6 +80,7 @@ const (
 	flagSpecAhead                       // held a confirmed code, but its spec changed since: not yet checked by the controller
 	flagActivates                       // activates is when the link starts redirecting; before, it answers as unknown
 	flagReserved                        // status.useReservations is not empty
+	flagIdleTimeout                     // spec.idleTimeout is set: its uses are written every round
 )
 
 func (l *Link) is(f uint16) bool { return l.flags&f != 0 }
@@ -188,6 +189,9 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	}
 	if len(in.Status.UseReservations) > 0 {
 		l.flags |= flagReserved
+	}
+	if in.Spec.IdleTimeout != nil {
+		l.flags |= flagIdleTimeout
 	}
 	if in.Spec.ForwardQuery {
 		l.flags |= flagForwardQuery

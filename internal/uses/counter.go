@@ -29,6 +29,10 @@ type LinkVersion struct {
 	// a first reservation may then be written on it, with its
 	// resourceVersion as the precondition, without a live read first.
 	NoReservations bool
+	// IdleTimeout says the link has spec.idleTimeout: its uses are written
+	// every round, so that lastUsedAt is never later than the manager's
+	// --idle-grace allows.
+	IdleTimeout bool
 }
 
 // asLink is the ShortLink of v, as much of it as a reservation write reads.
@@ -104,6 +108,9 @@ type Counter struct {
 	// quietRounds counts the flush rounds in a row in which the link served
 	// nothing from its reservation.
 	quietRounds int
+	// deferred is what pending was when a flush round last left its write
+	// to a later round: uses beyond it were served since.
+	deferred int64
 
 	// denied (ns on the monotonic clock) is until when a failed reservation
 	// is not retried; deniedGone says the limit was reached (410), not

@@ -138,7 +138,7 @@ func TestCountingDoesNotAllocate(t *testing.T) {
 }
 
 func TestNextBlock(t *testing.T) {
-	u := New(Options{FlushInterval: 10 * time.Second, MaxBlock: 8})
+	u := New(Options{FlushInterval: 10 * time.Second, MaxBlock: 8}) // a lease of a minute
 	now := time.Now()
 	c := &Counter{}
 	if got := u.nextBlock(c, now); got != 1 {
@@ -152,12 +152,16 @@ func TestNextBlock(t *testing.T) {
 	if got := u.nextBlock(c, now); got != 8 {
 		t.Errorf("block at the cap = %d, want 8", got)
 	}
-	c.block, c.lastGrant = 4, now.Add(-15*time.Second)
-	if got := u.nextBlock(c, now); got != 4 {
-		t.Errorf("block used up in 15s = %d, want 4 (kept)", got)
+	c.block, c.lastGrant = 4, now.Add(-50*time.Second)
+	if got := u.nextBlock(c, now); got != 8 {
+		t.Errorf("block used up in 50s, within a lease = %d, want 8 (doubled: a link clicked every 20s needs more than a round's worth)", got)
 	}
-	c.lastGrant = now.Add(-time.Minute)
+	c.block, c.lastGrant = 4, now.Add(-90*time.Second)
+	if got := u.nextBlock(c, now); got != 4 {
+		t.Errorf("block used up in 90s = %d, want 4 (kept)", got)
+	}
+	c.lastGrant = now.Add(-3 * time.Minute)
 	if got := u.nextBlock(c, now); got != 2 {
-		t.Errorf("block used up in a minute = %d, want 2 (halved)", got)
+		t.Errorf("block used up in 3 minutes = %d, want 2 (halved)", got)
 	}
 }

@@ -39,12 +39,14 @@ type Options struct {
 	// beyond the steady rate (default: half a flush interval's budget,
 	// 100). Flush rounds never draw on it: they are paced at the rate.
 	ReserveBurst int
-	// Lease is how long a reservation lasts unless renewed (default 3 flush intervals).
+	// Lease is how long a reservation lasts unless renewed (default 6 flush
+	// intervals: a link in use costs a write about every 5 rounds).
 	Lease time.Duration
 	// ReserveTimeout bounds how long a request waits for a reservation (default 2s).
 	ReserveTimeout time.Duration
 	// MaxBlock caps the quota reserved at once (default 1000).
 	MaxBlock int64
+
 	Log      logr.Logger
 	Registry prometheus.Registerer
 	// Clock tells the time (default time.Now; tests).
@@ -59,7 +61,7 @@ func (o Options) withDefaults() Options {
 		o.WritesPerSecond = 20
 	}
 	if o.Lease <= 0 {
-		o.Lease = 3 * o.FlushInterval
+		o.Lease = 6 * o.FlushInterval
 	}
 	if o.ReserveTimeout <= 0 {
 		o.ReserveTimeout = 2 * time.Second
@@ -67,6 +69,7 @@ func (o Options) withDefaults() Options {
 	if o.MaxBlock <= 0 {
 		o.MaxBlock = 1000
 	}
+
 	if o.ReserveBurst <= 0 {
 		o.ReserveBurst = max(1, int(o.WritesPerSecond*o.FlushInterval.Seconds()/2))
 	}
@@ -263,104 +266,123 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 	// the write conflicts and the next attempt reads live.
 	onInformer := grow && c.held == 0 && c.unconfirmed == nil && v.NoReservations && v.ResourceVersion != "" && v.UID == c.uid
 	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
-		link, err := u.readLink(ctx, c, key, v, attempt == 0 && onInformer)
-		if err != nil {
-			return 0, err
-		}
-		now := u.opts.Clock()
-		if c.unconfirmed != nil {
-			u.settle(c, &link.Status, link.Spec.MaxUses)
-		}
-		if release {
-			// Stop serving first, and wait for the requests that took quota
-			// and have not counted it yet: every use taken is then in the
-			// count this write reports.
-			c.quota.Store(0)
-			for c.taking.Load() != 0 {
-				runtime.Gosched()
-			}
-		}
-		served := c.pending.Swap(0)
-		plan := PlanReservation(PlanInput{
-			Status: &link.Status, MaxUses: link.Spec.MaxUses, Holder: u.opts.Holder,
-			Held: c.held, Served: served, Now: now, Lease: u.opts.Lease, Grace: u.opts.FlushInterval, Seen: c.seen,
-		})
-		if plan.Lost {
-			c.quota.Store(0)
-		}
-		mine, granted := plan.Mine, int64(0)
-		switch {
-		case release || link.Spec.MaxUses == nil:
-			mine = 0
-		case grow:
-			granted = Grant(plan, u.nextBlock(c, now))
-			mine += granted
-		}
-		reservations := slices.Clone(plan.Others)
-		var expires time.Time
-		if mine > 0 {
-			// The marker of this write (see settle): microseconds, as stored.
-			expires = now.Add(u.opts.Lease).Round(0).Truncate(time.Microsecond)
-			if !expires.After(c.heldExpires) {
-				// Each write's marker is its own, even within a microsecond.
-				expires = c.heldExpires.Add(time.Microsecond)
-			}
-			reservations = append(reservations, linkv1.UseReservation{
-				Holder: u.opts.Holder, Quota: mine, ExpiresAt: metav1.NewMicroTime(expires),
-			})
-		}
-		sort.Slice(reservations, func(i, j int) bool { return reservations[i].Holder < reservations[j].Holder })
+		// The budget is spent before the read: a read and a write per token.
 		if !u.spend(ctx, mode) {
-			c.pending.Add(served)
 			return 0, errNoBudget
 		}
-		// What this write changes of the quota this replica serves: its
-		// new reservation less what the old one still held.
-		delta := mine - (c.held - served)
-		switch {
-		case release:
-			delta = 0 // it serves nothing from now on, whatever the outcome
-		case plan.Lost:
-			delta = mine
-		}
-		var lastUsed *metav1.Time
-		if served > 0 {
-			// Read after the swap: every use of this batch was served before it.
-			lastUsed = usedAt(u.opts.Clock(), link.Status.LastUsedAt)
-		}
-		err = u.patchStatus(ctx, link, plan.Uses, lastUsed, reservations)
-		switch {
-		case err == nil:
-			u.written(c, link.Spec.MaxUses, plan, written{mine: mine, granted: granted, delta: delta, expires: expires, now: now, grow: grow})
-			return granted, nil
-		case apierrors.IsConflict(err):
-			u.metrics.writes.WithLabelValues("conflict").Inc()
-			c.pending.Add(served)
-		case definite(err):
-			u.metrics.writes.WithLabelValues("error").Inc()
-			c.pending.Add(served)
-			if apierrors.IsNotFound(err) {
-				return 0, errLinkGone
-			}
-			return 0, err
-		default:
-			// The API server may have applied it. Serve as if it had for
-			// what it took away, as if it had not for what it added, and
-			// let the next live read tell.
-			u.metrics.writes.WithLabelValues("error").Inc()
-			c.quota.Add(min(delta, 0))
-			c.unconfirmed = &unconfirmedWrite{served: served, mine: mine, expires: expires, delta: delta, sent: now, forfeited: plan.Forfeited}
-			if link.Spec.MaxUses != nil {
-				c.unconfirmed.maxUses = *link.Spec.MaxUses
-			}
-			if link.Spec.MaxUses != nil && *link.Spec.MaxUses < c.grantMax.Load() {
-				c.grantMax.Store(*link.Spec.MaxUses)
-			}
-			u.markDirty(c)
-			return 0, err
+		granted, done, err := u.writeReservationOnce(ctx, c, key, v, attempt == 0 && onInformer, grow, release)
+		if done {
+			return granted, err
 		}
 	}
 	return 0, fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
+}
+
+// writeReservationOnce is one attempt of writeReservation; done is false
+// when the write conflicted and is to be retried on a live read.
+func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.NamespacedName, v LinkVersion, onInformer, grow, release bool) (granted int64, done bool, err error) {
+	link, err := u.readLink(ctx, c, key, v, onInformer)
+	if err != nil {
+		return 0, true, err
+	}
+	now := u.opts.Clock()
+	if c.unconfirmed != nil {
+		u.settle(c, &link.Status, link.Spec.MaxUses)
+	}
+	if release {
+		// Stop serving first, and wait for the requests that took quota
+		// and have not counted it yet: every use taken is then in the
+		// count this write reports.
+		c.quota.Store(0)
+		for c.taking.Load() != 0 {
+			runtime.Gosched()
+		}
+	}
+	served := c.pending.Swap(0)
+	c.deferred = 0
+	plan := PlanReservation(PlanInput{
+		Status: &link.Status, MaxUses: link.Spec.MaxUses, Holder: u.opts.Holder,
+		Held: c.held, Served: served, Now: now, Lease: u.opts.Lease, Grace: u.opts.FlushInterval, Seen: c.seen,
+	})
+	if plan.Lost {
+		c.quota.Store(0)
+	}
+	mine := plan.Mine
+	switch {
+	case release || link.Spec.MaxUses == nil:
+		mine = 0
+	case grow:
+		granted = Grant(plan, u.nextBlock(c, now))
+		mine += granted
+	}
+	reservations := slices.Clone(plan.Others)
+	var expires time.Time
+	if mine > 0 {
+		// The marker of this write (see settle): microseconds, as stored.
+		expires = now.Add(u.opts.Lease).Round(0).Truncate(time.Microsecond)
+		if !expires.After(c.heldExpires) {
+			// Each write's marker is its own, even within a microsecond.
+			expires = c.heldExpires.Add(time.Microsecond)
+		}
+		reservations = append(reservations, linkv1.UseReservation{
+			Holder: u.opts.Holder, Quota: mine, ExpiresAt: metav1.NewMicroTime(expires),
+		})
+	}
+	sort.Slice(reservations, func(i, j int) bool { return reservations[i].Holder < reservations[j].Holder })
+	// What this write changes of the quota this replica serves: its
+	// new reservation less what the old one still held.
+	delta := mine - (c.held - served)
+	switch {
+	case release:
+		delta = 0 // it serves nothing from now on, whatever the outcome
+	case plan.Lost:
+		delta = mine
+	}
+	var lastUsed *metav1.Time
+	if served > 0 {
+		// Read after the swap: every use of this batch was served before it.
+		lastUsed = usedAt(u.opts.Clock(), link.Status.LastUsedAt)
+	}
+	w := written{mine: mine, granted: granted, delta: delta, expires: expires, now: now, grow: grow}
+	if mine == 0 && served == 0 && plan.Uses == link.Status.Uses && len(reservations) == len(link.Status.UseReservations) {
+		// The status would not change (a reservation denied, nothing
+		// to report): no write.
+		u.written(c, link.Spec.MaxUses, plan, w)
+		return 0, true, nil
+	}
+	err = u.patchStatus(ctx, link, plan.Uses, lastUsed, reservations)
+	switch {
+	case err == nil:
+		u.metrics.writes.WithLabelValues("ok").Inc()
+		u.written(c, link.Spec.MaxUses, plan, w)
+		return granted, true, nil
+	case apierrors.IsConflict(err):
+		u.metrics.writes.WithLabelValues("conflict").Inc()
+		c.pending.Add(served)
+	case definite(err):
+		u.metrics.writes.WithLabelValues("error").Inc()
+		c.pending.Add(served)
+		if apierrors.IsNotFound(err) {
+			return 0, true, errLinkGone
+		}
+		return 0, true, err
+	default:
+		// The API server may have applied it. Serve as if it had for
+		// what it took away, as if it had not for what it added, and
+		// let the next live read tell.
+		u.metrics.writes.WithLabelValues("error").Inc()
+		c.quota.Add(min(delta, 0))
+		c.unconfirmed = &unconfirmedWrite{served: served, mine: mine, expires: expires, delta: delta, sent: now, forfeited: plan.Forfeited}
+		if link.Spec.MaxUses != nil {
+			c.unconfirmed.maxUses = *link.Spec.MaxUses
+		}
+		if link.Spec.MaxUses != nil && *link.Spec.MaxUses < c.grantMax.Load() {
+			c.grantMax.Store(*link.Spec.MaxUses)
+		}
+		u.markDirty(c)
+		return 0, true, err
+	}
+	return 0, false, nil // a conflict: again, on a live read
 }
 
 // readLink is the link a reservation write starts from: the informer's
@@ -392,9 +414,9 @@ type written struct {
 	grow                 bool
 }
 
-// written records a reservation write the API server applied.
+// written records a reservation write the API server applied (or one
+// that had nothing to change).
 func (u *Uses) written(c *Counter, maxUses *int64, plan Plan, w written) {
-	u.metrics.writes.WithLabelValues("ok").Inc()
 	u.metrics.forfeited.Add(float64(plan.Forfeited))
 	c.seen = plan.Seen
 	c.held, c.heldExpires = w.mine, w.expires
@@ -546,14 +568,17 @@ func (u *Uses) patchStatus(ctx context.Context, link *linkv1.ShortLink, uses int
 }
 
 // nextBlock is the size of c's next reservation: double the last if it was
-// used up within a flush interval, half of it if it took more than two.
+// used up within a lease, half of it if it took more than two. A replica
+// holds about a lease's worth of a link's traffic, so that a link in use is
+// topped up once per renewal, and a killed replica takes at most that with
+// it (MaxBlock at most).
 func (u *Uses) nextBlock(c *Counter, now time.Time) int64 {
 	switch since := now.Sub(c.lastGrant); {
 	case c.block == 0:
 		return 1
-	case since < u.opts.FlushInterval:
+	case since < u.opts.Lease:
 		return min(2*c.block, u.opts.MaxBlock)
-	case since > 2*u.opts.FlushInterval:
+	case since > 2*u.opts.Lease:
 		return max(c.block/2, 1)
 	}
 	return c.block
@@ -574,10 +599,11 @@ const (
 	budgetNone
 )
 
-// spend takes one write from the budget as mode says. In any t seconds a
-// replica writes at most ReserveBurst + WritesPerSecond*t times, however
-// many distinct limited links are clicked (the bound an attacker can put
-// on the API server per replica; the final flush at shutdown aside).
+// spend takes one write, and the read before it, from the budget as mode
+// says. In any t seconds a replica writes at most ReserveBurst +
+// WritesPerSecond*t times and reads at most as often, however many
+// distinct limited links are clicked (the bound an attacker can put on the
+// API server per replica; the final flush at shutdown aside).
 func (u *Uses) spend(ctx context.Context, mode budgetMode) bool {
 	switch mode {
 	case budgetNone:
@@ -670,21 +696,23 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 	v, _ := c.version()
 	switch {
 	case c.held > 0:
-		if c.pending.Load() > 0 {
+		pending := c.pending.Load()
+		inUse := pending > c.deferred // served since the last round
+		if inUse {
 			c.quietRounds = 0
 		} else if !release {
 			c.quietRounds++
-			switch {
-			case c.quietRounds >= u.quietRounds():
-				// Quiet for a lease: the quota goes back to the others.
-				release = true
-			case c.leaseEnd.Load()-u.mono(u.opts.Clock()) > int64(u.opts.FlushInterval*3/2):
-				// In use, nothing to report, and the lease lasts past the
-				// next round: no write.
-				return nil
-			}
+			// Quiet for a lease: the quota goes back to the others.
+			release = c.quietRounds >= u.quietRounds()
 		}
-		_, err := u.writeReservation(ctx, c, false, release, mode)
+		if !release && u.deferWrite(c, v) {
+			c.deferred = pending
+			return nil
+		}
+		// A reservation used since its last write is topped up in the same
+		// write: its next clicks are served from quota, not from a
+		// reservation each.
+		_, err := u.writeReservation(ctx, c, pending > 0 && !release, release, mode)
 		return err
 	case v.MaxUses > 0 || c.unconfirmed != nil:
 		if c.pending.Load() == 0 && c.unconfirmed == nil {
@@ -695,6 +723,19 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 	default:
 		return u.writeCount(ctx, c, mode)
 	}
+}
+
+// deferWrite reports whether a held reservation's write can wait for a
+// later round: its lease lasts past the next round, it has quota left, and
+// its uses (inside the reservation, so counted by anyone who takes it
+// back) can arrive with the renewal, unless the link has an idleTimeout,
+// whose lastUsedAt must arrive within the manager's --idle-grace. A link
+// in use then costs a write per renewal, not one per round.
+func (u *Uses) deferWrite(c *Counter, v LinkVersion) bool {
+	if c.leaseEnd.Load()-u.mono(u.opts.Clock()) <= int64(u.opts.FlushInterval*3/2) || c.unconfirmed != nil {
+		return false
+	}
+	return c.pending.Load() == 0 || c.quota.Load() > 0 && !v.IdleTimeout
 }
 
 // quietRounds is how many flush rounds a reservation serves nothing before

@@ -2,6 +2,7 @@ package uses
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 )
@@ -146,7 +150,8 @@ func TestUnconfirmedWriteCountsOnce(t *testing.T) {
 			r := newTestReplica(api, clk, "a", 0)
 			served := serveUntilDenied(r, 9)
 			api.setFault("a", tc.fault)
-			r.flush(false) // the renewal that reports the uses: outcome unknown
+			clk.advance(20 * time.Second) // the renewal is due (a held lease with quota left waits for it)
+			r.flush(false)                // the renewal that reports the uses: outcome unknown
 			r.sync()
 			served += serveUntilDenied(r, 3)
 			r.flush(false)
@@ -334,7 +339,7 @@ func TestQuietReservationReturnedAfterALease(t *testing.T) {
 		t.Fatal("not served")
 	}
 	writes := func() int { return len(api.patches) }
-	r.flush(false) // reports the use and renews
+	r.flush(false) // in use, quota left, the lease lasts: the report waits for the renewal
 	after := writes()
 	held := func() bool { return len(api.get().Status.UseReservations) == 1 }
 	for round, want := range []struct {
@@ -351,6 +356,56 @@ func TestQuietReservationReturnedAfterALease(t *testing.T) {
 			t.Fatalf("round %d: %d writes, held %v; want %d, %v", round+1, got, held(), want.writes, want.held)
 		}
 		after = writes()
+	}
+	if uses := api.get().Status.Uses; uses != 2 {
+		t.Errorf("status.uses %d after the reservation was returned, want the 2 served", uses)
+	}
+}
+
+// A link in use keeps its quota, topped up as it is used, and costs a write
+// per renewal, not one per click or round: with the default lease (six
+// rounds), a link clicked every 20s (every second round) is served every
+// time from quota and written about every five rounds. A link with an
+// idleTimeout writes its uses every round, for lastUsedAt.
+func TestReservationInUseWritesPerRenewal(t *testing.T) {
+	for _, idle := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idleTimeout=%v", idle), func(t *testing.T) {
+			api := newFakeAPI(1_000_000)
+			clk := &fakeClock{now: epoch}
+			r := newTestReplica(api, clk, "a", 0)
+			r.u = New(Options{Client: &fakeClient{api: api, holder: "a"}, Holder: "a",
+				FlushInterval: 10 * time.Second, WritesPerSecond: 1e9, Clock: r.clock})
+			version := func() Versioned {
+				v := api.version().(*testVersion)
+				v.IdleTimeout = idle
+				return v
+			}
+			r.c = r.u.Attach(nil, version())
+			const rounds = 60
+			clicks := 0
+			for round := range rounds {
+				if round%2 == 0 {
+					if r.take() != Served {
+						t.Fatalf("round %d: the click was not served", round)
+					}
+					clicks++
+				}
+				clk.advance(10 * time.Second)
+				r.flush(false)
+				r.c = r.u.Attach(r.c, version())
+			}
+			writes := len(api.patches)
+			if idle {
+				if writes < clicks {
+					t.Errorf("%d writes for %d clicks: a link with an idleTimeout must report each round's uses", writes, clicks)
+				}
+				return
+			}
+			if writes*2 > clicks {
+				t.Errorf("%d writes for %d clicks over %d rounds, want at most one for two clicks (a write per renewal)", writes, clicks, rounds)
+			}
+			t.Logf("%d writes for %d clicks over %d rounds", writes, clicks, rounds)
+		})
 	}
 }
 
@@ -458,6 +513,9 @@ func TestLastUsedAtRidesOnUseWrites(t *testing.T) {
 			aheadAt := api.get().Status.LastUsedAt.Time
 			r.sync()
 			use(r)
+			for limited && r.c.quota.Load() > 0 {
+				use(r) // a held reservation with quota left reports at its renewal
+			}
 			clk.advance(time.Second)
 			r.flush(false)
 			if got := api.get().Status.LastUsedAt.Time; got.Before(aheadAt) {
@@ -505,4 +563,74 @@ func TestFirstReservationWritesOnTheInformersVersion(t *testing.T) {
 	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].Holder != "a" {
 		t.Fatalf("reservations %v, want a's alone", st.UseReservations)
 	}
+}
+
+// requestCounter is an API server of many limited links, each held in full
+// by another replica's reservation, that counts the requests it is sent.
+type requestCounter struct {
+	client.Client // nil: any other call panics
+	gets, patches atomic.Int64
+}
+
+func (c *requestCounter) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	c.gets.Add(1)
+	l := obj.(*linkv1.ShortLink)
+	*l = linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: types.UID(key.Name), ResourceVersion: "1"}}
+	l.Spec.MaxUses = ptr.To[int64](1)
+	l.Status.UseReservations = []linkv1.UseReservation{{Holder: "other", Quota: 1, ExpiresAt: metav1.NewMicroTime(time.Now().Add(time.Hour))}}
+	return nil
+}
+
+func (c *requestCounter) Status() client.SubResourceWriter { return &countedStatus{c: c} }
+
+type countedStatus struct {
+	client.SubResourceWriter
+	c *requestCounter
+}
+
+func (s *countedStatus) Patch(context.Context, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+	s.c.patches.Add(1)
+	return nil
+}
+
+// The bound an attacker clicking many distinct limited links puts on the
+// API server, per replica: at most ReserveBurst + WritesPerSecond*t reads
+// and as many writes in t seconds, whatever the links. Here 2,000 links
+// whose quota another replica holds are clicked at once; each click waits
+// for a reservation up to ReserveTimeout and gets a 503. (With the read
+// before the budget, every click read the link at once.)
+func TestAttackerBoundOnTheAPIServer(t *testing.T) {
+	const rate, burst, links = 200.0, 20, 2000
+	api := &requestCounter{}
+	u := New(Options{Client: api, Holder: "a", WritesPerSecond: rate, ReserveBurst: burst,
+		FlushInterval: 10 * time.Second, ReserveTimeout: 100 * time.Millisecond})
+	counters := make([]*Counter, links)
+	for i := range counters {
+		name := fmt.Sprintf("link-%d", i)
+		counters[i] = u.Attach(nil, &testVersion{LinkVersion{Namespace: "ns", Name: name, ResourceVersion: "1",
+			UID: UIDKey(types.UID(name)), MaxUses: 1}})
+	}
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	begin := time.Now()
+	for _, c := range counters {
+		wg.Go(func() {
+			if u.Take(c, time.Now()) == Served {
+				served.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(begin)
+	most := float64(burst) + rate*elapsed.Seconds() + 1
+	if served.Load() != 0 {
+		t.Errorf("%d clicks served from quota another replica holds", served.Load())
+	}
+	if g, p := float64(api.gets.Load()), float64(api.patches.Load()); g > most || p > most {
+		t.Errorf("%v reads and %v writes in %v for %d clicks; the bound is %.0f of each", g, p, elapsed, links, most)
+	}
+	if api.gets.Load() < burst {
+		t.Errorf("%d reads: the clicks did not even try to reserve", api.gets.Load())
+	}
+	t.Logf("%d clicks of distinct links in %v: %d reads, %d writes (bound %.0f each)", links, elapsed, api.gets.Load(), api.patches.Load(), most)
 }
