@@ -91,10 +91,14 @@ func (e *codeExpectations) lockedExpectedHolders(namespace string, codes []strin
 }
 
 // lockedExpect records link's decision (Held empty: it holds nothing),
-// taken on the cached copy at resourceVersion cachedRV. The link's earlier
-// expectations end here, but for a written one the cache does not show yet.
-// Callers hold mu.
-func (e *codeExpectations) lockedExpect(key types.NamespacedName, link claim.Link, cachedRV string, now time.Time) {
+// taken on the cached copy at resourceVersion cachedRV, which shows the link
+// as cached. The link's earlier expectations end here, but for a written one
+// the cache does not show yet. A decision the cached copy already shows is
+// not recorded: it would only repeat the cache, which every decision reads,
+// and a burst of new links would keep one per link for
+// codeExpectationsTimeout (each link's status write comes back through the
+// cache and is decided again, as it was written). Callers hold mu.
+func (e *codeExpectations) lockedExpect(key types.NamespacedName, link, cached claim.Link, cachedRV string, now time.Time) {
 	if e.byCode == nil {
 		e.byCode = make(map[nsCode]map[string]codeExpectation)
 		e.byLink = make(map[types.NamespacedName][]string)
@@ -105,7 +109,7 @@ func (e *codeExpectations) lockedExpect(key types.NamespacedName, link claim.Lin
 		}
 	}
 	e.lockedExpire(now)
-	if link.Held == "" {
+	if link.Held == "" || link == cached {
 		return
 	}
 	k := nsCode{key.Namespace, link.Held}

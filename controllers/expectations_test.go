@@ -25,7 +25,7 @@ func holders(e *codeExpectations, code string, now time.Time) []string {
 func expect(e *codeExpectations, name, code, cachedRV string, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.lockedExpect(types.NamespacedName{Namespace: "ns", Name: name}, claim.Link{Name: name, Held: code, Confirmed: code != ""}, cachedRV, now)
+	e.lockedExpect(types.NamespacedName{Namespace: "ns", Name: name}, claim.Link{Name: name, Held: code, Confirmed: code != ""}, claim.Link{Name: name}, cachedRV, now)
 }
 
 func expectHolders(t *testing.T, e *codeExpectations, code string, now time.Time, want ...string) {
@@ -109,5 +109,48 @@ func TestExpectationsExpireWithoutANewDecision(t *testing.T) {
 	e.expire(t0.Add(codeExpectationsTimeout + 2*time.Second))
 	if e.byCode != nil || e.byLink != nil || e.queue != nil {
 		t.Errorf("no expectation left, but the maps are kept: %d codes, %d links, %d queued", len(e.byCode), len(e.byLink), len(e.queue))
+	}
+}
+
+// TestExpectationsSkipWhatTheCacheShows: a decision the cached copy already
+// shows (the link holds that code, confirmed or not, in the cache) is not
+// recorded; one that changes the code or its confirmation is. An earlier
+// written decision the cache does not show yet outlives either.
+func TestExpectationsSkipWhatTheCacheShows(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "l"}
+	link := func(held string, confirmed bool) claim.Link {
+		return claim.Link{Name: "l", Target: "t", Held: held, Confirmed: confirmed}
+	}
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name           string
+		earlier        string // a written decision of the link the cache does not show (at cachedRV "1"), if any
+		cached, decide claim.Link
+		want           map[string][]string // code -> holders expected
+	}{
+		{name: "the cache shows it: not recorded", cached: link("A", true), decide: link("A", true),
+			want: map[string][]string{"A": nil}},
+		{name: "a new code", cached: link("", false), decide: link("A", false),
+			want: map[string][]string{"A": {"l=A"}}},
+		{name: "the cached code, now confirmed", cached: link("A", false), decide: link("A", true),
+			want: map[string][]string{"A": {"l=A"}}},
+		{name: "another code than the cache's", cached: link("A", true), decide: link("B", false),
+			want: map[string][]string{"A": nil, "B": {"l=B"}}},
+		{name: "the cache shows it, an earlier written decision not yet: that one stays", earlier: "B", cached: link("A", true), decide: link("A", true),
+			want: map[string][]string{"A": nil, "B": {"l=B"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e codeExpectations
+			if tc.earlier != "" {
+				expect(&e, "l", tc.earlier, "1", t0)
+				e.written(key, tc.earlier, "1")
+			}
+			e.mu.Lock()
+			e.lockedExpect(key, tc.decide, tc.cached, "1", t0.Add(time.Millisecond))
+			e.mu.Unlock()
+			for code, want := range tc.want {
+				expectHolders(t, &e, code, t0.Add(2*time.Millisecond), want...)
+			}
+		})
 	}
 }

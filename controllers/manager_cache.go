@@ -106,8 +106,35 @@ func ManagerCacheTransform() toolscache.TransformFunc {
 			c.Type, c.Reason = intern.String(c.Type), intern.String(c.Reason)
 			c.Status = metav1.ConditionStatus(intern.String(string(c.Status)))
 		}
+		// And the strings a link repeats, once per link: the Ready message of
+		// an active link spells out its code and canonical URL ("code X
+		// redirects to URL"), and the canonical URL is often spec.url.
+		st, spec := &link.Status, &link.Spec
+		st.CanonicalURL = sharedString(st.CanonicalURL, st.Conditions)
+		st.Code = sharedString(st.Code, st.Conditions)
+		if spec.URL == st.CanonicalURL {
+			spec.URL = st.CanonicalURL
+		}
+		if spec.Code == st.Code {
+			spec.Code = st.Code
+		}
 		return link, nil
 	}
+}
+
+// sharedString returns s as a substring of a condition's message that
+// spells it out, so that the cache keeps its bytes once; else s.
+func sharedString(s string, conditions []metav1.Condition) string {
+	if s == "" {
+		return s
+	}
+	for i := range conditions {
+		m := conditions[i].Message
+		if j := strings.Index(m, s); j >= 0 {
+			return m[j : j+len(s)]
+		}
+	}
+	return s
 }
 
 // gitOpsLabels keeps the labels gitOpsManager reads (nil if none).

@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,4 +127,81 @@ func TestParseNamespaces(t *testing.T) {
 	if got := ParseNamespaces(" a,b ,,a"); len(got) != 2 || got[0] != "a" || got[1] != "b" {
 		t.Errorf("got %q", got)
 	}
+}
+
+// TestManagerCacheTransformSharesStrings: the cached link keeps its code and
+// canonical URL as substrings of the Ready message that spells them out, and
+// spec.url and spec.code as the status strings they equal; the values are
+// unchanged.
+func TestManagerCacheTransformSharesStrings(t *testing.T) {
+	const url, code = "https://example.com/a", "abc123"
+	ready := func(msg string) []metav1.Condition {
+		return []metav1.Condition{{Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, Reason: linkv1.ReasonCodeAssigned, Message: msg}}
+	}
+	for _, tc := range []struct {
+		name string
+		in   linkv1.ShortLink
+		// shared: which strings share the bytes of which.
+		canonicalInMessage, codeInMessage, urlIsCanonical, specCodeIsCode bool
+	}{{
+		name:               "active link: code and canonical URL from the message, spec.url from the canonical URL",
+		in:                 linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url}, Status: linkv1.ShortLinkStatus{Code: code, CanonicalURL: url, Conditions: ready("code " + code + " redirects to " + url)}},
+		canonicalInMessage: true, codeInMessage: true, urlIsCanonical: true,
+	}, {
+		name:               "custom code: spec.code shares status.code",
+		in:                 linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url + "?b=1&a=2", Code: code}, Status: linkv1.ShortLinkStatus{Code: code, CanonicalURL: url + "?a=2&b=1", Conditions: ready("code " + code + " redirects to " + url + "?a=2&b=1")}},
+		canonicalInMessage: true, codeInMessage: true, specCodeIsCode: true,
+	}, {
+		name:           "no condition yet: spec.url shares the canonical URL only",
+		in:             linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url}, Status: linkv1.ShortLinkStatus{CanonicalURL: url}},
+		urlIsCanonical: true,
+	}, {
+		name: "a message that does not spell them out: nothing shared",
+		in:   linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url}, Status: linkv1.ShortLinkStatus{Code: code, CanonicalURL: url + "/", Conditions: ready("waiting")}},
+	}, {
+		name: "empty link",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Strings of their own, as decoded, so that sharing shows.
+			in := tc.in.DeepCopy()
+			in.Spec.URL, in.Spec.Code = strings.Clone(in.Spec.URL), strings.Clone(in.Spec.Code)
+			in.Status.Code, in.Status.CanonicalURL = strings.Clone(in.Status.Code), strings.Clone(in.Status.CanonicalURL)
+			want := in.DeepCopy()
+			out, err := ManagerCacheTransform()(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := out.(*linkv1.ShortLink)
+			if !reflect.DeepEqual(l.Spec, want.Spec) || !reflect.DeepEqual(l.Status, want.Status) {
+				t.Fatalf("values changed:\n%+v\n%+v\nwant\n%+v\n%+v", l.Spec, l.Status, want.Spec, want.Status)
+			}
+			msg := ""
+			if len(l.Status.Conditions) > 0 {
+				msg = l.Status.Conditions[0].Message
+			}
+			for _, c := range []struct {
+				what       string
+				s, in      string
+				wantShared bool
+			}{
+				{"status.canonicalURL in the message", l.Status.CanonicalURL, msg, tc.canonicalInMessage},
+				{"status.code in the message", l.Status.Code, msg, tc.codeInMessage},
+				{"spec.url as status.canonicalURL", l.Spec.URL, l.Status.CanonicalURL, tc.urlIsCanonical},
+				{"spec.code as status.code", l.Spec.Code, l.Status.Code, tc.specCodeIsCode},
+			} {
+				if got := sharesBytes(c.s, c.in); got != c.wantShared {
+					t.Errorf("%s: shared %v, want %v", c.what, got, c.wantShared)
+				}
+			}
+		})
+	}
+}
+
+// sharesBytes says whether s is non-empty and lies within the bytes of in.
+func sharesBytes(s, in string) bool {
+	if s == "" || in == "" {
+		return false
+	}
+	p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(in)))
+	return p >= start && p+uintptr(len(s)) <= start+uintptr(len(in))
 }

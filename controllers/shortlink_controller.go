@@ -279,13 +279,14 @@ func (r *ShortLinkReconciler) decide(link *linkv1.ShortLink, canonical string, n
 	}
 	rivals = r.expectations.lockedExpectedHolders(link.Namespace, candidates, rivals, now)
 	d := claim.Decide(self, candidates, rivals)
+	cached := self
 	self.Held, self.Confirmed = "", false
 	if d.Outcome != claim.Conflict {
 		// A copy: the code is a substring of all ten candidates, which the
 		// expectation would otherwise keep alive.
 		self.Held, self.Confirmed = strings.Clone(d.Code), d.Outcome == claim.Assigned
 	}
-	r.expectations.lockedExpect(client.ObjectKeyFromObject(link), self, link.ResourceVersion, now)
+	r.expectations.lockedExpect(client.ObjectKeyFromObject(link), self, cached, link.ResourceVersion, now)
 	return d, nil
 }
 

@@ -104,7 +104,8 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
-	if _, set := os.LookupEnv("GOGC"); !set {
+	_, gogcSet := os.LookupEnv("GOGC")
+	if !gogcSet {
 		debug.SetGCPercent(controllers.GCPercent)
 	}
 
@@ -157,6 +158,13 @@ func run() error {
 	}
 	if err := links.SetupWithManager(ctx, mgr); err != nil {
 		return err
+	}
+	// GOGC from the environment is kept as given; otherwise GOGC follows
+	// the allocation rate (controllers.GCTuner).
+	if !gogcSet {
+		if err := mgr.Add(controllers.DefaultGCTuner); err != nil {
+			return err
+		}
 	}
 	reaper := controllers.NewReaper(mgr, o.reaper)
 	if err := reaper.SetupWithManager(mgr); err != nil {
