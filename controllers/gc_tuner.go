@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // QuietGCPercent is the manager's GOGC while it allocates little (see
@@ -123,22 +125,17 @@ func (t GCTuner) step(s *gcTunerState, now heapSample) gcAction {
 // Start runs the tuner until ctx ends (a manager.Runnable).
 func (t GCTuner) Start(ctx context.Context) error {
 	state := newGCTunerState(readHeapSample())
-	ticker := time.NewTicker(t.Interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-			a := t.step(&state, readHeapSample())
-			if a.percent != 0 {
-				debug.SetGCPercent(a.percent)
-			}
-			if a.release {
-				debug.FreeOSMemory()
-			}
+	_ = wait.PollUntilContextCancel(ctx, t.Interval, false, func(context.Context) (bool, error) {
+		a := t.step(&state, readHeapSample())
+		if a.percent != 0 {
+			debug.SetGCPercent(a.percent)
 		}
-	}
+		if a.release {
+			debug.FreeOSMemory()
+		}
+		return false, nil
+	})
+	return nil
 }
 
 // NeedLeaderElection is false: every replica holds the caches.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -488,16 +489,11 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	// Expectations expire as decisions are taken; this expires the last
 	// ones of a burst too, when no decision follows.
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		ticker := time.NewTicker(codeExpectationsTimeout)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-ticker.C:
-				r.expectations.expire(r.Clock.Now())
-			}
-		}
+		_ = wait.PollUntilContextCancel(ctx, codeExpectationsTimeout, false, func(context.Context) (bool, error) {
+			r.expectations.expire(r.Clock.Now())
+			return false, nil
+		})
+		return nil
 	})); err != nil {
 		return err
 	}

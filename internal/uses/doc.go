@@ -14,15 +14,19 @@
 //
 // A link with maxUses is served only from quota this replica reserved in
 // status.useReservations (a block at a time, sized to what it serves in a
-// flush interval and shrinking as the limit nears), so that
+// lease and shrinking as the limit nears), so that
 // uses + every reservation's quota <= maxUses, and the redirects of all
 // replicas never exceed maxUses whatever the concurrency, crashes or API
-// outages: a replica that cannot reserve answers 503. The rules that keep
+// outages: a replica that cannot reserve answers 503. Every read and write
+// takes a token of the replica's budget first (WritesPerSecond, with a
+// burst of ReserveBurst for requests), which bounds what clicks on any
+// number of distinct links can make the API server do. The rules that keep
 // that bound, each tested:
 //
 //   - Taking back. A reservation lasts a lease from the moment its holder
-//     sent the write, on the holder's monotonic clock; it renews it at each
-//     flush or stops serving it. Another replica takes it back only after
+//     sent the write, on the holder's monotonic clock; it renews it before
+//     it ends (the uses served meanwhile ride on the renewal) or stops
+//     serving it. Another replica takes it back only after
 //     seeing it unchanged for a lease plus a flush interval on its own
 //     clock, and counts its whole quota as used: whatever the holder served
 //     or still serves from it is inside that count, so a take-back, early
@@ -41,6 +45,10 @@
 //   - Identity. A counter belongs to one uid: a link deleted and created
 //     again (even when the informer sees it as one update) starts afresh,
 //     and a write whose live read shows another uid is dropped.
+//   - Stale versions. A first reservation may be written on the informer's
+//     version of a link that shows none, never without its resourceVersion
+//     as the precondition: if the version is stale, the write conflicts and
+//     is retried on a live read.
 //   - Lost responses. A write whose response is lost (a timeout after the
 //     API server may have applied it) is recognised on the next live read by
 //     the expiresAt it wrote, and is not applied twice.

@@ -46,7 +46,6 @@ type Options struct {
 	ReserveTimeout time.Duration
 	// MaxBlock caps the quota reserved at once (default 1000).
 	MaxBlock int64
-
 	Log      logr.Logger
 	Registry prometheus.Registerer
 	// Clock tells the time (default time.Now; tests).
@@ -69,7 +68,6 @@ func (o Options) withDefaults() Options {
 	if o.MaxBlock <= 0 {
 		o.MaxBlock = 1000
 	}
-
 	if o.ReserveBurst <= 0 {
 		o.ReserveBurst = max(1, int(o.WritesPerSecond*o.FlushInterval.Seconds()/2))
 	}
