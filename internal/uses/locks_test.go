@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func TestLinkLocks(t *testing.T) {
@@ -31,12 +33,20 @@ func TestLinkLocks(t *testing.T) {
 	if l.lock(short, a) {
 		t.Fatal("a's lock was taken twice")
 	}
-	got := make(chan bool)
+	got := make(chan bool, 1)
 	go func() { got <- l.lock(ctx, a) }()
+	waiting := func(context.Context) (bool, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.m[a].refs == 2, nil
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, waiting); err != nil {
+		t.Fatal("the second lock of a never waited")
+	}
 	select {
 	case <-got:
 		t.Fatal("a's lock was taken while held")
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	l.unlock(a)
 	if !<-got {
