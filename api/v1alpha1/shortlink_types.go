@@ -331,6 +331,15 @@ type UseReservation struct {
 	// expiresAt is when the reservation lapses unless its holder renews it.
 	// +required
 	ExpiresAt metav1.MicroTime `json:"expiresAt"`
+
+	// peer is the address (host:port) at which the other replicas ask the
+	// holder to serve a use from this quota, so that a click on a replica
+	// without quota need not wait for a status write. Empty: the holder
+	// takes no such requests.
+	// +optional
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}$`
+	Peer string `json:"peer,omitempty"`
 }
 
 // ShortLink is a short code in a namespace that redirects to a URL.

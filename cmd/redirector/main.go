@@ -9,12 +9,14 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,6 +58,8 @@ func run() error {
 		goneRedirect    string
 		srvOpts         = redirect.DefaultServerOptions()
 		usesOpts        uses.Options
+		peerBind        string
+		peerAdvertise   string
 	)
 	flag.StringVar(&bindAddr, "bind-address", ":8080", "Address of the redirect server.")
 	flag.DurationVar(&srvOpts.HeaderTimeout, "header-timeout", srvOpts.HeaderTimeout,
@@ -85,6 +89,12 @@ func run() error {
 		"How long a reservation of maxUses quota lasts unless renewed; quota of a replica that stopped without returning it is taken back once another replica has seen it unchanged for this plus --uses-flush-interval. At least twice --uses-flush-interval.")
 	flag.DurationVar(&usesOpts.ReserveTimeout, "uses-reserve-timeout", 2*time.Second,
 		"How long a GET of a link with maxUses waits for a reservation before it answers 503.")
+	flag.DurationVar(&usesOpts.ReserveAhead, "uses-reserve-ahead", 10*time.Minute,
+		"For this long after a link with maxUses is created, and until its first click, one replica holds a use of it in reserve, so that a campaign's first clicks need no status write; clicks on the other replicas are forwarded to it over the peer port. Renewed once per --uses-lease; at most --uses-writes-per-second/4 x --uses-lease links per replica. 0 disables it.")
+	flag.StringVar(&peerBind, "peer-bind-address", ":8082",
+		"Address of the peer port, where the other replicas ask this one for uses of limited links whose quota it holds (it serves nothing a click could not). \"0\" disables it: this replica then neither forwards nor takes forwarded uses.")
+	flag.StringVar(&peerAdvertise, "peer-advertise-address", "",
+		"host:port at which the other replicas reach the peer port, written in this replica's reservations. Empty: the bound address if it names an IP, else $POD_IP (else the host name) with the bound port.")
 	flag.StringVar(&publicBaseURL, "public-base-url", "",
 		"Public base URL of the redirector, e.g. https://go.example.com (as the manager's --redirect-base-url): the URL that QR codes of /<namespace>/<code> show. Empty: the request's own host.")
 	flag.StringVar(&rootRedirect, "root-redirect", "",
@@ -103,11 +113,8 @@ func run() error {
 		fmt.Println(version)
 		return nil
 	}
-	if usesOpts.Lease < 2*usesOpts.FlushInterval {
-		return fmt.Errorf("--uses-lease=%s must be at least twice --uses-flush-interval=%s: a reservation is renewed once per flush", usesOpts.Lease, usesOpts.FlushInterval)
-	}
-	if usesOpts.WritesPerSecond <= 0 {
-		return fmt.Errorf("--uses-writes-per-second=%v must be positive", usesOpts.WritesPerSecond)
+	if err := checkUsesFlags(usesOpts, peerAdvertise); err != nil {
+		return err
 	}
 	if err := redirect.CheckPublicBaseURL(publicBaseURL); err != nil {
 		return fmt.Errorf("--public-base-url: %w", err)
@@ -192,6 +199,13 @@ func run() error {
 		return fmt.Errorf("creating the uses client: %w", err)
 	}
 	usesOpts.Client, usesOpts.Holder, usesOpts.Log, usesOpts.Registry = usesClient, holderName(), log.WithName("uses"), reg
+	peerLn, err := listenPeers(peerBind, peerAdvertise, &usesOpts, log)
+	if err != nil {
+		return err
+	}
+	if peerLn != nil {
+		defer func() { _ = peerLn.Close() }()
+	}
 	counting := uses.New(usesOpts)
 	opts.Uses = counting
 	if err := mgr.Add(counting); err != nil {
@@ -201,6 +215,11 @@ func run() error {
 	defer r.Close()
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if peerLn != nil {
+		if err := mgr.Add(redirect.NewPeerServer(peerLn, r, redirect.PeerServerOptions{})); err != nil {
+			return err
+		}
 	}
 
 	// Bind now, so that a port in use (another redirector) fails the start.
@@ -230,6 +249,7 @@ func run() error {
 			return
 		}
 		r.Drain()
+		counting.StopAhead()
 		log.Info("shutting down", "delay", shutdownDelay)
 		if shutdownDelay > 0 {
 			time.Sleep(shutdownDelay)
@@ -237,7 +257,7 @@ func run() error {
 		stop()
 	}()
 
-	log.Info("starting redirector", "version", version, "bind", bindAddr, "probes", probeAddr, "namespaces", nsList)
+	log.Info("starting redirector", "version", version, "bind", bindAddr, "probes", probeAddr, "peer", usesOpts.Peer, "namespaces", nsList)
 	if err := mgr.Start(ctx); err != nil {
 		return err
 	}
@@ -248,6 +268,61 @@ func run() error {
 	cancel()
 	log.Info("stopped", "usesUnwritten", left)
 	return nil
+}
+
+// checkUsesFlags refuses counting and peer flags that cannot work.
+func checkUsesFlags(o uses.Options, peerAdvertise string) error {
+	if peerAdvertise != "" && !redirect.ValidPeerAddress(peerAdvertise) {
+		return fmt.Errorf("--peer-advertise-address=%q is not a host:port", peerAdvertise)
+	}
+	if o.Lease < 2*o.FlushInterval {
+		return fmt.Errorf("--uses-lease=%s must be at least twice --uses-flush-interval=%s: a reservation is renewed once per flush", o.Lease, o.FlushInterval)
+	}
+	if o.WritesPerSecond <= 0 {
+		return fmt.Errorf("--uses-writes-per-second=%v must be positive", o.WritesPerSecond)
+	}
+	if o.ReserveAhead < 0 {
+		return fmt.Errorf("--uses-reserve-ahead=%s must not be negative", o.ReserveAhead)
+	}
+	return nil
+}
+
+// listenPeers binds the peer port (unless bind is "0") before counting
+// starts, since reservations carry its address (port 0 picks one), and
+// sets the counting's peer address and forwarder.
+func listenPeers(bind, advertise string, o *uses.Options, log logr.Logger) (net.Listener, error) {
+	if bind == "0" {
+		return nil, nil
+	}
+	ln, err := redirect.ListenPeers(bind)
+	if err != nil {
+		return nil, err
+	}
+	o.Peer = peerAdvertiseAddress(ln.Addr(), advertise)
+	if !redirect.ValidPeerAddress(o.Peer) {
+		_ = ln.Close()
+		return nil, fmt.Errorf("peer address %q (--peer-advertise-address, or $POD_IP and the bound port) is not a host:port", o.Peer)
+	}
+	o.Forwarder = redirect.NewPeerClient(log.WithName("peers"))
+	return ln, nil
+}
+
+// peerAdvertiseAddress is the address the other replicas reach the peer
+// port at: advertise if set, else the bound address if its host is an IP,
+// else $POD_IP (else the host name) with the bound port.
+func peerAdvertiseAddress(bound net.Addr, advertise string) string {
+	if advertise != "" {
+		return advertise
+	}
+	host, port, _ := net.SplitHostPort(bound.String())
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return bound.String()
+	}
+	host = os.Getenv("POD_IP")
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // holderName names this process in status.useReservations: the pod name

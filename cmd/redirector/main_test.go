@@ -146,14 +146,14 @@ users:
 			t.Fatal(err)
 		}
 		addr, probes := freeAddr(t), freeAddr(t)
-		p := start(t, bin, "--kubeconfig="+kubeconfig, "--bind-address="+addr, "--health-probe-bind-address="+probes)
+		p := start(t, bin, "--kubeconfig="+kubeconfig, "--bind-address="+addr, "--health-probe-bind-address="+probes, "--peer-bind-address=127.0.0.1:0")
 		get(t, "http://"+probes+"/healthz", 200)
 		get(t, "http://"+probes+"/readyz", 503)
 		get(t, "http://"+addr+"/ns/code", 503)
 
 		// Defect 4: no SO_REUSEPORT, so a second redirector on the port
 		// fails to start instead of taking part of the traffic.
-		out, err := exec.Command(bin, "--kubeconfig="+kubeconfig, "--bind-address="+addr, "--health-probe-bind-address="+freeAddr(t)).CombinedOutput()
+		out, err := exec.Command(bin, "--kubeconfig="+kubeconfig, "--bind-address="+addr, "--health-probe-bind-address="+freeAddr(t), "--peer-bind-address=127.0.0.1:0").CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "address already in use") {
 			t.Errorf("second redirector on %s: %v\n%s", addr, err, out)
 		}
@@ -178,10 +178,35 @@ func TestBadURLFlags(t *testing.T) {
 		"--not-found-redirect=https://a b.example/": `--not-found-redirect: invalid URL`,
 		"--root-redirect=ftp://example.com/":        `--root-redirect: invalid URL`,
 		"--public-base-url=go.example.com":          `--public-base-url: "go.example.com" is not an absolute http or https URL`,
+		"--peer-advertise-address=evil.example/x:1": `--peer-advertise-address="evil.example/x:1" is not a host:port`,
+		"--uses-reserve-ahead=-1s":                  `--uses-reserve-ahead=-1s must not be negative`,
 	} {
 		out, err := exec.Command(bin, flag).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Errorf("%s: %v, output %q; want a failure with %q", flag, err, out, want)
+		}
+	}
+}
+
+func TestPeerAdvertiseAddress(t *testing.T) {
+	t.Setenv("POD_IP", "10.1.2.3")
+	host, _ := os.Hostname()
+	for _, tc := range []struct {
+		bound, advertise, podIP, want string
+	}{
+		{"127.0.0.1:8082", "", "10.1.2.3", "127.0.0.1:8082"},                // an IP: as bound
+		{"[::]:8082", "", "10.1.2.3", "10.1.2.3:8082"},                      // every address: the pod's
+		{"0.0.0.0:43211", "", "10.1.2.3", "10.1.2.3:43211"},                 // the port bound
+		{"[::]:8082", "peer.example:9000", "10.1.2.3", "peer.example:9000"}, // the flag wins
+		{"[::]:8082", "", "", net.JoinHostPort(host, "8082")},               // no POD_IP: the host name
+	} {
+		t.Setenv("POD_IP", tc.podIP)
+		addr, err := net.ResolveTCPAddr("tcp", tc.bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := peerAdvertiseAddress(addr, tc.advertise); got != tc.want {
+			t.Errorf("bound %s, advertise %q, POD_IP %q: %q, want %q", tc.bound, tc.advertise, tc.podIP, got, tc.want)
 		}
 	}
 }

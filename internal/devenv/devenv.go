@@ -250,7 +250,7 @@ func StartLinkforgeAs(ctx context.Context, cp *ControlPlane, kc Kubeconfigs, bin
 		return nil, err
 	}
 	if l.Redirector, err = Start("redirector", filepath.Join(logDir, "redirector.log"), filepath.Join(binDir, "redirector"),
-		"--kubeconfig", kc.Redirector, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes); err != nil {
+		"--kubeconfig", kc.Redirector, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes, "--peer-bind-address", "127.0.0.1:0"); err != nil {
 		return nil, errors.Join(err, l.Stop(10*time.Second))
 	}
 	for _, probe := range []string{l.ManagerProbes, l.RedirectorProbes} {

@@ -30,6 +30,7 @@ const (
 type replica struct {
 	proc           *devenv.Process
 	addr, probes   string
+	peer           string // the peer port's address, if the test chose it
 	args           []string
 	bin, log, name string
 }
@@ -63,7 +64,9 @@ func newReplica(g Gomega, name, bin, tmp, kubeconfig string, args ...string) *re
 	g.Expect(err).NotTo(HaveOccurred())
 	r.probes, err = devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
-	r.args = append([]string{"--kubeconfig", kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes}, args...)
+	r.peer, err = devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	r.args = append([]string{"--kubeconfig", kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes, "--peer-bind-address", r.peer}, args...)
 	return r
 }
 
@@ -113,6 +116,7 @@ type linkStatus struct {
 		Reservations []struct {
 			Holder string `json:"holder"`
 			Quota  int64  `json:"quota"`
+			Peer   string `json:"peer"`
 		} `json:"useReservations"`
 		Conditions []struct {
 			Type, Status, Reason string
@@ -195,7 +199,9 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		r.probes, err = devenv.FreeAddr()
 		g.Expect(err).NotTo(HaveOccurred())
-		r.args = []string{"--kubeconfig", kc.Redirector, "--bind-address", r.addr, "--health-probe-bind-address", r.probes,
+		r.peer, err = devenv.FreeAddr()
+		g.Expect(err).NotTo(HaveOccurred())
+		r.args = []string{"--kubeconfig", kc.Redirector, "--bind-address", r.addr, "--health-probe-bind-address", r.probes, "--peer-bind-address", r.peer,
 			"--uses-flush-interval", usesFlush.String(), "--uses-lease", usesLease.String()}
 		u.replicas = append(u.replicas, r)
 		u.start(t, r)
@@ -351,6 +357,8 @@ func TestUsesAcrossReplicas(t *testing.T) {
 			return l.Status.Uses, err
 		}).Should(Equal(int64(1)))
 	})
+
+	t.Run("a new single-use link is reserved ahead; a first click on another replica is served through the holder", u.testReservedAhead)
 
 	t.Run("a replica SIGKILLed mid-burst never lets a link serve more than maxUses", func(t *testing.T) {
 		g := newG(t)
@@ -543,13 +551,32 @@ func (u *usesEnv) testFrozenFirstClick(t *testing.T, bin, tmp, redirectorKubecon
 	u.start(t, fresh)
 	defer func() { _ = fresh.proc.Stop(10 * time.Second) }()
 	g.Eventually(func() int { return u.head(fresh.addr, "/uses/"+code) }).Should(Equal(http.StatusFound))
+	// The new link is reserved ahead by one replica: its one use is served
+	// with the API server frozen; after it, no replica holds quota.
+	all := append([]*replica{fresh}, u.replicas...)
+	var holder *replica
+	g.Eventually(func() *replica {
+		if l, err := u.link("frozen"); err == nil && len(l.Status.Reservations) == 1 {
+			for _, r := range all {
+				if r.peer == l.Status.Reservations[0].Peer {
+					holder = r
+				}
+			}
+		}
+		return holder
+	}).ShouldNot(BeNil(), "the new link was not reserved ahead")
 	pid, err := u.cp.APIServerPID()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(syscall.Kill(pid, syscall.SIGSTOP)).To(Succeed())
 	defer func() { _ = syscall.Kill(pid, syscall.SIGCONT) }()
+	g.Expect(u.head(holder.addr, "/uses/"+code)).To(Equal(http.StatusFound)) // a HEAD is not a use
+	resp, err := u.client.Get("http://" + holder.addr + "/uses/" + code)
+	g.Expect(err).NotTo(HaveOccurred())
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusFound), "the use reserved ahead, with the API server frozen")
 	// --uses-reserve-timeout is 2s (the default); the bound is that plus a second.
 	const bound = 3 * time.Second
-	for j, r := range append([]*replica{fresh}, u.replicas...) {
+	for j, r := range all {
 		for k := range 2 {
 			start := time.Now()
 			resp, err := u.client.Get("http://" + r.addr + "/uses/" + code)
@@ -564,4 +591,37 @@ func (u *usesEnv) testFrozenFirstClick(t *testing.T, bin, tmp, redirectorKubecon
 	}
 	g.Expect(syscall.Kill(pid, syscall.SIGCONT)).To(Succeed())
 	g.Eventually(func() int { return u.hit(0, "/uses/"+code) }).WithTimeout(30 * time.Second).Should(Equal(http.StatusFound))
+}
+
+// testReservedAhead: a new single-use link is reserved ahead by one replica,
+// and a first click on another is served through the holder.
+func (u *usesEnv) testReservedAhead(t *testing.T) {
+	g := newG(t)
+	code := u.readyCode(g, "ahead", "{url: https://example.com/ahead, maxUses: 1}")
+	var holder string
+	g.Eventually(func() (int, error) {
+		l, err := u.link("ahead")
+		if len(l.Status.Reservations) == 1 {
+			holder = l.Status.Reservations[0].Peer
+		}
+		return len(l.Status.Reservations), err
+	}).Should(Equal(1), "no replica reserved the new link ahead")
+	other, holding := -1, -1
+	for i, r := range u.replicas {
+		if r.peer == holder {
+			holding = i
+		} else {
+			other = i
+		}
+	}
+	g.Expect(holding).NotTo(Equal(-1), "the reservation's peer %q is no replica's", holder)
+	// The holder holds the only use: the other replica can serve it
+	// only through the holder. (Until its informer shows the
+	// reservation, it answers 503, which serves nothing.)
+	g.Eventually(func() int { return u.hit(other, "/uses/"+code) }).WithPolling(100 * time.Millisecond).Should(Equal(http.StatusFound))
+	g.Expect(u.hit(holding, "/uses/"+code)).To(BeElementOf(http.StatusGone, http.StatusServiceUnavailable))
+	g.Eventually(func() (int64, error) {
+		l, err := u.link("ahead")
+		return l.Status.Uses, err
+	}).Should(Equal(int64(1)))
 }

@@ -45,12 +45,14 @@ var leanShortLink = json.JoinOptions(decodeOptions, json.WithUnmarshalers(json.J
 	json.UnmarshalFromFunc(anyReservations),
 )))
 
-// someReservations stands for a status.useReservations that is not empty:
-// NewLink reads no more of it than that, so no link allocates its own.
+// someReservations stands for a status.useReservations that is not empty
+// and has no peer address: NewLink reads no more of it than that, so no
+// such link allocates its own.
 var someReservations = []linkv1.UseReservation{{}}
 
 // anyReservations decodes status.useReservations as nil when it is null or
-// empty, and as someReservations otherwise, skipping its items.
+// empty, else as the one reservation forwardPeer picks (its peer and quota
+// alone), or someReservations if none has a peer.
 func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 	*v = nil
 	if dec.PeekKind() != '[' {
@@ -59,11 +61,22 @@ func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 	if _, err := dec.ReadToken(); err != nil {
 		return err
 	}
+	var best linkv1.UseReservation
 	for dec.PeekKind() != ']' {
-		*v = someReservations
-		if err := dec.SkipValue(); err != nil {
+		var r struct {
+			Peer  string `json:"peer"`
+			Quota int64  `json:"quota"`
+		}
+		if err := json.UnmarshalDecode(dec, &r, decodeOptions); err != nil {
 			return err
 		}
+		if r.Peer != "" && (best.Peer == "" || r.Quota > best.Quota) {
+			best.Peer, best.Quota = r.Peer, r.Quota
+		}
+		*v = someReservations
+	}
+	if best.Peer != "" {
+		*v = []linkv1.UseReservation{best}
 	}
 	_, err := dec.ReadToken()
 	return err

@@ -96,6 +96,15 @@ func wireLinks() []*linkv1.ShortLink {
 		l.Status.Uses = 7
 		l.Status.UseReservations = []linkv1.UseReservation{{Holder: "redirector-0-1f2e", Quota: 3, ExpiresAt: metav1.NewMicroTime(at.Time)}}
 	})
+	add("peers", func(l *linkv1.ShortLink) {
+		l.Spec.MaxUses = ptr.To[int64](10)
+		l.Status.UseReservations = []linkv1.UseReservation{
+			{Holder: "redirector-0-1f2e", Quota: 2, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.1:8082"},
+			{Holder: "redirector-1-9a0b", Quota: 3, ExpiresAt: metav1.NewMicroTime(at.Time)},
+			{Holder: "redirector-2-77c1", Quota: 5, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.3:8082"},
+			{Holder: "redirector-3-0d0d", Quota: 5, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.4:8082"},
+		}
+	})
 	add("no-reservations", func(l *linkv1.ShortLink) {
 		l.Spec.MaxUses = ptr.To[int64](10)
 		l.Status.UseReservations = []linkv1.UseReservation{}

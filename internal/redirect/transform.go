@@ -52,12 +52,13 @@ type Link struct {
 	counter    *uses.Counter // this replica's uses of the link, shared by its versions (set by the informer handler)
 	created    uint32        // creationTimestamp in Unix seconds (the API's precision): precedence
 	lastUsed   uint32        // status.lastUsedAt in Unix seconds (0: never): a count write never moves it back
+	peer       peerID        // the peer address of the reservation with the most quota (forwardPeer)
 	status     uint8         // redirect status - 300: 1, 2, 7 or 8
 	flags      uint16
 	// 144 bytes in all, the 144-byte allocation size class: activates
 	// (read on the request path with no event from the API) took it past
-	// 128, lastUsed to 140; 4 bytes are left, and growing it past 144
-	// costs 16 bytes a link (the 160-byte class).
+	// 128, lastUsed to 140, peer to 144; growing it past 144 costs 16
+	// bytes a link (the 160-byte class).
 }
 
 // UsesVersion is what counting needs of this version (uses.Versioned).
@@ -66,6 +67,7 @@ func (l *Link) UsesVersion() uses.LinkVersion {
 		Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
 		UID: l.uid, StatusUses: l.statusUses, MaxUses: l.maxUses, StatusLastUsed: int64(l.lastUsed),
 		NoReservations: !l.is(flagReserved), IdleTimeout: l.is(flagIdleTimeout),
+		Code: l.Code, Peer: l.peer.addr(), Created: int64(l.created),
 	}
 }
 
@@ -189,6 +191,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	}
 	if len(in.Status.UseReservations) > 0 {
 		l.flags |= flagReserved
+		l.peer = peers.id(forwardPeer(in.Status.UseReservations))
 	}
 	if in.Spec.IdleTimeout != nil {
 		l.flags |= flagIdleTimeout

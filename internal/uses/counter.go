@@ -33,6 +33,14 @@ type LinkVersion struct {
 	// every round, so that lastUsedAt is never later than the manager's
 	// --idle-grace allows.
 	IdleTimeout bool
+	// Code is status.code: a Forwarder names the link by it, as a click does.
+	Code string
+	// Peer is the peer address of the reservation with the most quota
+	// ("": none has one): where a Forwarder asks for a use.
+	Peer string
+	// Created is metadata.creationTimestamp in Unix seconds: a new link
+	// may be reserved ahead of its first click.
+	Created int64
 }
 
 // asLink is the ShortLink of v, as much of it as a reservation write reads.
@@ -112,6 +120,15 @@ type Counter struct {
 	// to a later round: uses beyond it were served since.
 	deferred int64
 
+	// ahead says the reservation held was taken ahead of the link's first
+	// click (Ahead): it is kept while unused until aheadUntil (the link's
+	// creation plus ReserveAhead), not returned after a lease of quiet.
+	ahead      bool
+	aheadUntil time.Time
+
+	// noForward (ns on the monotonic clock) is until when requests do not
+	// forward: the holder refused the last one.
+	noForward atomic.Int64
 	// denied (ns on the monotonic clock) is until when a failed reservation
 	// is not retried; deniedGone says the limit was reached (410), not
 	// merely busy (503).

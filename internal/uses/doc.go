@@ -49,6 +49,13 @@
 //     version of a link that shows none, never without its resourceVersion
 //     as the precondition: if the version is stale, the write conflicts and
 //     is retried on a live read.
+//   - Forwarding. A request on a replica without quota may be served from
+//     the quota of another replica (Forwarder, TakeHeld), which counts it as
+//     one of its own: no quota is created, so no bound changes. A forwarded
+//     use whose answer is lost is counted there and served nowhere.
+//   - Reserving ahead. A new limited link nobody has used or reserved is
+//     reserved ahead of its first click by the same write as any first
+//     reservation, which conflicts if another replica reserved it first.
 //   - Lost responses. A write whose response is lost (a timeout after the
 //     API server may have applied it) is recognised on the next live read by
 //     the expiresAt it wrote, and is not applied twice.

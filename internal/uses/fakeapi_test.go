@@ -105,6 +105,13 @@ func (a *fakeAPI) version() Versioned {
 	if l.Spec.MaxUses != nil {
 		v.MaxUses = *l.Spec.MaxUses
 	}
+	// The redirector's rule (forwardPeer): the reservation with the most quota.
+	var most int64
+	for _, res := range l.Status.UseReservations {
+		if res.Peer != "" && (v.Peer == "" || res.Quota > most) {
+			v.Peer, most = res.Peer, res.Quota
+		}
+	}
 	return v
 }
 
@@ -299,6 +306,8 @@ type testReplica struct {
 	flushes int
 	// short: the property test's replicas, whose API never blocks.
 	short bool
+	// created is the link's creationTimestamp its informer shows (Unix s).
+	created int64
 }
 
 // wait bounds a request's wait for quota, and a flush round.
@@ -327,7 +336,7 @@ func (r *testReplica) heal() {
 func newTestReplica(api *fakeAPI, clk *fakeClock, holder string, skew time.Duration, short ...bool) *testReplica {
 	r := &testReplica{api: api, holder: holder, clock: clk.skewed(skew), ctx: context.Background(), short: len(short) > 0 && short[0]}
 	r.u = New(Options{
-		Client: &fakeClient{api: api, holder: holder}, Holder: holder,
+		Client: &fakeClient{api: api, holder: holder}, Holder: holder, Peer: holder,
 		FlushInterval: 10 * time.Second, Lease: 30 * time.Second, WritesPerSecond: 1e9,
 		ReserveTimeout: r.wait(), MaxBlock: 8, Clock: r.clock,
 	})
@@ -338,7 +347,9 @@ func newTestReplica(api *fakeAPI, clk *fakeClock, holder string, skew time.Durat
 // sync delivers the link's current version, as the informer does.
 func (r *testReplica) sync() {
 	if l := r.api.get(); l != nil {
-		r.c = r.u.Attach(r.c, r.api.version())
+		v := r.api.version().(*testVersion)
+		v.Created = r.created
+		r.c = r.u.Attach(r.c, v)
 	}
 }
 

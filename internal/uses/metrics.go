@@ -8,6 +8,11 @@ const (
 	metricsSubsystem = "redirector"
 )
 
+const (
+	resultLabel = "result"
+	resultError = "error"
+)
+
 // metrics count the writes of uses; none has a per-link label.
 type metrics struct {
 	writes       *prometheus.CounterVec
@@ -19,6 +24,9 @@ type metrics struct {
 	limitLowered prometheus.Counter
 	pending      prometheus.Gauge
 	reserveWait  prometheus.Histogram
+	forwards     *prometheus.CounterVec
+	peerTakes    *prometheus.CounterVec
+	ahead        *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,11 +35,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m := &metrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_writes_total",
-			"Status writes of uses and reservations, by result: ok, conflict (a 409, retried on a fresh read) or error (retried next round).")), []string{"result"}),
+			"Status writes of uses and reservations, by result: ok, conflict (a 409, retried on a fresh read) or error (retried next round).")), []string{resultLabel}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_write_bases_total",
 			"What reservation writes started from: a live read of the link, or the informer's version (a first reservation of a link with none: no read).")), []string{"source"}),
 		reservations: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_reservations_total",
-			"Reservations of maxUses quota asked by requests, by result: granted, denied (no quota left to reserve) or error (API server unreachable).")), []string{"result"}),
+			"Reservations of maxUses quota asked by requests, by result: granted, denied (no quota left to reserve) or error (API server unreachable).")), []string{resultLabel}),
 		settled: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_unconfirmed_writes_total",
 			"Reservation writes whose response was lost, by what the next live read showed: applied, not-applied (its uses counted again) or taken-back.")), []string{"outcome"}),
 		unavailable: prometheus.NewCounter(prometheus.CounterOpts(opts("uses_quota_denied_total",
@@ -47,23 +55,37 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "How long requests of links with maxUses waited for a reservation (a write, after a live read unless the informer shows the link with no reservation; bounded by --uses-reserve-timeout).",
 			// From a round trip on a quiet API server to the 2s timeout.
 			Buckets: []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2, 5}}),
+		forwards: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_forwards_total",
+			"GETs of a link with maxUses that this replica had no quota for, forwarded to the replica holding it, by result: served (there) or refused (no quota there, or not reachable).")), []string{resultLabel}),
+		peerTakes: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_peer_takes_total",
+			"Uses other replicas forwarded to this one, by result: served from this replica's quota, or refused.")), []string{resultLabel}),
+		ahead: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_reserved_ahead_total",
+			"Reservations ahead of a new link's first click, by result: granted, taken (another replica reserved first), full (this replica holds its most ahead) or error.")), []string{resultLabel}),
 	}
 	// Every label value exists from the start, at 0: rates and alerts need
 	// no first event.
-	for _, r := range []string{"ok", "conflict", "error"} {
+	for _, r := range []string{"ok", "conflict", resultError} {
 		m.writes.WithLabelValues(r)
 	}
 	for _, s := range []string{"live", "informer"} {
 		m.reads.WithLabelValues(s)
 	}
-	for _, r := range []string{"granted", "denied", "error"} {
+	for _, r := range []string{"granted", "denied", resultError} {
 		m.reservations.WithLabelValues(r)
 	}
 	for _, o := range []string{"applied", "not-applied", "taken-back"} {
 		m.settled.WithLabelValues(o)
 	}
+	for _, r := range []string{"served", "refused"} {
+		m.forwards.WithLabelValues(r)
+		m.peerTakes.WithLabelValues(r)
+	}
+	for _, r := range []string{"granted", "taken", "full", resultError} {
+		m.ahead.WithLabelValues(r)
+	}
 	if reg != nil {
-		reg.MustRegister(m.writes, m.reads, m.reservations, m.settled, m.unavailable, m.forfeited, m.limitLowered, m.pending, m.reserveWait)
+		reg.MustRegister(m.writes, m.reads, m.reservations, m.settled, m.unavailable, m.forfeited, m.limitLowered, m.pending, m.reserveWait,
+			m.forwards, m.peerTakes, m.ahead)
 	}
 	return m
 }

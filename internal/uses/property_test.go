@@ -1,6 +1,7 @@
 package uses
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,7 +12,9 @@ import (
 )
 
 // The property of counting, over random histories of several replicas:
-// requests, flush rounds, clock steps, kills, graceful stops, a frozen API
+// requests (forwarded to the replica the informer shows holding the most
+// quota when the one asked has none), reservations ahead of the first
+// click, flush rounds, clock steps, kills, graceful stops, a frozen API
 // server (per replica), lowered limits, and writes whose responses are
 // lost after or before the API server applied them; each replica's clock
 // is skewed by up to a lease. At every step:
@@ -34,6 +37,13 @@ func seedOffset() uint64 {
 func TestCountingProperty(t *testing.T) {
 	const histories, steps = 2000, 250
 	const lease = 30 * time.Second
+	var forwarded, aheadGranted int
+	defer func() {
+		// Else the histories would not test them.
+		if forwarded == 0 || aheadGranted == 0 {
+			t.Errorf("%d uses served by forwarding and %d reservations ahead in all histories", forwarded, aheadGranted)
+		}
+	}()
 	for h := range histories {
 		seed := uint64(h) + seedOffset()
 		rng := rand.New(rand.NewPCG(seed, 0x11f))
@@ -42,9 +52,13 @@ func TestCountingProperty(t *testing.T) {
 		clk := &fakeClock{now: epoch}
 		var live []*testReplica
 		next := 0
+		fwd := &liveForwarder{live: &live, served: &forwarded}
 		spawn := func() {
 			skew := time.Duration(rng.Int64N(int64(2*lease))) - lease
-			live = append(live, newTestReplica(api, clk, fmt.Sprintf("r%d", next), skew, true))
+			r := newTestReplica(api, clk, fmt.Sprintf("r%d", next), skew, true)
+			r.u.opts.Forwarder, r.u.opts.ReserveAhead, r.created = fwd, 10*time.Minute, epoch.Unix()
+			r.sync()
+			live = append(live, r)
 			next++
 		}
 		for range 3 {
@@ -71,6 +85,9 @@ func TestCountingProperty(t *testing.T) {
 		for range steps {
 			r := live[rng.IntN(len(live))]
 			switch op := rng.IntN(100); {
+			case op < 5:
+				aheadGranted += r.reserveAheadNow()
+				history = append(history, "ahead "+r.holder)
 			case op < 45:
 				if r.take() == Served {
 					served++
@@ -133,6 +150,59 @@ func TestCountingProperty(t *testing.T) {
 			if uses := api.get().Status.Uses; float64(uses) > float64(served)+forfeited {
 				fail("status.uses %d > %d served + %v taken back", uses, served, forfeited)
 			}
+			for _, r := range live {
+				if err := r.aheadCounted(); err != nil {
+					fail("%v", err)
+				}
+			}
 		}
 	}
+}
+
+// reserveAheadNow offers r's link for a reservation ahead and writes it at
+// once; it returns how many were granted.
+func (r *testReplica) reserveAheadNow() int {
+	r.u.Ahead(r.c)
+	r.u.mu.Lock()
+	for c := range r.u.aheadQueue {
+		r.u.aheadQueue[c] = time.Time{} // due now
+	}
+	before := r.u.aheadHeld
+	r.u.mu.Unlock()
+	r.u.reserveAhead(r.ctx)
+	r.u.mu.Lock()
+	defer r.u.mu.Unlock()
+	return r.u.aheadHeld - before
+}
+
+// aheadCounted checks that a reservation ahead is a held one, counted once.
+func (r *testReplica) aheadCounted() error {
+	r.u.mu.Lock()
+	held := r.u.aheadHeld
+	r.u.mu.Unlock()
+	want := 0
+	if r.c.ahead {
+		want = 1
+	}
+	if held != want || r.c.ahead && r.c.held == 0 {
+		return fmt.Errorf("%s: %d held ahead, counter ahead %v with %d held", r.holder, held, r.c.ahead, r.c.held)
+	}
+	return nil
+}
+
+// liveForwarder forwards a use to the live replica whose peer address (its
+// holder name) is asked; a killed or stopped one does not answer.
+type liveForwarder struct {
+	live   *[]*testReplica
+	served *int
+}
+
+func (f *liveForwarder) TakeFrom(_ context.Context, peer string, _ LinkVersion) bool {
+	for _, r := range *f.live {
+		if r.holder == peer && !r.dead && r.u.TakeHeld(r.c, r.clock()) {
+			*f.served++
+			return true
+		}
+	}
+	return false
 }

@@ -46,8 +46,18 @@ type Options struct {
 	ReserveTimeout time.Duration
 	// MaxBlock caps the quota reserved at once (default 1000).
 	MaxBlock int64
-	Log      logr.Logger
-	Registry prometheus.Registerer
+	// Peer is the address at which Forwarders reach this replica, written
+	// in its reservations ("": it takes no forwarded uses).
+	Peer string
+	// Forwarder, if set, asks the replica holding a link's quota to serve a
+	// use when this one has none, before reserving (see Forwarder).
+	Forwarder Forwarder
+	// ReserveAhead is how long after its creation a limited link that
+	// nobody has used or reserved gets a reservation ahead of its first
+	// click (0: never; see Ahead).
+	ReserveAhead time.Duration
+	Log          logr.Logger
+	Registry     prometheus.Registerer
 	// Clock tells the time (default time.Now; tests).
 	Clock func() time.Time
 }
@@ -93,13 +103,23 @@ type Uses struct {
 	// up to ReserveBurst at once. pace spaces the flush rounds' writes at
 	// the rate with a burst of one, so that they never take the burst that
 	// a campaign's first clicks need.
-	budget  *rate.Limiter
-	pace    *rate.Limiter
-	dirty   atomic.Pointer[Counter]
-	metrics *metrics
+	budget *rate.Limiter
+	pace   *rate.Limiter
+	// aheadPace spaces the reservations ahead at half the rate: the
+	// clicks keep the other half and the burst.
+	aheadPace *rate.Limiter
+	dirty     atomic.Pointer[Counter]
+	metrics   *metrics
 
 	mu      sync.Mutex
 	holding map[*Counter]struct{} // counters with a reservation: renewed each round
+	// aheadQueue are the links offered for a reservation ahead, each due at
+	// its own point of aheadSpread; aheadHeld counts the reservations held
+	// ahead (at most aheadMax).
+	aheadQueue map[*Counter]time.Time
+	aheadHeld  int
+	// aheadStopped: StopAhead was called.
+	aheadStopped atomic.Bool
 }
 
 // New returns the use counting of a replica. Run it with Start.
@@ -111,6 +131,9 @@ func New(opts Options) *Uses {
 		budget:  rate.NewLimiter(rate.Limit(opts.WritesPerSecond), opts.ReserveBurst),
 		pace:    rate.NewLimiter(rate.Limit(opts.WritesPerSecond), 1),
 		holding: map[*Counter]struct{}{},
+
+		aheadPace:  rate.NewLimiter(rate.Limit(opts.WritesPerSecond/2), 1),
+		aheadQueue: map[*Counter]time.Time{},
 	}
 	u.metrics = newMetrics(opts.Registry)
 	return u
@@ -174,21 +197,20 @@ const (
 	Unavailable                // 503: no quota here now
 )
 
-// Take serves one use of a limited link, reserving quota when this replica
-// has none. Only the reservation leaves the request path's atomics; it
-// waits at most ReserveTimeout, and concurrent requests share it.
+// Take serves one use of a limited link: from this replica's quota, else
+// from the quota of the replica the informer shows holding it (Forwarder),
+// else from quota it reserves. Only the forward and the reservation leave
+// the request path's atomics; the reservation waits at most
+// ReserveTimeout, and concurrent requests share it.
 func (u *Uses) Take(c *Counter, now time.Time) Verdict {
 	at := u.mono(now)
 	for attempt := 0; ; attempt++ {
-		c.taking.Add(1)
-		if c.take(at) {
-			if c.pending.Add(1) == 1 {
-				u.markDirty(c)
-			}
-			c.taking.Add(-1)
+		if u.takeLocal(c, at) {
 			return Served
 		}
-		c.taking.Add(-1)
+		if attempt == 0 && u.forward(c, at) {
+			return Served
+		}
 		if attempt > 0 || at < c.denied.Load() {
 			break
 		}
@@ -199,6 +221,28 @@ func (u *Uses) Take(c *Counter, now time.Time) Verdict {
 		return Exhausted
 	}
 	return Unavailable
+}
+
+// takeLocal serves one use from this replica's quota and counts it.
+func (u *Uses) takeLocal(c *Counter, at int64) bool {
+	c.taking.Add(1)
+	defer c.taking.Add(-1)
+	if !c.take(at) {
+		return false
+	}
+	if c.pending.Add(1) == 1 {
+		u.markDirty(c)
+	}
+	return true
+}
+
+// TakeHeld serves one use of c's link from this replica's quota, for
+// another replica that forwarded the request (see Forwarder); it never
+// reserves, so a forwarded use costs no API request.
+func (u *Uses) TakeHeld(c *Counter, now time.Time) bool {
+	ok := u.takeLocal(c, u.mono(now))
+	u.metrics.peerTakes.WithLabelValues(map[bool]string{true: "served", false: "refused"}[ok]).Inc()
+	return ok
 }
 
 // reserve reserves a block of quota for c, unless another request did while
@@ -220,9 +264,12 @@ func (u *Uses) reserve(c *Counter) {
 	u.metrics.reserveWait.Observe(time.Since(start).Seconds())
 	switch {
 	case err != nil:
-		u.metrics.reservations.WithLabelValues("error").Inc()
+		u.metrics.reservations.WithLabelValues(resultError).Inc()
 		u.opts.Log.V(1).Info("cannot reserve uses", "link", c.name(), "error", err.Error())
 		u.deny(c, false, time.Second)
+		if errors.Is(err, errLinkGone) {
+			u.endAhead(c)
+		}
 	case granted > 0:
 		u.metrics.reservations.WithLabelValues("granted").Inc()
 	default:
@@ -268,7 +315,7 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 		if !u.spend(ctx, mode) {
 			return 0, errNoBudget
 		}
-		granted, done, err := u.writeReservationOnce(ctx, c, key, v, attempt == 0 && onInformer, grow, release)
+		granted, done, err := u.writeReservationOnce(ctx, c, key, v, attempt == 0 && onInformer, grow, release, mode == budgetAhead)
 		if done {
 			return granted, err
 		}
@@ -278,10 +325,13 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 
 // writeReservationOnce is one attempt of writeReservation; done is false
 // when the write conflicted and is to be retried on a live read.
-func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.NamespacedName, v LinkVersion, onInformer, grow, release bool) (granted int64, done bool, err error) {
+func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.NamespacedName, v LinkVersion, onInformer, grow, release, ahead bool) (granted int64, done bool, err error) {
 	link, err := u.readLink(ctx, c, key, v, onInformer)
 	if err != nil {
 		return 0, true, err
+	}
+	if ahead && (len(link.Status.UseReservations) > 0 || link.Status.Uses > 0) {
+		return 0, true, nil // another replica reserved it first, or it was used
 	}
 	now := u.opts.Clock()
 	if c.unconfirmed != nil {
@@ -323,7 +373,7 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 			expires = c.heldExpires.Add(time.Microsecond)
 		}
 		reservations = append(reservations, linkv1.UseReservation{
-			Holder: u.opts.Holder, Quota: mine, ExpiresAt: metav1.NewMicroTime(expires),
+			Holder: u.opts.Holder, Quota: mine, ExpiresAt: metav1.NewMicroTime(expires), Peer: u.opts.Peer,
 		})
 	}
 	sort.Slice(reservations, func(i, j int) bool { return reservations[i].Holder < reservations[j].Holder })
@@ -341,7 +391,7 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 		// Read after the swap: every use of this batch was served before it.
 		lastUsed = usedAt(u.opts.Clock(), link.Status.LastUsedAt)
 	}
-	w := written{mine: mine, granted: granted, delta: delta, expires: expires, now: now, grow: grow}
+	w := written{mine: mine, granted: granted, delta: delta, expires: expires, now: now, grow: grow && !ahead}
 	if mine == 0 && served == 0 && plan.Uses == link.Status.Uses && len(reservations) == len(link.Status.UseReservations) {
 		// The status would not change (a reservation denied, nothing
 		// to report): no write.
@@ -358,7 +408,7 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 		u.metrics.writes.WithLabelValues("conflict").Inc()
 		c.pending.Add(served)
 	case definite(err):
-		u.metrics.writes.WithLabelValues("error").Inc()
+		u.metrics.writes.WithLabelValues(resultError).Inc()
 		c.pending.Add(served)
 		if apierrors.IsNotFound(err) {
 			return 0, true, errLinkGone
@@ -368,7 +418,7 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 		// The API server may have applied it. Serve as if it had for
 		// what it took away, as if it had not for what it added, and
 		// let the next live read tell.
-		u.metrics.writes.WithLabelValues("error").Inc()
+		u.metrics.writes.WithLabelValues(resultError).Inc()
 		c.quota.Add(min(delta, 0))
 		c.unconfirmed = &unconfirmedWrite{served: served, mine: mine, expires: expires, delta: delta, sent: now, forfeited: plan.Forfeited}
 		if link.Spec.MaxUses != nil {
@@ -428,6 +478,7 @@ func (u *Uses) written(c *Counter, maxUses *int64, plan Plan, w written) {
 	} else {
 		c.quota.Store(0)
 		u.hold(c, false)
+		u.endAhead(c)
 	}
 	if w.grow && w.granted == 0 && maxUses != nil {
 		if plan.Uses >= *maxUses {
@@ -492,6 +543,7 @@ func (u *Uses) settle(c *Counter, st *linkv1.ShortLinkStatus, liveMax *int64) {
 			}
 		} else {
 			c.quota.Store(0)
+			u.endAhead(c)
 		}
 		return
 	}
@@ -595,6 +647,10 @@ const (
 	// budgetNone ignores it (the final flush at shutdown, bounded by its
 	// timeout instead).
 	budgetNone
+	// budgetAhead takes a token of the budget if one is free, without
+	// waiting: a reservation ahead (see Ahead), which waited for aheadPace
+	// before it took the link's lock.
+	budgetAhead
 )
 
 // spend takes one write, and the read before it, from the budget as mode
@@ -610,6 +666,10 @@ func (u *Uses) spend(ctx context.Context, mode budgetMode) bool {
 		ctx, cancel := context.WithDeadline(ctx, u.roundEnd)
 		defer cancel()
 		return u.pace.Wait(ctx) == nil && u.budget.Wait(ctx) == nil
+	case budgetAhead:
+		// Its pace was waited for before the link's lock: a click on the
+		// link never waits behind a reservation ahead that waits for tokens.
+		return u.budget.Allow()
 	}
 	return u.budget.Allow() || u.budget.Wait(ctx) == nil
 }
@@ -675,7 +735,7 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 		case apierrors.IsNotFound(err):
 			return errLinkGone
 		default:
-			u.metrics.writes.WithLabelValues("error").Inc()
+			u.metrics.writes.WithLabelValues(resultError).Inc()
 			c.pending.Add(served)
 			return err
 		}
@@ -696,12 +756,16 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 	case c.held > 0:
 		pending := c.pending.Load()
 		inUse := pending > c.deferred // served since the last round
+		if c.ahead && (inUse || !u.opts.Clock().Before(c.aheadUntil)) {
+			u.endAhead(c) // used, or no longer new: held as any other
+		}
 		if inUse {
 			c.quietRounds = 0
 		} else if !release {
 			c.quietRounds++
-			// Quiet for a lease: the quota goes back to the others.
-			release = c.quietRounds >= u.quietRounds()
+			// Quiet for a lease: the quota goes back to the others, unless
+			// it was reserved ahead of the first click of a new link.
+			release = c.quietRounds >= u.quietRounds() && !c.ahead
 		}
 		if !release && u.deferWrite(c, v) {
 			c.deferred = pending
@@ -711,6 +775,9 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 		// write: its next clicks are served from quota, not from a
 		// reservation each.
 		_, err := u.writeReservation(ctx, c, pending > 0 && !release, release, mode)
+		if c.held == 0 || errors.Is(err, errLinkGone) {
+			u.endAhead(c)
+		}
 		return err
 	case v.MaxUses > 0 || c.unconfirmed != nil:
 		if c.pending.Load() == 0 && c.unconfirmed == nil {
@@ -826,6 +893,16 @@ const writeTimeout = 10 * time.Second
 // Start writes counts every flush interval until ctx ends. The final flush
 // is Stop's, once the redirect port no longer serves.
 func (u *Uses) Start(ctx context.Context) error {
+	if u.opts.ReserveAhead > 0 {
+		// Returns after it: no reservation ahead is written after Stop's
+		// final flush has taken its list of reservations to return.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			u.runAhead(ctx)
+		}()
+		defer func() { <-done }()
+	}
 	t := time.NewTicker(u.opts.FlushInterval)
 	defer t.Stop()
 	for {
