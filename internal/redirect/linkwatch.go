@@ -70,8 +70,8 @@ func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 		if err := json.UnmarshalDecode(dec, &r, decodeOptions); err != nil {
 			return err
 		}
-		if r.Peer != "" && (best.Peer == "" || r.Quota > best.Quota) {
-			best.Peer, best.Quota = r.Peer, r.Quota
+		if c := (linkv1.UseReservation{Peer: r.Peer, Quota: r.Quota}); forwardsBefore(c, best) {
+			best = c
 		}
 		*v = someReservations
 	}

@@ -137,7 +137,7 @@ func (r *Redirector) handlePeer(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	at := r.now()
-	if now := at.UnixNano(); e.waiting(now) || e.is(flagTombstone) || e.gone(now) {
+	if !e.answersNow(at.UnixNano()) {
 		ctx.SetStatusCode(fasthttp.StatusGone)
 		return
 	}

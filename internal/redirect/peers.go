@@ -12,11 +12,17 @@ import (
 func forwardPeer(rs []linkv1.UseReservation) string {
 	var best linkv1.UseReservation
 	for _, r := range rs {
-		if r.Peer != "" && (best.Peer == "" || r.Quota > best.Quota) {
+		if forwardsBefore(r, best) {
 			best = r
 		}
 	}
 	return best.Peer
+}
+
+// forwardsBefore reports whether r is a better peer to forward to than
+// best: it has a peer, and best has none or less quota.
+func forwardsBefore(r, best linkv1.UseReservation) bool {
+	return r.Peer != "" && (best.Peer == "" || r.Quota > best.Quota)
 }
 
 // peerID is a peer address in the process' peer table (0: none). A Link

@@ -288,12 +288,10 @@ func (r *Redirector) attachUses(old, cur *Link) {
 			prev = old.counter
 		}
 		cur.counter = r.opts.Uses.Attach(prev, cur)
-		if cur.is(flagMaxUses) && cur.Confirmed() && !cur.is(flagTombstone) {
-			if now := r.now().UnixNano(); !cur.waiting(now) && !cur.gone(now) {
-				// A new limited link that answers: quota may be taken ahead
-				// of its first click (the counting decides).
-				r.opts.Uses.Ahead(cur.counter)
-			}
+		if cur.is(flagMaxUses) && cur.Confirmed() && cur.answersNow(r.now().UnixNano()) {
+			// A new limited link that answers: quota may be taken ahead of
+			// its first click (the counting decides).
+			r.opts.Uses.Ahead(cur.counter)
 		}
 	}
 }

@@ -108,6 +108,12 @@ func (l *Link) gone(now int64) bool {
 	return l.flags&flagFinished != 0 || l.flags&flagExpires != 0 && now >= l.until
 }
 
+// answersNow reports whether the link redirects at now (Unix ns): active,
+// not deleted, not finished or expired.
+func (l *Link) answersNow(now int64) bool {
+	return !l.waiting(now) && !l.is(flagTombstone) && !l.gone(now)
+}
+
 // waiting reports whether the link has not activated yet at now (Unix ns).
 func (l *Link) waiting(now int64) bool {
 	return l.flags&flagActivates != 0 && now < l.activates
