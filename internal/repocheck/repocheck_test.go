@@ -1,0 +1,113 @@
+package repocheck
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// binaryAssets are the path.Match patterns of tracked files allowed to hold
+// NUL bytes. The repository tracks none today; a test image would be added
+// here by path, e.g. "internal/qr/testdata/*.png".
+var binaryAssets []string
+
+// root is the repository's top directory.
+const root = "../.."
+
+func TestTrackedFiles(t *testing.T) {
+	problems, err := Check(root, binaryAssets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("tracked file %s", p)
+	}
+	if len(problems) > 0 {
+		t.Log("remove them with `git rm --cached <file>` (and ignore build outputs in .gitignore); see docs/development.md")
+	}
+}
+
+// The check itself, on a repository of its own: a big file, executables and
+// a file with NUL bytes are reported; text, an allowed asset, a Java class
+// file, an untracked binary and a tracked file deleted from the tree are not.
+func TestCheckReports(t *testing.T) {
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	write := func(name string, data []byte) {
+		t.Helper()
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pe := make([]byte, 0x80)
+	copy(pe, "MZ")
+	binary.LittleEndian.PutUint32(pe[0x3c:], 0x40)
+	copy(pe[0x40:], "PE\x00\x00")
+
+	write("big.txt", bytes.Repeat([]byte("a"), MaxSize+1))
+	write("limit.txt", bytes.Repeat([]byte("a"), MaxSize))
+	write("tool", append([]byte("\x7fELF"), make([]byte, 100)...))
+	write("tool-mac", []byte{0xcf, 0xfa, 0xed, 0xfe, 7, 0, 0, 1})
+	write("tool.exe", pe)
+	write("data.bin", []byte("abc\x00def"))
+	write("testdata/logo.png", []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"))
+	write("Class.class", []byte{0xca, 0xfe, 0xba, 0xbe, 0, 0, 0, 52})
+	write("notes.md", []byte("MZ is how a DOS executable starts\n"))
+	write("gone.bin", []byte("\x00"))
+	git("init", "-q")
+	git("add", ".")
+	if err := os.Remove(filepath.Join(dir, "gone.bin")); err != nil {
+		t.Fatal(err)
+	}
+	write("untracked", []byte("\x7fELF\x00"))
+
+	problems, err := Check(dir, []string{"testdata/*.png", "*.class"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range problems {
+		got[p.Path] += p.String() + "\n"
+	}
+	want := map[string]string{
+		"big.txt":  "big.txt, 1048577 bytes (1.0 MiB): larger than 1 MiB",
+		"tool":     "tool, 104 bytes: an executable (ELF)",
+		"tool-mac": "an executable (Mach-O)",
+		"tool.exe": "an executable (PE)",
+		"data.bin": "data.bin, 7 bytes: binary (has NUL bytes)",
+	}
+	for name, text := range want {
+		if !strings.Contains(got[name], text) {
+			t.Errorf("%s: reported %q, want it to contain %q", name, got[name], text)
+		}
+	}
+	for name, text := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s reported, want not: %s", name, text)
+		}
+	}
+}
+
+func TestCheckNotARepository(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(dir)) // not a repository above it either
+	_, err := Check(dir, nil)
+	if err == nil || !strings.Contains(err.Error(), "git ls-files") {
+		t.Errorf("Check outside a repository: err = %v, want one naming git ls-files", err)
+	}
+}
