@@ -102,6 +102,73 @@ func TestChartMatchesKustomize(t *testing.T) {
 	})
 }
 
+// TestPeerToken checks the redirector's projected ServiceAccount token for
+// the peer port, in config/default and in the chart: a volume peer-token
+// with only a serviceAccountToken of audience linkforge-peer, mounted
+// read-only at /var/run/secrets/linkforge/peer in the redirector container,
+// whose hardening is unchanged.
+func TestPeerToken(t *testing.T) {
+	root := moduleRoot(t)
+	sets := map[string]map[string]object{
+		"config/default": kustomizeBuild(t, testenv.KubectlBinary(t, root), filepath.Join(root, "config", "default")),
+		"the chart":      helmTemplate(t, testenv.HelmBinary(t, root), root),
+	}
+	wantVolume := decodeOne(t, `
+name: peer-token
+projected:
+  sources:
+  - serviceAccountToken: {audience: linkforge-peer, expirationSeconds: 3600, path: token}
+`)
+	wantMounts := decodeOne(t, `[{name: peer-token, mountPath: /var/run/secrets/linkforge/peer, readOnly: true}]`)
+	wantPodSecurity := decodeOne(t, `{runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}`)
+	wantSecurity := decodeOne(t, `{allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}`)
+	for _, from := range sortedKeys(sets) {
+		d, ok := sets[from]["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
+		if !ok {
+			t.Errorf("%s: no redirector Deployment", from)
+			continue
+		}
+		pod := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		for _, c := range []struct {
+			what      string
+			want, got any
+		}{
+			{"volumes", []any{wantVolume}, pod["volumes"]},
+			{"pod securityContext", wantPodSecurity, pod["securityContext"]},
+		} {
+			if d := diff(c.what, c.want, c.got); len(d) > 0 {
+				t.Errorf("%s: the redirector's %s differ (- want, + got):\n%s", from, c.what, strings.Join(d, "\n"))
+			}
+		}
+		containers, _ := pod["containers"].([]any)
+		if len(containers) != 1 {
+			t.Fatalf("%s: the redirector pod has %d containers, want 1", from, len(containers))
+		}
+		ct := containers[0].(map[string]any)
+		for _, c := range []struct {
+			what      string
+			want, got any
+		}{
+			{"volumeMounts", wantMounts, ct["volumeMounts"]},
+			{"securityContext", wantSecurity, ct["securityContext"]},
+		} {
+			if d := diff(c.what, c.want, c.got); len(d) > 0 {
+				t.Errorf("%s: the redirector container's %s differ (- want, + got):\n%s", from, c.what, strings.Join(d, "\n"))
+			}
+		}
+	}
+}
+
+// decodeOne decodes one YAML (or JSON) document.
+func decodeOne(t *testing.T, doc string) any {
+	t.Helper()
+	var v any
+	if err := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096).Decode(&v); err != nil {
+		t.Fatalf("decoding %q: %v", doc, err)
+	}
+	return v
+}
+
 // TestRBACRules compares the rules of every Role and ClusterRole by name,
 // unnormalized: the chart grants exactly what config/rbac grants.
 func TestRBACRules(t *testing.T) {
