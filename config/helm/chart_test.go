@@ -100,6 +100,115 @@ func TestChartMatchesKustomize(t *testing.T) {
 		}
 		compareSets(t, withPolicy, got)
 	})
+	t.Run("networkPolicy", func(t *testing.T) {
+		// config/default with its network policy component enabled.
+		withNetworkPolicy := kustomizeBuild(t, kubectl, defaultWith(t, root, "#components:", "#- ../network-policy"))
+		got := helmTemplate(t, helm, root, "--set", "namespace.create=true", "--set", "networkPolicy.enabled=true")
+		if n := countKind(got, "NetworkPolicy"); n != 1 {
+			t.Errorf("the chart renders %d NetworkPolicies with networkPolicy.enabled, want 1", n)
+		}
+		compareSets(t, withNetworkPolicy, got)
+	})
+}
+
+// redirectorNetworkPolicy is the spec of the redirector's NetworkPolicy, as
+// docs/install.md states it: clicks from anywhere, the peer port only from
+// the redirector's pods, the probe port (/metrics) only from the namespace
+// monitoring; ingress only.
+const redirectorNetworkPolicy = `
+podSelector:
+  matchLabels: {app.kubernetes.io/name: linkforge, app.kubernetes.io/component: redirector}
+policyTypes: [Ingress]
+ingress:
+- ports: [{port: 8080, protocol: TCP}]
+- from:
+  - podSelector:
+      matchLabels: {app.kubernetes.io/name: linkforge, app.kubernetes.io/component: redirector}
+  ports: [{port: 8082, protocol: TCP}]
+- from:
+  - namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: monitoring}
+  ports: [{port: 8081, protocol: TCP}]
+`
+
+// TestNetworkPolicy checks the redirector's NetworkPolicy, in the kustomize
+// component and in the chart: exactly the rules above when enabled, no
+// NetworkPolicy at all by default, and the chart's values for who may read
+// /metrics and for more rules.
+func TestNetworkPolicy(t *testing.T) {
+	root := moduleRoot(t)
+	helm := testenv.HelmBinary(t, root)
+	kubectl := testenv.KubectlBinary(t, root)
+	want := decodeOne(t, redirectorNetworkPolicy)
+	policyKey := "networking.k8s.io/v1 NetworkPolicy " + namespace + "/linkforge-redirector"
+	spec := func(t *testing.T, set map[string]object) any {
+		t.Helper()
+		if n := countKind(set, "NetworkPolicy"); n != 1 {
+			t.Fatalf("%d NetworkPolicies rendered, want 1", n)
+		}
+		o, ok := set[policyKey]
+		if !ok {
+			t.Fatalf("no %s rendered", policyKey)
+		}
+		return o["spec"]
+	}
+	check := func(t *testing.T, want, got any) {
+		t.Helper()
+		if d := diff("spec", want, got); len(d) > 0 {
+			t.Errorf("the NetworkPolicy's spec differs (- want, + got):\n%s", strings.Join(d, "\n"))
+		}
+	}
+
+	t.Run("kustomize component", func(t *testing.T) {
+		check(t, want, spec(t, kustomizeBuild(t, kubectl, defaultWith(t, root, "#components:", "#- ../network-policy"))))
+	})
+	t.Run("chart", func(t *testing.T) {
+		check(t, want, spec(t, helmTemplate(t, helm, root, "--set", "networkPolicy.enabled=true")))
+	})
+	t.Run("absent by default", func(t *testing.T) {
+		if n := countKind(kustomizeBuild(t, kubectl, filepath.Join(root, "config", "default")), "NetworkPolicy"); n != 0 {
+			t.Errorf("config/default renders %d NetworkPolicies, want none", n)
+		}
+		if n := countKind(helmTemplate(t, helm, root), "NetworkPolicy"); n != 0 {
+			t.Errorf("the chart renders %d NetworkPolicies by default, want none", n)
+		}
+		if n := countKind(helmTemplate(t, helm, root, "--set", "networkPolicy.enabled=false"), "NetworkPolicy"); n != 0 {
+			t.Errorf("the chart renders %d NetworkPolicies with networkPolicy.enabled=false, want none", n)
+		}
+	})
+	t.Run("chart: metricsFrom and extraIngress", func(t *testing.T) {
+		values := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(values, []byte(`networkPolicy:
+  enabled: true
+  metricsFrom:
+  - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: observability}}
+    podSelector: {matchLabels: {app.kubernetes.io/name: prometheus}}
+  extraIngress:
+  - from: [{ipBlock: {cidr: 10.0.0.0/16}}]
+    ports: [{port: 8081, protocol: TCP}]
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w := decodeOne(t, redirectorNetworkPolicy).(map[string]any)
+		ingress := w["ingress"].([]any)
+		ingress[2] = decodeOne(t, `
+from:
+- namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: observability}}
+  podSelector: {matchLabels: {app.kubernetes.io/name: prometheus}}
+ports: [{port: 8081, protocol: TCP}]
+`)
+		w["ingress"] = append(ingress, decodeOne(t, `
+from: [{ipBlock: {cidr: 10.0.0.0/16}}]
+ports: [{port: 8081, protocol: TCP}]
+`))
+		check(t, w, spec(t, helmTemplate(t, helm, root, "-f", values)))
+
+		// No metricsFrom: no rule for the probe port, which then only the
+		// node (the kubelet) reaches.
+		w = decodeOne(t, redirectorNetworkPolicy).(map[string]any)
+		w["ingress"] = w["ingress"].([]any)[:2]
+		check(t, w, spec(t, helmTemplate(t, helm, root, "--set", "networkPolicy.enabled=true", "--set-json", "networkPolicy.metricsFrom=[]")))
+	})
 }
 
 // TestPeerToken checks the redirector's projected ServiceAccount token for
@@ -275,7 +384,7 @@ func TestApplyToEnvtest(t *testing.T) {
 	rendered := filepath.Join(t.TempDir(), "linkforge.yaml")
 	out := run(t, helm, "template", release, filepath.Join(root, "config", "helm", "linkforge"),
 		"--namespace", namespace, "--set", "namespace.create=true", "--set", "baseURL=https://go.example.com",
-		"--set", "destinationPolicy.enabled=true")
+		"--set", "destinationPolicy.enabled=true", "--set", "networkPolicy.enabled=true")
 	if err := os.WriteFile(rendered, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
