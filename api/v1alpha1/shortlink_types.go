@@ -340,6 +340,13 @@ type UseReservation struct {
 	// +kubebuilder:validation:MaxLength=261
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}$`
 	Peer string `json:"peer,omitempty"`
+
+	// returnRequested is set by another replica that could not reach the
+	// holder at its peer address (or got no authenticated answer there):
+	// the holder returns the unused quota at once, so that the clicks on
+	// the others are served without waiting for the reservation to lapse.
+	// +optional
+	ReturnRequested bool `json:"returnRequested,omitempty"`
 }
 
 // ShortLink is a short code in a namespace that redirects to a URL.

@@ -19,15 +19,22 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/peer"
 	"github.com/linkforge/linkforge/internal/redirect"
 	"github.com/linkforge/linkforge/internal/uses"
 )
@@ -60,6 +67,7 @@ func run() error {
 		usesOpts        uses.Options
 		peerBind        string
 		peerAdvertise   string
+		peerOpts        peerFlags
 	)
 	flag.StringVar(&bindAddr, "bind-address", ":8080", "Address of the redirect server.")
 	flag.DurationVar(&srvOpts.HeaderTimeout, "header-timeout", srvOpts.HeaderTimeout,
@@ -90,11 +98,17 @@ func run() error {
 	flag.DurationVar(&usesOpts.ReserveTimeout, "uses-reserve-timeout", 2*time.Second,
 		"How long a GET of a link with maxUses waits for a reservation before it answers 503.")
 	flag.DurationVar(&usesOpts.ReserveAhead, "uses-reserve-ahead", 10*time.Minute,
-		"For this long after a link with maxUses is created, and until its first click, one replica holds a use of it in reserve, so that a campaign's first clicks need no status write; clicks on the other replicas are forwarded to it over the peer port. Renewed once per --uses-lease; at most --uses-writes-per-second/4 x --uses-lease links per replica. 0 disables it.")
+		"For this long after a link with maxUses is created, and until its first click, one replica holds a use of it in reserve, so that a campaign's first clicks need no status write; clicks on the other replicas are forwarded to it over the peer port. Renewed about once per --uses-lease; at most as many links per replica as a quarter of --uses-writes-per-second can renew (250 with the defaults). 0 disables it.")
 	flag.StringVar(&peerBind, "peer-bind-address", ":8082",
 		"Address of the peer port, where the other replicas ask this one for uses of limited links whose quota it holds (it serves nothing a click could not). \"0\" disables it: this replica then neither forwards nor takes forwarded uses.")
 	flag.StringVar(&peerAdvertise, "peer-advertise-address", "",
 		"host:port at which the other replicas reach the peer port, written in this replica's reservations. Empty: the bound address if it names an IP, else $POD_IP (else the host name) with the bound port.")
+	flag.StringVar(&peerOpts.secret, "peer-key-secret", "linkforge-peer-key",
+		"Secret that holds the installation's peer key, which authenticates the peer port's requests and answers both ways. The first replica creates it with a random key; delete it and restart the redirectors to rotate the key.")
+	flag.StringVar(&peerOpts.namespace, "peer-key-namespace", "",
+		"Namespace of --peer-key-secret. Empty: $POD_NAMESPACE, else the namespace of the kubeconfig's context (in a pod: its own).")
+	flag.BoolVar(&peerOpts.allowLocal, "peer-allow-local", false,
+		"Forward to peer addresses on loopback and link-local networks. Off: a reservation naming one (127.0.0.1, 169.254.169.254, fe80::...) is not asked; for a single machine and tests.")
 	flag.StringVar(&publicBaseURL, "public-base-url", "",
 		"Public base URL of the redirector, e.g. https://go.example.com (as the manager's --redirect-base-url): the URL that QR codes of /<namespace>/<code> show. Empty: the request's own host.")
 	flag.StringVar(&rootRedirect, "root-redirect", "",
@@ -119,12 +133,7 @@ func run() error {
 	if err := redirect.CheckPublicBaseURL(publicBaseURL); err != nil {
 		return fmt.Errorf("--public-base-url: %w", err)
 	}
-	for name, u := range map[string]string{"root-redirect": rootRedirect, "not-found-redirect": notFoundRedir, "gone-redirect": goneRedirect} {
-		if err := redirect.CheckFallbackURL(u); err != nil {
-			return fmt.Errorf("--%s: %w", name, err)
-		}
-	}
-	fallbacks, err := redirect.NewFallbacks(rootRedirect, notFoundRedir, goneRedirect)
+	fallbacks, err := fallbackFlags(rootRedirect, notFoundRedir, goneRedirect)
 	if err != nil {
 		return err
 	}
@@ -199,12 +208,16 @@ func run() error {
 		return fmt.Errorf("creating the uses client: %w", err)
 	}
 	usesOpts.Client, usesOpts.Holder, usesOpts.Log, usesOpts.Registry = usesClient, holderName(), log.WithName("uses"), reg
-	peerLn, err := listenPeers(peerBind, peerAdvertise, &usesOpts, log)
+	peerLn, err := listenPeers(peerBind, peerAdvertise, &usesOpts)
 	if err != nil {
 		return err
 	}
+	var keyring *peer.Keyring
 	if peerLn != nil {
 		defer func() { _ = peerLn.Close() }()
+		if keyring, err = peerOpts.forwarding(mgr, cfg, &usesOpts, log.WithName("peers")); err != nil {
+			return err
+		}
 	}
 	counting := uses.New(usesOpts)
 	opts.Uses = counting
@@ -217,7 +230,7 @@ func run() error {
 		return err
 	}
 	if peerLn != nil {
-		if err := mgr.Add(redirect.NewPeerServer(peerLn, r, redirect.PeerServerOptions{})); err != nil {
+		if err := mgr.Add(peer.NewServer(peerLn, r, peer.ServerOptions{Keyring: keyring, Holder: usesOpts.Holder, Log: log.WithName("peers"), Registry: reg})); err != nil {
 			return err
 		}
 	}
@@ -272,7 +285,7 @@ func run() error {
 
 // checkUsesFlags refuses counting and peer flags that cannot work.
 func checkUsesFlags(o uses.Options, peerAdvertise string) error {
-	if peerAdvertise != "" && !redirect.ValidPeerAddress(peerAdvertise) {
+	if peerAdvertise != "" && !peer.ValidAddress(peerAdvertise) {
 		return fmt.Errorf("--peer-advertise-address=%q is not a host:port", peerAdvertise)
 	}
 	if o.Lease < 2*o.FlushInterval {
@@ -289,21 +302,20 @@ func checkUsesFlags(o uses.Options, peerAdvertise string) error {
 
 // listenPeers binds the peer port (unless bind is "0") before counting
 // starts, since reservations carry its address (port 0 picks one), and
-// sets the counting's peer address and forwarder.
-func listenPeers(bind, advertise string, o *uses.Options, log logr.Logger) (net.Listener, error) {
+// sets the counting's peer address.
+func listenPeers(bind, advertise string, o *uses.Options) (net.Listener, error) {
 	if bind == "0" {
 		return nil, nil
 	}
-	ln, err := redirect.ListenPeers(bind)
+	ln, err := peer.Listen(bind)
 	if err != nil {
 		return nil, err
 	}
 	o.Peer = peerAdvertiseAddress(ln.Addr(), advertise)
-	if !redirect.ValidPeerAddress(o.Peer) {
+	if !peer.ValidAddress(o.Peer) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("peer address %q (--peer-advertise-address, or $POD_IP and the bound port) is not a host:port", o.Peer)
 	}
-	o.Forwarder = redirect.NewPeerClient(log.WithName("peers"))
 	return ln, nil
 }
 
@@ -336,4 +348,64 @@ func holderName() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%x", name, b)
+}
+
+// peerFlags are the peer protocol's key and address policy.
+type peerFlags struct {
+	secret, namespace string
+	allowLocal        bool
+}
+
+// forwarding reads the peer key (a Runnable of mgr) and forwards uses
+// with it.
+func (f peerFlags) forwarding(mgr manager.Manager, cfg *rest.Config, o *uses.Options, log logr.Logger) (*peer.Keyring, error) {
+	keyring, err := f.keyring(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(keyring); err != nil {
+		return nil, err
+	}
+	o.Forwarder = peer.NewClient(peer.ClientOptions{Keyring: keyring, AllowLocal: f.allowLocal, Log: log})
+	return keyring, nil
+}
+
+// keyring reads the peer key from its Secret with a client of its own,
+// whose REST mapping of Secret is fixed (no discovery).
+func (f peerFlags) keyring(cfg *rest.Config, log logr.Logger) (*peer.Keyring, error) {
+	ns := f.namespace
+	if ns == "" {
+		ns = os.Getenv("POD_NAMESPACE")
+	}
+	if ns == "" {
+		var err error
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		if f := flag.Lookup("kubeconfig"); f != nil {
+			rules.ExplicitPath = f.Value.String() // controller-runtime's --kubeconfig
+		}
+		if ns, _, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).Namespace(); err != nil {
+			return nil, fmt.Errorf("the namespace of --peer-key-secret: set --peer-key-namespace: %w", err)
+		}
+	}
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("Secret"), meta.RESTScopeNamespace)
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	if err != nil {
+		return nil, err
+	}
+	return peer.NewKeyring(c, types.NamespacedName{Namespace: ns, Name: f.secret}, log), nil
+}
+
+// fallbackFlags checks the fallback URL flags, naming the one that is wrong.
+func fallbackFlags(root, notFound, gone string) (redirect.Fallbacks, error) {
+	for name, u := range map[string]string{"root-redirect": root, "not-found-redirect": notFound, "gone-redirect": gone} {
+		if err := redirect.CheckFallbackURL(u); err != nil {
+			return redirect.Fallbacks{}, fmt.Errorf("--%s: %w", name, err)
+		}
+	}
+	return redirect.NewFallbacks(root, notFound, gone)
 }

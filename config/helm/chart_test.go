@@ -211,58 +211,62 @@ ports: [{port: 8081, protocol: TCP}]
 	})
 }
 
-// TestPeerToken checks the redirector's projected ServiceAccount token for
-// the peer port, in config/default and in the chart: a volume peer-token
-// with only a serviceAccountToken of audience linkforge-peer, mounted
-// read-only at /var/run/secrets/linkforge/peer in the redirector container,
-// whose hardening is unchanged.
-func TestPeerToken(t *testing.T) {
+// TestPeerKey checks how the redirector finds its peer key, in
+// config/default and in the chart: POD_NAMESPACE from the downward API,
+// --peer-key-secret naming the Secret, and a Role in that namespace that
+// gets only that Secret and creates Secrets (the first replica writes the
+// key), bound to the redirector's ServiceAccount; the pod's hardening is
+// unchanged and nothing is mounted.
+func TestPeerKey(t *testing.T) {
 	root := moduleRoot(t)
 	sets := map[string]map[string]object{
 		"config/default": kustomizeBuild(t, testenv.KubectlBinary(t, root), filepath.Join(root, "config", "default")),
 		"the chart":      helmTemplate(t, testenv.HelmBinary(t, root), root),
 	}
-	wantVolume := decodeOne(t, `
-name: peer-token
-projected:
-  sources:
-  - serviceAccountToken: {audience: linkforge-peer, expirationSeconds: 3600, path: token}
+	wantEnv := decodeOne(t, `{name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}`)
+	wantRules := decodeOne(t, `
+- {apiGroups: [""], resources: [secrets], resourceNames: [linkforge-peer-key], verbs: [get]}
+- {apiGroups: [""], resources: [secrets], verbs: [create]}
 `)
-	wantMounts := decodeOne(t, `[{name: peer-token, mountPath: /var/run/secrets/linkforge/peer, readOnly: true}]`)
+	wantSubjects := decodeOne(t, `[{kind: ServiceAccount, name: linkforge-redirector, namespace: `+namespace+`}]`)
 	wantPodSecurity := decodeOne(t, `{runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}`)
 	wantSecurity := decodeOne(t, `{allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}`)
 	for _, from := range sortedKeys(sets) {
-		d, ok := sets[from]["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
+		objs := sets[from]
+		d, ok := objs["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
 		if !ok {
 			t.Errorf("%s: no redirector Deployment", from)
 			continue
 		}
 		pod := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
-		for _, c := range []struct {
-			what      string
-			want, got any
-		}{
-			{"volumes", []any{wantVolume}, pod["volumes"]},
-			{"pod securityContext", wantPodSecurity, pod["securityContext"]},
-		} {
-			if d := diff(c.what, c.want, c.got); len(d) > 0 {
-				t.Errorf("%s: the redirector's %s differ (- want, + got):\n%s", from, c.what, strings.Join(d, "\n"))
-			}
-		}
 		containers, _ := pod["containers"].([]any)
 		if len(containers) != 1 {
 			t.Fatalf("%s: the redirector pod has %d containers, want 1", from, len(containers))
 		}
 		ct := containers[0].(map[string]any)
+		var env any
+		for _, e := range ct["env"].([]any) {
+			if e.(map[string]any)["name"] == "POD_NAMESPACE" {
+				env = e
+			}
+		}
+		args := fmt.Sprint(ct["args"])
+		role := objs["rbac.authorization.k8s.io/v1 Role "+namespace+"/linkforge-redirector-peer-key-role"]
+		binding := objs["rbac.authorization.k8s.io/v1 RoleBinding "+namespace+"/linkforge-redirector-peer-key-rolebinding"]
 		for _, c := range []struct {
 			what      string
 			want, got any
 		}{
-			{"volumeMounts", wantMounts, ct["volumeMounts"]},
+			{"POD_NAMESPACE", wantEnv, env},
+			{"--peer-key-secret", true, strings.Contains(args, "--peer-key-secret=linkforge-peer-key")},
+			{"peer key role", wantRules, role["rules"]},
+			{"peer key binding", wantSubjects, binding["subjects"]},
+			{"volumes", nil, pod["volumes"]},
+			{"pod securityContext", wantPodSecurity, pod["securityContext"]},
 			{"securityContext", wantSecurity, ct["securityContext"]},
 		} {
 			if d := diff(c.what, c.want, c.got); len(d) > 0 {
-				t.Errorf("%s: the redirector container's %s differ (- want, + got):\n%s", from, c.what, strings.Join(d, "\n"))
+				t.Errorf("%s: the redirector's %s differ (- want, + got):\n%s", from, c.what, strings.Join(d, "\n"))
 			}
 		}
 	}

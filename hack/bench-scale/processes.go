@@ -136,7 +136,7 @@ func (b *bench) startRedirector(ctx context.Context) error {
 		return err
 	}
 	b.rdr, err = start("redirector", filepath.Join(b.dir, "redirector.log"), filepath.Join(b.root, "bin", "redirector"), nil,
-		"--kubeconfig", b.kubeconfig, "--bind-address", addr, "--health-probe-bind-address", b.rdrProbe, "--peer-bind-address", "127.0.0.1:0")
+		"--kubeconfig", b.kubeconfig, "--bind-address", addr, "--health-probe-bind-address", b.rdrProbe, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local")
 	if err != nil {
 		return err
 	}

@@ -76,6 +76,11 @@ func (c *ControlPlane) ServiceAccountKubeconfig(dir, namespace, name string) (st
 		user.Impersonate = "system:serviceaccount:" + namespace + ":" + name
 		user.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace}
 	}
+	// A pod's default namespace is its service account's (the redirector
+	// keeps its peer key there).
+	for _, c := range cfg.Contexts {
+		c.Namespace = namespace
+	}
 	path := filepath.Join(dir, "kubeconfig-"+namespace+"-"+name)
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
@@ -250,7 +255,7 @@ func StartLinkforgeAs(ctx context.Context, cp *ControlPlane, kc Kubeconfigs, bin
 		return nil, err
 	}
 	if l.Redirector, err = Start("redirector", filepath.Join(logDir, "redirector.log"), filepath.Join(binDir, "redirector"),
-		"--kubeconfig", kc.Redirector, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes, "--peer-bind-address", "127.0.0.1:0"); err != nil {
+		"--kubeconfig", kc.Redirector, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local"); err != nil {
 		return nil, errors.Join(err, l.Stop(10*time.Second))
 	}
 	for _, probe := range []string{l.ManagerProbes, l.RedirectorProbes} {

@@ -50,7 +50,7 @@ func (c *crashEnv) start(t *testing.T, name, probes string, args ...string) *dev
 	binary, kubeconfig := "manager", c.kc.Manager
 	if strings.HasPrefix(name, "redirector") {
 		binary, kubeconfig = "redirector", c.kc.Redirector
-		args = append([]string{"--peer-bind-address", "127.0.0.1:0"}, args...)
+		args = append([]string{"--peer-bind-address", "127.0.0.1:0", "--peer-allow-local"}, args...)
 	}
 	p, err := devenv.Start(name, filepath.Join(c.dir, name+".log"), filepath.Join(c.bin, binary),
 		append([]string{"--kubeconfig", kubeconfig, "--health-probe-bind-address", probes}, args...)...)

@@ -40,7 +40,7 @@ func TestLinkFeatures(t *testing.T) {
 		"--metrics-bind-address", mgrMetrics, "--metrics-secure=false")
 	g.Expect(err).NotTo(HaveOccurred())
 	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
-		"--kubeconfig", kc.Redirector, "--bind-address", redirectAddr, "--health-probe-bind-address", redirectProbes, "--peer-bind-address", "127.0.0.1:0",
+		"--kubeconfig", kc.Redirector, "--bind-address", redirectAddr, "--health-probe-bind-address", redirectProbes, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local",
 		"--public-base-url", base, "--uses-flush-interval", "1s", "--uses-lease", "3s",
 		"--root-redirect", "https://example.com/home", "--gone-redirect", "https://example.com/gone")
 	g.Expect(err).NotTo(HaveOccurred())

@@ -56,7 +56,7 @@ func BenchmarkUsesDrain(b *testing.B) {
 	addr, _ := devenv.FreeAddr()
 	probes, _ := devenv.FreeAddr()
 	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
-		"--kubeconfig", cp.Kubeconfig, "--bind-address", addr, "--health-probe-bind-address", probes, "--peer-bind-address", "127.0.0.1:0")
+		"--kubeconfig", cp.Kubeconfig, "--bind-address", addr, "--health-probe-bind-address", probes, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func startRedirectors(b *testing.B, cp *devenv.ControlPlane, bin, tmp, name stri
 		r := &benchRedirector{}
 		r.addr, _ = devenv.FreeAddr()
 		r.probes, _ = devenv.FreeAddr()
-		args := append([]string{"--kubeconfig", cp.Kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes, "--peer-bind-address", "127.0.0.1:0"}, extra...)
+		args := append([]string{"--kubeconfig", cp.Kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local"}, extra...)
 		p, err := devenv.Start(fmt.Sprintf("%s-%d", name, i), filepath.Join(tmp, fmt.Sprintf("%s-%d.log", name, i)), filepath.Join(bin, "redirector"), args...)
 		if err != nil {
 			b.Fatal(err)

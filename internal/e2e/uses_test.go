@@ -66,7 +66,7 @@ func newReplica(g Gomega, name, bin, tmp, kubeconfig string, args ...string) *re
 	g.Expect(err).NotTo(HaveOccurred())
 	r.peer, err = devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
-	r.args = append([]string{"--kubeconfig", kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes, "--peer-bind-address", r.peer}, args...)
+	r.args = append([]string{"--kubeconfig", kubeconfig, "--bind-address", r.addr, "--health-probe-bind-address", r.probes, "--peer-bind-address", r.peer, "--peer-allow-local"}, args...)
 	return r
 }
 
@@ -201,7 +201,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		r.peer, err = devenv.FreeAddr()
 		g.Expect(err).NotTo(HaveOccurred())
-		r.args = []string{"--kubeconfig", kc.Redirector, "--bind-address", r.addr, "--health-probe-bind-address", r.probes, "--peer-bind-address", r.peer,
+		r.args = []string{"--kubeconfig", kc.Redirector, "--bind-address", r.addr, "--health-probe-bind-address", r.probes, "--peer-bind-address", r.peer, "--peer-allow-local",
 			"--uses-flush-interval", usesFlush.String(), "--uses-lease", usesLease.String()}
 		u.replicas = append(u.replicas, r)
 		u.start(t, r)

@@ -51,8 +51,8 @@ var leanShortLink = json.JoinOptions(decodeOptions, json.WithUnmarshalers(json.J
 var someReservations = []linkv1.UseReservation{{}}
 
 // anyReservations decodes status.useReservations as nil when it is null or
-// empty, else as the one reservation forwardPeer picks (its peer and quota
-// alone), or someReservations if none has a peer.
+// empty, else as the one reservation forwardTo picks (its holder, peer,
+// quota and returnRequested alone), or someReservations if none has a peer.
 func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 	*v = nil
 	if dec.PeekKind() != '[' {
@@ -64,13 +64,15 @@ func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 	var best linkv1.UseReservation
 	for dec.PeekKind() != ']' {
 		var r struct {
-			Peer  string `json:"peer"`
-			Quota int64  `json:"quota"`
+			Holder          string `json:"holder"`
+			Peer            string `json:"peer"`
+			Quota           int64  `json:"quota"`
+			ReturnRequested bool   `json:"returnRequested"`
 		}
 		if err := json.UnmarshalDecode(dec, &r, decodeOptions); err != nil {
 			return err
 		}
-		if c := (linkv1.UseReservation{Peer: r.Peer, Quota: r.Quota}); forwardsBefore(c, best) {
+		if c := (linkv1.UseReservation{Holder: r.Holder, Peer: r.Peer, Quota: r.Quota, ReturnRequested: r.ReturnRequested}); forwardsBefore(c, best) {
 			best = c
 		}
 		*v = someReservations

@@ -1,29 +1,24 @@
 package redirect
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
-	"net"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/valyala/fasthttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/peer"
 	"github.com/linkforge/linkforge/internal/uses"
 )
 
-func TestForwardPeer(t *testing.T) {
-	res := func(quota int64, peer string) linkv1.UseReservation {
-		return linkv1.UseReservation{Holder: "h" + peer, Quota: quota, Peer: peer}
+func TestForwardTo(t *testing.T) {
+	res := func(quota int64, addr string) linkv1.UseReservation {
+		return linkv1.UseReservation{Holder: "h" + addr, Quota: quota, Peer: addr}
 	}
 	for _, tc := range []struct {
 		name string
@@ -37,19 +32,26 @@ func TestForwardPeer(t *testing.T) {
 		{"a bigger one without a peer is skipped", []linkv1.UseReservation{res(9, ""), res(1, "a:1")}, "a:1"},
 		{"an empty reservation's peer", []linkv1.UseReservation{res(0, "a:1")}, "a:1"},
 	} {
-		if got := forwardPeer(tc.rs); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		if got := forwardTo(tc.rs); got.Peer != tc.want || got.Peer != "" && got.Holder != "h"+tc.want {
+			t.Errorf("%s: %q (%s), want %q", tc.name, got.Peer, got.Holder, tc.want)
 		}
 	}
 }
 
 func TestPeerTableInterns(t *testing.T) {
-	a, b := peers.id("10.1.2.3:8082"), peers.id("10.1.2.4:8082")
-	if a == 0 || b == 0 || a == b || peers.id("10.1.2.3:8082") != a {
-		t.Fatalf("ids %d %d", a, b)
+	r := func(holder, addr string, asked bool) linkv1.UseReservation {
+		return linkv1.UseReservation{Holder: holder, Peer: addr, ReturnRequested: asked}
 	}
-	if a.addr() != "10.1.2.3:8082" || peerID(0).addr() != "" || peers.id("") != 0 {
-		t.Fatal("addresses do not round-trip")
+	a, b := peers.id(r("a", "10.1.2.3:8082", false)), peers.id(r("b", "10.1.2.3:8082", false))
+	asked := peers.id(r("a", "10.1.2.3:8082", true))
+	if a == 0 || b == 0 || a == b || asked == a || peers.id(r("a", "10.1.2.3:8082", false)) != a {
+		t.Fatalf("ids %d %d %d", a, b, asked)
+	}
+	if e := a.entry(); e.holder != (uses.Holder{Name: "a", Peer: "10.1.2.3:8082"}) || e.returnRequested {
+		t.Fatalf("entry %+v does not round-trip", e)
+	}
+	if !asked.entry().returnRequested || peerID(0).entry() != (peerEntry{}) || peers.id(r("a", "", false)) != 0 {
+		t.Fatal("entries do not round-trip")
 	}
 }
 
@@ -78,15 +80,6 @@ func newPeerHarness(t *testing.T, links ...*linkv1.ShortLink) *peerHarness {
 	return h
 }
 
-// peerAsk sends a peer request to the handler and returns its status.
-func (h *peerHarness) peerAsk(method, path string) int {
-	var ctx fasthttp.RequestCtx
-	ctx.Request.Header.SetMethod(method)
-	ctx.Request.SetRequestURI(path)
-	h.r.handlePeer(&ctx)
-	return ctx.Response.StatusCode()
-}
-
 // limitedLink is a link with maxUses 10.
 func limitedLink(name, code string, mut ...func(*linkv1.ShortLink)) *linkv1.ShortLink {
 	l := link("ns", name, code, "https://example.com/"+name, mut...)
@@ -95,14 +88,10 @@ func limitedLink(name, code string, mut ...func(*linkv1.ShortLink)) *linkv1.Shor
 	return l
 }
 
-func peerPath(l *linkv1.ShortLink, code string) string {
-	return fmt.Sprintf("%s%s/%s/%d", peerPathPrefix, l.Namespace, code, uses.UIDKey(l.UID))
-}
-
 // The peer port serves a use from this replica's quota and nothing else:
 // not a link it holds no quota of, not another object under the code, not
 // a link that does not answer, and never by reserving.
-func TestPeerRequests(t *testing.T) {
+func TestTakeForPeer(t *testing.T) {
 	held := limitedLink("held", "held1")
 	expired := limitedLink("expired", "exp1", func(l *linkv1.ShortLink) { l.Spec.ExpiresAt = &metav1.Time{Time: epoch.Add(-time.Minute)} })
 	unlimited := link("ns", "free", "free1", "https://example.com/free")
@@ -114,39 +103,34 @@ func TestPeerRequests(t *testing.T) {
 			t.Fatalf("click %d: %d", i, resp.StatusCode)
 		}
 	}
+	uid := func(l *linkv1.ShortLink) uint64 { return uses.UIDKey(l.UID) }
 	for _, tc := range []struct {
-		name, method, path string
-		want               int
+		name, code string
+		uid        uint64
+		want       peer.Result
 	}{
-		{"a GET", "GET", peerPath(held, "held1"), 405},
-		{"no prefix", "POST", "/ns/held1", 400},
-		{"too few parts", "POST", peerPathPrefix + "ns/held1", 400},
-		{"too many parts", "POST", peerPath(held, "held1") + "/x", 400},
-		{"an empty code", "POST", peerPathPrefix + "ns//1", 400},
-		{"a uid that is no number", "POST", peerPathPrefix + "ns/held1/abc", 400},
-		{"a uid out of range", "POST", peerPathPrefix + "ns/held1/99999999999999999999999", 400},
-		{"an unknown code", "POST", peerPath(held, "nope"), 404},
-		{"another object under the code", "POST", fmt.Sprintf("%sns/held1/%d", peerPathPrefix, uses.UIDKey("other")), 404},
-		{"a link without maxUses", "POST", peerPath(unlimited, "free1"), 404},
-		{"an expired link", "POST", peerPath(expired, "exp1"), 410},
-		{"the use held", "POST", peerPath(held, "held1"), 204},
-		{"no quota left here", "POST", peerPath(held, "held1"), 409},
-		{"a link that answers, never clicked here (no quota)", "POST", peerPath(unheld, "unheld1"), 409},
+		{"an unknown code", "nope", uid(held), peer.Unknown},
+		{"another object under the code", "held1", uses.UIDKey("other"), peer.Unknown},
+		{"a link without maxUses", "free1", uid(unlimited), peer.Unknown},
+		{"an expired link", "exp1", uid(expired), peer.Gone},
+		{"the use held", "held1", uid(held), peer.Served},
+		{"no quota left here", "held1", uid(held), peer.Refused},
+		{"a link that answers, never clicked here (no quota)", "unheld1", uid(unheld), peer.Refused},
 	} {
-		if got := h.peerAsk(tc.method, tc.path); got != tc.want {
-			t.Errorf("%s: %s %s answered %d, want %d", tc.name, tc.method, tc.path, got, tc.want)
+		if got := h.r.TakeForPeer("ns", tc.code, tc.uid); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
 
-// startPeers serves h's peer port on a free local port with o.
-func startPeers(t *testing.T, h *peerHarness, o PeerServerOptions) string {
+// startPeers serves h's peer port on a free local port as holder "a".
+func startPeers(t *testing.T, h *peerHarness, key *peer.Key) string {
 	t.Helper()
-	ln, err := ListenPeers("127.0.0.1:0")
+	ln, err := peer.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewPeerServer(ln, h.r, o)
+	s := peer.NewServer(ln, h.r, peer.ServerOptions{Keyring: peer.StaticKeyring(key), Holder: "a", Log: h.r.log})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Start(ctx) }()
@@ -159,106 +143,32 @@ func startPeers(t *testing.T, h *peerHarness, o PeerServerOptions) string {
 	return ln.Addr().String()
 }
 
-// A forwarded use over the network: the client's verdict is the holder's.
+// A forwarded use over the network, from the client to the redirector: the
+// client's verdict is the holder's, and only the holder's.
 func TestPeerClientTakesFromTheHolder(t *testing.T) {
 	held := limitedLink("held", "held1")
 	h := newPeerHarness(t, held)
 	for range 2 {
 		h.do("GET", "", "/ns/held1")
 	}
-	addr := startPeers(t, h, PeerServerOptions{})
-	c := NewPeerClient(h.r.log)
+	key, _ := peer.NewKey(peer.RandomKey())
+	addr := startPeers(t, h, key)
+	c := peer.NewClient(peer.ClientOptions{Keyring: peer.StaticKeyring(key), AllowLocal: true, Log: h.r.log})
 	v := uses.LinkVersion{Namespace: "ns", Name: "held", Code: "held1", UID: uses.UIDKey(held.UID)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if !c.TakeFrom(ctx, addr, v) {
-		t.Fatal("the use held was not served")
+	if got := c.TakeFrom(ctx, uses.Holder{Name: "b", Peer: addr}, v); got != uses.Unreachable {
+		t.Fatalf("a request for another holder: %v, want unreachable", got)
 	}
-	if c.TakeFrom(ctx, addr, v) {
-		t.Fatal("a use was served past the quota held")
+	if got := c.TakeFrom(ctx, uses.Holder{Name: "a", Peer: addr}, v); got != uses.ForwardServed {
+		t.Fatalf("the use held: %v", got)
 	}
-	if c.TakeFrom(context.Background(), addr, v) {
-		t.Fatal("a forward without a deadline was sent")
+	if got := c.TakeFrom(ctx, uses.Holder{Name: "a", Peer: addr}, v); got != uses.ForwardRefused {
+		t.Fatalf("past the quota held: %v", got)
 	}
-	for _, bad := range []string{"", "host", "host:", "host:0", "host:99999", "evil.example/x?:80", "user@host:80", ":8082"} {
-		if c.TakeFrom(ctx, bad, v) {
-			t.Errorf("forwarded to %q", bad)
-		}
-	}
-	// Something else on a reused address that answers 204 to anything
-	// serves no use.
-	other := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetStatusCode(fasthttp.StatusNoContent) }}
-	oln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = other.Serve(oln) }()
-	defer func() { _ = other.Shutdown() }()
-	if c.TakeFrom(ctx, oln.Addr().String(), v) {
-		t.Error("a bare 204 from another server was taken for a use served")
-	}
-	// A peer that is not there: refused, within the deadline.
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	_ = dead.Close()
-	short, cancelShort := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancelShort()
-	start := time.Now()
-	if c.TakeFrom(short, deadAddr, v) {
-		t.Fatal("a peer that is not there served a use")
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("a refused connection took %v", d)
-	}
-}
-
-// The peer port faces the cluster network: an oversized head, a body, a
-// client that sends nothing and one that never finishes its head are each
-// cut off within the bound, and the port keeps answering.
-func TestPeerPortHostileClients(t *testing.T) {
-	h := newPeerHarness(t, limitedLink("held", "held1"))
-	const timeout = 300 * time.Millisecond
-	addr := startPeers(t, h, PeerServerOptions{Timeout: timeout, IdleTimeout: timeout, MaxConnections: 4})
-	send := func(raw string) string {
-		t.Helper()
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = c.Close() }()
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.WriteString(c, raw); err != nil {
-			return ""
-		}
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		return line
-	}
-	if got := send("POST " + peerPathPrefix + "ns/held1/1 HTTP/1.1\r\nHost: p\r\nX-Pad: " + strings.Repeat("a", 4<<10) + "\r\n\r\n"); !strings.Contains(got, "431") {
-		t.Errorf("an oversized head: %q, want 431", got)
-	}
-	if got := send("POST " + peerPathPrefix + "ns/held1/1 HTTP/1.1\r\nHost: p\r\nContent-Length: 100\r\n\r\n" + strings.Repeat("b", 100)); !strings.Contains(got, "413") {
-		t.Errorf("a body: %q, want 413", got)
-	}
-	for _, tc := range []struct{ name, raw string }{
-		{"a silent client", ""},
-		{"a head that never ends", "POST " + peerPathPrefix + "ns/held1/1 HTTP/1.1\r\nHost: p\r\n"},
-	} {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.WriteString(c, tc.raw)
-		// Generous for a loaded machine; without the timeout the server
-		// would hold the connection past the deadline and ReadAll fail.
-		_ = c.SetReadDeadline(time.Now().Add(20 * timeout))
-		start := time.Now()
-		_, err = io.ReadAll(c)
-		if d := time.Since(start); err != nil || d > 15*timeout {
-			t.Errorf("%s: closed after %v (%v), want about %v", tc.name, d, err, timeout)
-		}
-		_ = c.Close()
-	}
-	if got := send("POST " + peerPathPrefix + "ns/held1/1 HTTP/1.1\r\nHost: p\r\n\r\n"); !strings.Contains(got, "404") {
-		t.Errorf("after the hostile clients: %q, want an answer (404: another uid)", got)
+	other, _ := peer.NewKey(peer.RandomKey())
+	stranger := peer.NewClient(peer.ClientOptions{Keyring: peer.StaticKeyring(other), AllowLocal: true, Log: h.r.log})
+	if got := stranger.TakeFrom(ctx, uses.Holder{Name: "a", Peer: addr}, v); got != uses.Unreachable {
+		t.Fatalf("a client of another installation: %v", got)
 	}
 }

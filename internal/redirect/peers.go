@@ -4,19 +4,42 @@ import (
 	"sync"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/peer"
+	"github.com/linkforge/linkforge/internal/uses"
 )
 
-// forwardPeer is the peer address a replica without quota asks for a use
-// of a link with these reservations: the peer of the one with the most
-// quota, the first of them on a tie ("": none has a peer).
-func forwardPeer(rs []linkv1.UseReservation) string {
+// TakeForPeer serves one use of the link ns/code for another replica that
+// forwarded a click (peer.Taker): from this replica's quota only, and only
+// of the same object, which must answer now.
+func (r *Redirector) TakeForPeer(ns, code string, uid uint64) peer.Result {
+	e := r.index.Lookup(ns, code)
+	if e == nil || e.counter == nil || e.uid != uid || !e.is(flagMaxUses) || r.opts.Uses == nil {
+		return peer.Unknown
+	}
+	at := r.now()
+	if !e.answersNow(at.UnixNano()) {
+		return peer.Gone
+	}
+	switch r.opts.Uses.TakeHeld(e.counter, at) {
+	case uses.Served:
+		return peer.Served
+	case uses.Exhausted:
+		return peer.Gone
+	}
+	return peer.Refused
+}
+
+// forwardTo is the reservation a replica without quota asks for a use of
+// a link with these reservations: the one with a peer address and the
+// most quota, the first of them on a tie (zero: none has a peer).
+func forwardTo(rs []linkv1.UseReservation) linkv1.UseReservation {
 	var best linkv1.UseReservation
 	for _, r := range rs {
 		if forwardsBefore(r, best) {
 			best = r
 		}
 	}
-	return best.Peer
+	return best
 }
 
 // forwardsBefore reports whether r is a better peer to forward to than
@@ -25,56 +48,64 @@ func forwardsBefore(r, best linkv1.UseReservation) bool {
 	return r.Peer != "" && (best.Peer == "" || r.Quota > best.Quota)
 }
 
-// peerID is a peer address in the process' peer table (0: none). A Link
-// keeps the 4-byte id, not the 16-byte string header: few links hold a
-// reservation, and every Link pays for the field.
+// peerID is a holder in the process' peer table (0: none). A Link keeps
+// the 4-byte id, not the strings: few links hold a reservation, and every
+// Link pays for the field.
 type peerID uint32
 
-// maxPeers bounds the peer table: a replica's peer address changes only
-// when its pod does. Past it, new addresses are not forwarded to.
-const maxPeers = 1 << 16
-
-// peerTable interns peer addresses. It only grows, by an address per
-// redirector pod ever seen, each a few dozen bytes.
-type peerTable struct {
-	mu    sync.RWMutex
-	ids   map[string]peerID
-	addrs []string // addrs[id-1]
+// peerEntry is what a Link needs of the reservation it forwards to.
+type peerEntry struct {
+	holder uses.Holder
+	// returnRequested: another replica asked the holder for its quota.
+	returnRequested bool
 }
 
-var peers = &peerTable{ids: map[string]peerID{}}
+// maxPeers bounds the peer table: a replica's name and address change
+// only when its process does. Past it, new holders are not forwarded to.
+const maxPeers = 1 << 16
 
-// id interns addr.
-func (t *peerTable) id(addr string) peerID {
-	if addr == "" {
+// peerTable interns peer entries. It only grows, by an entry or two per
+// redirector process ever seen, each a few dozen bytes.
+type peerTable struct {
+	mu      sync.RWMutex
+	ids     map[peerEntry]peerID
+	entries []peerEntry // entries[id-1]
+}
+
+var peers = &peerTable{ids: map[peerEntry]peerID{}}
+
+// id interns the peer entry of reservation r (0 if it has no peer).
+func (t *peerTable) id(r linkv1.UseReservation) peerID {
+	if r.Peer == "" {
 		return 0
 	}
+	e := peerEntry{holder: uses.Holder{Name: r.Holder, Peer: r.Peer}, returnRequested: r.ReturnRequested}
 	t.mu.RLock()
-	id, ok := t.ids[addr]
+	id, ok := t.ids[e]
 	t.mu.RUnlock()
 	if ok {
 		return id
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if id, ok := t.ids[addr]; ok {
+	if id, ok := t.ids[e]; ok {
 		return id
 	}
-	if len(t.addrs) >= maxPeers {
+	if len(t.entries) >= maxPeers {
 		return 0
 	}
-	t.addrs = append(t.addrs, addr)
-	id = peerID(len(t.addrs))
-	t.ids[addr] = id
+	t.entries = append(t.entries, e)
+	id = peerID(len(t.entries))
+	t.ids[e] = id
 	return id
 }
 
-// addr is the address of id ("" for 0).
-func (id peerID) addr() string {
+// entry is the entry of id (zero for 0).
+func (id peerID) entry() peerEntry {
 	if id == 0 {
-		return ""
+		return peerEntry{}
 	}
 	peers.mu.RLock()
 	defer peers.mu.RUnlock()
-	return peers.addrs[id-1]
+	return peers.entries[id-1]
 }

@@ -52,7 +52,7 @@ type Link struct {
 	counter    *uses.Counter // this replica's uses of the link, shared by its versions (set by the informer handler)
 	created    uint32        // creationTimestamp in Unix seconds (the API's precision): precedence
 	lastUsed   uint32        // status.lastUsedAt in Unix seconds (0: never): a count write never moves it back
-	peer       peerID        // the peer address of the reservation with the most quota (forwardPeer)
+	peer       peerID        // the holder of the reservation forwarded to (forwardTo)
 	status     uint8         // redirect status - 300: 1, 2, 7 or 8
 	flags      uint16
 	// 144 bytes in all, the 144-byte allocation size class: activates
@@ -63,11 +63,12 @@ type Link struct {
 
 // UsesVersion is what counting needs of this version (uses.Versioned).
 func (l *Link) UsesVersion() uses.LinkVersion {
+	p := l.peer.entry()
 	return uses.LinkVersion{
 		Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
 		UID: l.uid, StatusUses: l.statusUses, MaxUses: l.maxUses, StatusLastUsed: int64(l.lastUsed),
 		NoReservations: !l.is(flagReserved), IdleTimeout: l.is(flagIdleTimeout),
-		Code: l.Code, Peer: l.peer.addr(), Created: int64(l.created),
+		Code: l.Code, Peer: p.holder, PeerReturnRequested: p.returnRequested, Created: int64(l.created),
 	}
 }
 
@@ -197,7 +198,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	}
 	if len(in.Status.UseReservations) > 0 {
 		l.flags |= flagReserved
-		l.peer = peers.id(forwardPeer(in.Status.UseReservations))
+		l.peer = peers.id(forwardTo(in.Status.UseReservations))
 	}
 	if in.Spec.IdleTimeout != nil {
 		l.flags |= flagIdleTimeout

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/fnv"
+	"math"
 	"slices"
 	"time"
 
@@ -15,47 +16,10 @@ import (
 // would each wait for a status write, and on a small API server 300 writes
 // take half a second however they are sent. Two things keep them off the
 // request path: quota reserved ahead, while the new links wait to be
-// clicked, and forwarding, so that a click on a replica without the quota
-// is served from the quota of the one that holds it, instead of waiting for
-// a reservation that cannot be granted while the other holds it all.
-
-// Forwarder asks another replica to serve a use from its reservation.
-type Forwarder interface {
-	// TakeFrom asks the replica at peer (a reservation's peer address) to
-	// serve one use of v's link from its quota (Uses.TakeHeld there). True
-	// means it did, and counts the use; false is anything else (no quota
-	// there, not reachable, no answer in time). A use served there whose
-	// answer was lost is counted there and never served here: the limit
-	// holds, and one use is lost to nobody.
-	TakeFrom(ctx context.Context, peer string, v LinkVersion) bool
-}
-
-// forwardTimeout bounds a forwarded use: a peer is a round trip inside the
-// cluster away, and a click falls back to reserving after it.
-const forwardTimeout = 500 * time.Millisecond
-
-// forward asks the replica the informer shows holding c's link's quota to
-// serve the use, unless it refused this link within the last second.
-func (u *Uses) forward(c *Counter, at int64) bool {
-	if u.opts.Forwarder == nil || at < c.noForward.Load() {
-		return false
-	}
-	v, ok := c.version()
-	if !ok || v.NoReservations || v.Peer == "" || v.Peer == u.opts.Peer {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
-	defer cancel()
-	if u.opts.Forwarder.TakeFrom(ctx, v.Peer, v) {
-		u.metrics.forwards.WithLabelValues("served").Inc()
-		return true
-	}
-	u.metrics.forwards.WithLabelValues("refused").Inc()
-	// A burst on a link whose holder has run out forwards once a second,
-	// not once a click.
-	c.noForward.Store(at + int64(time.Second))
-	return false
-}
+// clicked (this file), and forwarding (forward.go), so that a click on a
+// replica without the quota is served from the quota of the one that holds
+// it, instead of waiting for a reservation that cannot be granted while
+// the other holds it all.
 
 // aheadSpread spreads the replicas' reservations ahead of a new link over
 // this long, each replica at its own point (a hash of the link and the
@@ -83,6 +47,10 @@ func (u *Uses) Ahead(c *Counter) {
 		return
 	}
 	u.mu.Lock()
+	if c.noAhead.Load() {
+		u.mu.Unlock()
+		return
+	}
 	defer u.mu.Unlock()
 	// The queue holds more than a replica may hold ahead: the replicas
 	// share a campaign larger than that.
@@ -94,14 +62,24 @@ func (u *Uses) Ahead(c *Counter) {
 
 // aheadEligible reports whether v may be reserved ahead at now.
 func (u *Uses) aheadEligible(v LinkVersion, now time.Time) bool {
-	return v.MaxUses > 0 && v.NoReservations && v.StatusUses == 0 && v.Created > 0 &&
+	// Without a peer port the others could only wait for it to lapse.
+	return u.opts.Peer != "" && v.MaxUses > 0 && v.NoReservations && v.StatusUses == 0 && v.Created > 0 &&
 		now.Sub(time.Unix(v.Created, 0)) < u.opts.ReserveAhead
 }
 
-// aheadMax is how many reservations a replica holds ahead: their renewals
-// take at most a quarter of the write budget (300 with the defaults).
+// aheadMax is how many reservations a replica holds ahead: their renewals,
+// one every renewEvery each, take at most a quarter of the write budget
+// (250 with the defaults: 20/s / 4 x 50 s).
 func (u *Uses) aheadMax() int {
-	return max(1, int(u.opts.WritesPerSecond/4*u.opts.Lease.Seconds()))
+	return max(1, int(u.opts.WritesPerSecond/4*u.renewEvery().Seconds()))
+}
+
+// renewEvery is how often an unused reservation is written: in the first
+// flush round when its lease has at most 1.5 rounds left (deferWrite), so
+// every ceil(lease/interval - 1.5) rounds (5 with the defaults).
+func (u *Uses) renewEvery() time.Duration {
+	rounds := math.Ceil(float64(u.opts.Lease)/float64(u.opts.FlushInterval) - 1.5)
+	return time.Duration(max(rounds, 1)) * u.opts.FlushInterval
 }
 
 // aheadOffset is when, within aheadSpread, holder reserves the link uid.

@@ -184,8 +184,8 @@ func TestReservationsAheadCapped(t *testing.T) {
 	if len(api.patches) != 0 {
 		t.Error("reserved ahead past the cap")
 	}
-	if got := (&Uses{opts: Options{WritesPerSecond: 20, Lease: time.Minute}}).aheadMax(); got != 300 {
-		t.Errorf("aheadMax with the defaults: %d, want 300 (a quarter of the budget in renewals)", got)
+	if got := (&Uses{opts: Options{WritesPerSecond: 20, Lease: time.Minute, FlushInterval: 10 * time.Second}}).aheadMax(); got != 250 {
+		t.Errorf("aheadMax with the defaults: %d, want 250 (a quarter of the budget in renewals every 50 s)", got)
 	}
 }
 
@@ -195,9 +195,12 @@ type replicaForwarder struct {
 	asks int
 }
 
-func (f *replicaForwarder) TakeFrom(_ context.Context, peer string, _ LinkVersion) bool {
+func (f *replicaForwarder) TakeFrom(_ context.Context, to Holder, _ LinkVersion) Forwarded {
 	f.asks++
-	return peer == f.to.holder && f.to.u.TakeHeld(f.to.c, f.to.clock())
+	if to.Name == f.to.holder && f.to.u.TakeHeld(f.to.c, f.to.clock()) == Served {
+		return ForwardServed
+	}
+	return ForwardRefused
 }
 
 // A click on a replica without quota is served from the quota of the
@@ -249,5 +252,42 @@ func TestForwardRefusedFallsBackToReserving(t *testing.T) {
 	}
 	if st := api.get().Status; len(st.UseReservations) != 2 {
 		t.Errorf("reservations %v, want a's and b's", st.UseReservations)
+	}
+}
+
+// A reservation held ahead and never used is written once per renewEvery
+// (flush rounds as the ticker runs them), so aheadMax of them take at most
+// a quarter of the write budget: with the defaults, 250 links renewed
+// every 50 s are 5 writes a second of 20.
+func TestRenewalsOfReservationsAheadTakeAQuarter(t *testing.T) {
+	for _, tc := range []struct{ lease, flush time.Duration }{
+		{time.Minute, 10 * time.Second}, // the defaults
+		{6 * time.Second, time.Second},  // the e2e's
+		{45 * time.Second, 10 * time.Second},
+	} {
+		api := newFakeAPI(1)
+		clk := &fakeClock{now: epoch}
+		a := newAheadReplica(api, clk, "a", epoch, nil)
+		a.u.opts.Lease, a.u.opts.FlushInterval, a.u.opts.WritesPerSecond = tc.lease, tc.flush, 20
+		a.u.opts.ReserveAhead = time.Hour
+		a.aheadRound(clk)
+		before := len(api.patches)
+		const leases = 10
+		for range int(leases * tc.lease / tc.flush) {
+			clk.advance(tc.flush)
+			a.flush(false)
+			a.sync()
+		}
+		writes := len(api.patches) - before
+		if writes < leases {
+			t.Fatalf("lease %v: %d writes in %d leases: not renewed", tc.lease, writes, leases)
+		}
+		every := time.Duration(leases) * tc.lease / time.Duration(max(writes, 1))
+		if every < a.u.renewEvery() {
+			t.Errorf("lease %v, flush %v: renewed every %v, want %v", tc.lease, tc.flush, every, a.u.renewEvery())
+		}
+		if perSecond := float64(a.u.aheadMax()) / every.Seconds(); perSecond > a.u.opts.WritesPerSecond/4 {
+			t.Errorf("lease %v, flush %v: %d links held ahead take %.1f writes/s, more than a quarter of %v", tc.lease, tc.flush, a.u.aheadMax(), perSecond, a.u.opts.WritesPerSecond)
+		}
 	}
 }

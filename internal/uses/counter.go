@@ -35,9 +35,13 @@ type LinkVersion struct {
 	IdleTimeout bool
 	// Code is status.code: a Forwarder names the link by it, as a click does.
 	Code string
-	// Peer is the peer address of the reservation with the most quota
-	// ("": none has one): where a Forwarder asks for a use.
-	Peer string
+	// Peer is the holder and peer address of the reservation with the
+	// most quota among those with a peer address (zero: none has one):
+	// where a Forwarder asks for a use.
+	Peer Holder
+	// PeerReturnRequested says another replica could not reach Peer and
+	// asked it, through the API server, to return its quota.
+	PeerReturnRequested bool
 	// Created is metadata.creationTimestamp in Unix seconds: a new link
 	// may be reserved ahead of its first click.
 	Created int64
@@ -129,6 +133,12 @@ type Counter struct {
 	// noForward (ns on the monotonic clock) is until when requests do not
 	// forward: the holder refused the last one.
 	noForward atomic.Int64
+	// askReturn is the holder a forward could not reach: the next
+	// reservation denied asks it to return its quota (see requestReturn).
+	askReturn atomic.Pointer[string]
+	// noAhead: another replica asked for this replica's reservation ahead,
+	// which it returned; it is not reserved ahead here again.
+	noAhead atomic.Bool
 	// denied (ns on the monotonic clock) is until when a failed reservation
 	// is not retried; deniedGone says the limit was reached (410), not
 	// merely busy (503).

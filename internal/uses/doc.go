@@ -49,10 +49,20 @@
 //     version of a link that shows none, never without its resourceVersion
 //     as the precondition: if the version is stale, the write conflicts and
 //     is retried on a live read.
-//   - Forwarding. A request on a replica without quota may be served from
-//     the quota of another replica (Forwarder, TakeHeld), which counts it as
-//     one of its own: no quota is created, so no bound changes. A forwarded
-//     use whose answer is lost is counted there and served nowhere.
+//   - Forwarding (forward.go). A request on a replica without quota may be
+//     served from the quota of another replica (Forwarder, TakeHeld), which
+//     counts it as one of its own: no quota is created, so no bound changes.
+//     Only an answer the holder authenticated counts (package peer); a
+//     forwarded use whose answer is lost is counted there and served
+//     nowhere (Lost, at most one a request in flight).
+//   - Asking through the API server (forward.go). A replica whose forward got
+//     no authenticated answer marks the holder's reservation
+//     returnRequested in the reservation write that found no quota; the
+//     holder returns its unused quota when its informer shows the mark.
+//   - The last use (forward.go). A reservation used up is written at once,
+//     so a limit reached shows in status within a write.
+//   - Releasing (release.go). A stopping replica writes every link it holds,
+//     releaseWorkers at a time, within its shutdown timeout.
 //   - Reserving ahead. A new limited link nobody has used or reserved is
 //     reserved ahead of its first click by the same write as any first
 //     reservation, which conflicts if another replica reserved it first.
@@ -62,7 +72,13 @@
 //
 // status.uses never reads low while a replica lives. It reads high by a
 // taken-back reservation's unused quota (its holder may have served it),
-// and, for a write whose response was lost and which carries no marker (a
+// for a write whose response was lost and which carries no marker (a
 // count of a link without maxUses, or a limited link's first reservation
-// that was then taken back), by that write's uses.
+// that was then taken back) by that write's uses, and by the forwarded
+// uses whose answers were lost (served there, redirected nowhere).
+//
+// The files follow the rules: uses.go (taking and counting, Attach),
+// reserve.go (reservations and their writes), plan.go (the planner, and
+// taking back), settle.go (lost responses), flush.go (the rounds),
+// budget.go (the write budget), ahead.go, forward.go, release.go.
 package uses

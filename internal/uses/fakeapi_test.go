@@ -108,8 +108,8 @@ func (a *fakeAPI) version() Versioned {
 	// The redirector's rule (forwardPeer): the reservation with the most quota.
 	var most int64
 	for _, res := range l.Status.UseReservations {
-		if res.Peer != "" && (v.Peer == "" || res.Quota > most) {
-			v.Peer, most = res.Peer, res.Quota
+		if res.Peer != "" && (v.Peer.Peer == "" || res.Quota > most) {
+			v.Peer, v.PeerReturnRequested, most = Holder{Name: res.Holder, Peer: res.Peer}, res.ReturnRequested, res.Quota
 		}
 	}
 	return v

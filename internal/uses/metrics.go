@@ -27,6 +27,7 @@ type metrics struct {
 	forwards     *prometheus.CounterVec
 	peerTakes    *prometheus.CounterVec
 	ahead        *prometheus.CounterVec
+	returns      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -56,7 +57,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			// From a round trip on a quiet API server to the 2s timeout.
 			Buckets: []float64{.002, .005, .01, .025, .05, .1, .25, .5, 1, 2, 5}}),
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_forwards_total",
-			"GETs of a link with maxUses that this replica had no quota for, forwarded to the replica holding it, by result: served (there) or refused (no quota there, or not reachable).")), []string{resultLabel}),
+			"GETs of a link with maxUses that this replica had no quota for, forwarded to the replica holding it, by result: served (there), refused (no quota there), gone (the link no longer answers), unreachable (no authenticated answer, nothing served there: the holder is asked through the API server), lost (no answer in time after the holder may have served it: a use counted and served to nobody) or not-forwarded (no peer key yet).")), []string{resultLabel}),
+		returns: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_prompt_writes_total",
+			"Reservation writes made at once rather than at the next round, by reason: asked (another replica could not reach this one and asked for its quota back) or used-up (the quota ran out: the count is written so that a reached limit answers 410 everywhere).")), []string{"reason"}),
 		peerTakes: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_peer_takes_total",
 			"Uses other replicas forwarded to this one, by result: served from this replica's quota, or refused.")), []string{resultLabel}),
 		ahead: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_reserved_ahead_total",
@@ -76,16 +79,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, o := range []string{"applied", "not-applied", "taken-back"} {
 		m.settled.WithLabelValues(o)
 	}
-	for _, r := range []string{"served", "refused"} {
+	for _, r := range forwardedNames {
 		m.forwards.WithLabelValues(r)
+	}
+	for _, r := range []string{"served", "refused"} {
 		m.peerTakes.WithLabelValues(r)
+	}
+	for _, r := range []string{"asked", "used-up"} {
+		m.returns.WithLabelValues(r)
 	}
 	for _, r := range []string{"granted", "taken", "full", resultError} {
 		m.ahead.WithLabelValues(r)
 	}
 	if reg != nil {
 		reg.MustRegister(m.writes, m.reads, m.reservations, m.settled, m.unavailable, m.forfeited, m.limitLowered, m.pending, m.reserveWait,
-			m.forwards, m.peerTakes, m.ahead)
+			m.forwards, m.peerTakes, m.ahead, m.returns)
 	}
 	return m
 }

@@ -93,3 +93,8 @@ The ServiceAccount names.
 {{- define "linkforge.redirectorServiceAccount" -}}
 {{ include "linkforge.fullname" . }}-redirector
 {{- end }}
+
+{{/* The Secret of the redirectors' peer key (created by the first replica). */}}
+{{- define "linkforge.peerKeySecret" -}}
+{{ include "linkforge.fullname" . }}-peer-key
+{{- end }}

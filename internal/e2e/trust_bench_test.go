@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/devenv"
+)
+
+// BenchmarkUnreachableHolder: 20 new single-use links reserved ahead by a
+// replica whose peer port the others cannot reach (it advertises an address
+// where nothing listens, as behind a NetworkPolicy that admits only the
+// redirect port), all redirectors with their default flags. Each link is
+// clicked on the two other replicas, every 100 ms, until it redirects.
+// Goal: p99 under 5 s from the first click, and exactly one redirect per
+// link. Before the holder could be asked through the API server, every
+// click got 503 until the link was ten minutes old.
+//
+//	KUBEBUILDER_ASSETS=... go test ./internal/e2e -run '^$' -bench UnreachableHolder -benchtime 1x
+func BenchmarkUnreachableHolder(b *testing.B) {
+	const n = 20
+	bin, tmp, cp := newCluster(b)
+	c := benchClient(b, cp)
+	const ns = "unreachable"
+	if out, err := cp.KubectlCmd(context.Background(), "create", "namespace", ns).CombinedOutput(); err != nil {
+		b.Fatalf("%v: %s", err, out)
+	}
+	nowhere, err := devenv.FreeAddr()
+	if err != nil {
+		b.Fatal(err)
+	}
+	limitedLinks(c, ns, "held", n, 1, 0)
+	paths := make([]string, 0, n)
+	for i := range n {
+		paths = append(paths, fmt.Sprintf("/%s/held%04d", ns, i))
+	}
+	// The holder runs alone until it has reserved every link ahead.
+	holder := startRedirectors(b, cp, bin, tmp, "holder", 1, paths, "--peer-advertise-address", nowhere)
+	heldByHolder := func(ctx context.Context) (bool, error) {
+		var list linkv1.ShortLinkList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		for _, l := range list.Items {
+			if len(l.Status.UseReservations) != 1 || l.Status.UseReservations[0].Peer != nowhere {
+				return false, nil
+			}
+		}
+		return len(list.Items) == n, nil
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, heldByHolder); err != nil {
+		b.Fatalf("not every link was reserved ahead by the holder: %v", err)
+	}
+	others := startRedirectors(b, cp, bin, tmp, "other", 2, paths)
+	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	all := []string{holder[0].addr, others[0].addr, others[1].addr}
+	waits, redirects := clickUntilServed(hc, paths, all[1:], all)
+	for b.Loop() {
+	}
+	wrong := 0
+	for _, r := range redirects {
+		if r != 1 {
+			wrong++
+		}
+	}
+	b.ReportMetric(float64(waits[n/2].Microseconds())/1000, "ms-p50")
+	b.ReportMetric(float64(waits[n-1].Microseconds())/1000, "ms-p99")
+	b.ReportMetric(float64(wrong), "links-not-redirected-once")
+	if wrong > 0 || waits[n-1] >= 5*time.Second {
+		b.Errorf("p99 %v, %d links not redirected exactly once", waits[n-1], wrong)
+	}
+}

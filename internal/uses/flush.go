@@ -1,0 +1,271 @@
+package uses
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+)
+
+// writeCount writes the pending uses of an unlimited link: a merge patch of
+// status.uses on the version the informer showed last, with its
+// resourceVersion as precondition, so no read precedes the common write;
+// a conflict retries on a live read. c's lock is held. A write whose
+// response is lost is counted again (status.uses may read high by it).
+func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) error {
+	v, ok := c.version()
+	if !ok {
+		return errLinkGone
+	}
+	rv, base := v.ResourceVersion, v.StatusUses
+	var lastUsed *metav1.Time
+	if v.StatusLastUsed > 0 {
+		t := metav1.Unix(v.StatusLastUsed, 0)
+		lastUsed = &t
+	}
+	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
+		served := c.pending.Swap(0)
+		if served == 0 {
+			return nil
+		}
+		if !u.spend(ctx, mode) {
+			c.pending.Add(served)
+			return errNoBudget
+		}
+		// Taken after the swap: every use of this batch was served before it.
+		at := usedAt(u.opts.Clock(), lastUsed).UTC().Format(time.RFC3339)
+		patch := []byte(`{"metadata":{"resourceVersion":` + strconv.Quote(rv) + `},"status":{"uses":` + strconv.FormatInt(base+served, 10) + `,"lastUsedAt":"` + at + `"}}`)
+		obj := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
+		err := u.opts.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		switch {
+		case err == nil:
+			u.metrics.writes.WithLabelValues("ok").Inc()
+			return nil
+		case apierrors.IsConflict(err):
+			u.metrics.writes.WithLabelValues("conflict").Inc()
+			c.pending.Add(served)
+			live := &linkv1.ShortLink{}
+			if err := u.opts.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+				if apierrors.IsNotFound(err) {
+					return errLinkGone
+				}
+				return err
+			}
+			if UIDKey(live.UID) != c.uid {
+				return errLinkGone
+			}
+			rv, base, lastUsed = live.ResourceVersion, live.Status.Uses, live.Status.LastUsedAt
+		case apierrors.IsNotFound(err):
+			return errLinkGone
+		default:
+			u.metrics.writes.WithLabelValues(resultError).Inc()
+			c.pending.Add(served)
+			return err
+		}
+	}
+	return fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
+}
+
+// flushOne writes what c has to write: its pending uses, and for a held
+// reservation a renewal, or the return of its unused quota when it served
+// nothing since the last write (idle) or release is set.
+func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budgetMode) error {
+	if !u.lock(ctx, c) {
+		return ctx.Err()
+	}
+	defer u.unlock(c)
+	v, _ := c.version()
+	switch {
+	case c.held > 0:
+		pending := c.pending.Load()
+		inUse := pending > c.deferred // served since the last round
+		if c.ahead && (inUse || !u.opts.Clock().Before(c.aheadUntil)) {
+			u.endAhead(c) // used, or no longer new: held as any other
+		}
+		if inUse {
+			c.quietRounds = 0
+		} else if !release {
+			c.quietRounds++
+			// Quiet for a lease: the quota goes back to the others, unless
+			// it was reserved ahead of the first click of a new link.
+			release = c.quietRounds >= u.quietRounds() && !c.ahead
+		}
+		if !release && u.deferWrite(c, v) {
+			c.deferred = pending
+			return nil
+		}
+		// A reservation used since its last write is topped up in the same
+		// write: its next clicks are served from quota, not from a
+		// reservation each.
+		_, err := u.writeReservation(ctx, c, pending > 0 && !release, release, mode)
+		if c.held == 0 || errors.Is(err, errLinkGone) {
+			u.endAhead(c)
+		}
+		return err
+	case v.MaxUses > 0 || c.unconfirmed != nil:
+		if c.pending.Load() == 0 && c.unconfirmed == nil {
+			return nil
+		}
+		_, err := u.writeReservation(ctx, c, false, release, mode)
+		return err
+	default:
+		return u.writeCount(ctx, c, mode)
+	}
+}
+
+// deferWrite reports whether a held reservation's write can wait for a
+// later round: its lease lasts past the next round, it has quota left, and
+// its uses (inside the reservation, so counted by anyone who takes it
+// back) can arrive with the renewal, unless the link has an idleTimeout,
+// whose lastUsedAt must arrive within the manager's --idle-grace. A link
+// in use then costs a write per renewal, not one per round.
+func (u *Uses) deferWrite(c *Counter, v LinkVersion) bool {
+	if c.leaseEnd.Load()-u.mono(u.opts.Clock()) <= int64(u.opts.FlushInterval*3/2) || c.unconfirmed != nil {
+		return false
+	}
+	return c.pending.Load() == 0 || c.quota.Load() > 0 && !v.IdleTimeout
+}
+
+// quietRounds is how many flush rounds a reservation serves nothing before
+// its replica returns it: a lease's worth. A link clicked less often than
+// every round keeps its quota (and costs a renewal every other round, not
+// a reservation per click); a link gone quiet gives it back to the others.
+func (u *Uses) quietRounds() int {
+	return max(1, int(u.opts.Lease/u.opts.FlushInterval))
+}
+
+// Flush runs one round: every link with pending uses or a reservation due
+// for renewal or return gets at most one write, reservations first in the order their leases end
+// (they lapse), then the links in the order they started waiting, as far
+// as the write budget allows; the rest wait for the next round. At
+// shutdown (final) it writes everything without the budget, until ctx
+// ends, and returns every reservation's unused quota. It returns how many
+// uses are still pending.
+func (u *Uses) Flush(ctx context.Context, final bool) int64 {
+	var todo []*Counter
+	held := map[*Counter]bool{}
+	u.mu.Lock()
+	for c := range u.holding {
+		todo = append(todo, c)
+		held[c] = true
+	}
+	u.mu.Unlock()
+	dueFirst(todo)
+	var waiting []*Counter
+	for c := u.dirty.Swap(nil); c != nil; {
+		next := c.next
+		c.next = nil
+		c.queued.Store(false)
+		waiting = append(waiting, c)
+		c = next
+	}
+	// The stack is newest first.
+	slices.Reverse(waiting)
+	for _, c := range waiting {
+		if !held[c] {
+			todo = append(todo, c)
+		}
+	}
+
+	if final {
+		u.releaseAll(ctx, todo)
+	} else {
+		u.flushRound(ctx, todo)
+	}
+	var pending int64
+	for _, c := range todo {
+		if n := c.pending.Load(); n > 0 {
+			pending += n
+			u.markDirty(c)
+		}
+	}
+	u.metrics.pending.Set(float64(pending))
+	return pending
+}
+
+// flushRound writes todo in order as the budget allows: a round may spend
+// the budget of one interval (it waits for tokens until the next round is
+// due) and leaves the rest to that round.
+func (u *Uses) flushRound(ctx context.Context, todo []*Counter) {
+	u.roundEnd = time.Now().Add(u.opts.FlushInterval) // a real deadline for the budget's wait
+	for _, c := range todo {
+		if ctx.Err() != nil {
+			return
+		}
+		err := u.flushWithin(ctx, c, false, budgetRound)
+		switch {
+		case errors.Is(err, errNoBudget):
+			return
+		case err != nil:
+			// The API server is unreachable or refusing: the rest of the
+			// round would only wait for it too.
+			u.opts.Log.Info("cannot write uses yet; they wait for the next round", "link", c.name(), "error", err.Error())
+			return
+		}
+	}
+}
+
+// flushWithin is flushOne within writeTimeout; a link deleted meanwhile is
+// forgotten.
+func (u *Uses) flushWithin(ctx context.Context, c *Counter, release bool, mode budgetMode) error {
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	err := u.flushOne(wctx, c, release, mode)
+	if errors.Is(err, errLinkGone) {
+		c.pending.Store(0)
+		u.hold(c, false)
+		return nil
+	}
+	return err
+}
+
+// dueFirst orders held counters by the end of their leases, soonest first:
+// when the budget is short, the renewals that cannot wait are written.
+func dueFirst(held []*Counter) {
+	sort.Slice(held, func(i, j int) bool { return held[i].leaseEnd.Load() < held[j].leaseEnd.Load() })
+}
+
+// writeTimeout bounds one write of a flush round, so that a hung API
+// server holds a link's lock (and the requests waiting for quota) no longer.
+const writeTimeout = 10 * time.Second
+
+// Start writes counts every flush interval until ctx ends. The final flush
+// is Stop's, once the redirect port no longer serves.
+func (u *Uses) Start(ctx context.Context) error {
+	if u.opts.ReserveAhead > 0 {
+		// Returns after it: no reservation ahead is written after Stop's
+		// final flush has taken its list of reservations to return.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			u.runAhead(ctx)
+		}()
+		defer func() { <-done }()
+	}
+	returns := make(chan struct{})
+	go func() {
+		defer close(returns)
+		u.runReturns(ctx)
+	}()
+	defer func() { <-returns }()
+	t := time.NewTicker(u.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			u.Flush(ctx, false)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package uses
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// unreachable is a peer network that never gets an authenticated answer
+// from the holder: a NetworkPolicy in the way, or an impostor at its
+// address.
+type unreachable struct{ asks int }
+
+func (u *unreachable) TakeFrom(context.Context, Holder, LinkVersion) Forwarded {
+	u.asks++
+	return Unreachable
+}
+
+// returnsQueued reports whether r has reservations queued to return.
+func (r *testReplica) returnsQueued() bool {
+	r.u.mu.Lock()
+	defer r.u.mu.Unlock()
+	return len(r.u.returnQueue) > 0
+}
+
+// A single-use link held ahead by a replica the others cannot reach: the
+// first click elsewhere marks the holder's reservation returnRequested in
+// the write that found no quota (503), the holder returns it as soon as its
+// informer shows the mark, and the next click, no sooner than 200 ms
+// later, is served. Exactly one redirect, and the holder does not reserve
+// the link ahead again.
+func TestUnreachableHolderIsAskedThroughTheAPI(t *testing.T) {
+	api := newFakeAPI(1)
+	clk := &fakeClock{now: epoch}
+	a := newAheadReplica(api, clk, "a", epoch, nil)
+	net := &unreachable{}
+	b := newAheadReplica(api, clk, "b", epoch, net)
+	a.aheadRound(clk)
+	b.sync()
+	if got := b.take(); got != Unavailable || net.asks != 1 {
+		t.Fatalf("the first click: %v after %d forwards, want 503 after one", got, net.asks)
+	}
+	st := api.get().Status
+	if len(st.UseReservations) != 1 || !st.UseReservations[0].ReturnRequested || st.UseReservations[0].Holder != "a" {
+		t.Fatalf("reservations %+v, want a's asked for", st.UseReservations)
+	}
+	a.sync()
+	if !a.returnsQueued() {
+		t.Fatal("the holder did not take the mark in its informer as a request")
+	}
+	a.returnsNow()
+	if st := api.get().Status; len(st.UseReservations) != 0 || st.Uses != 0 {
+		t.Fatalf("after the return: %+v, want no reservation and no use", st)
+	}
+	b.sync()
+	if got := b.take(); got != Unavailable {
+		t.Errorf("a click within 200 ms of the denial: %v, want 503 (one reservation a second a link)", got)
+	}
+	clk.advance(200 * time.Millisecond)
+	if got := b.take(); got != Served {
+		t.Fatalf("the click after the return: %v", got)
+	}
+	a.sync()
+	a.aheadRound(clk)
+	if a.c.held > 0 || a.take() == Served || b.take() == Served {
+		t.Fatal("served past maxUses 1, or reserved ahead again by the replica asked")
+	}
+}
+
+// A mark on another replica's reservation queues nothing here.
+func TestReturnOnlyWhenAsked(t *testing.T) {
+	api := newFakeAPI(10)
+	clk := &fakeClock{now: epoch}
+	a := newAheadReplica(api, clk, "a", epoch, nil)
+	a.aheadRound(clk)
+	api.mu.Lock()
+	for i := range api.link.Status.UseReservations {
+		api.link.Status.UseReservations[i].ReturnRequested = true
+	}
+	api.mu.Unlock()
+	other := newAheadReplica(api, clk, "b", epoch, nil)
+	other.sync()
+	if other.returnsQueued() {
+		t.Error("a mark on a's reservation queued b")
+	}
+	a.sync()
+	if !a.returnsQueued() {
+		t.Error("a mark on a's reservation did not queue a")
+	}
+}
+
+// The last use of a reservation is written at once, not at the next
+// round: once the limit is reached, status shows it within a write, so
+// every replica answers 410 (the informer's Finished, or a denial that
+// reads it) instead of 503 until a round.
+func TestUsedUpQuotaIsWrittenAtOnce(t *testing.T) {
+	api := newFakeAPI(3)
+	clk := &fakeClock{now: epoch}
+	a := newTestReplica(api, clk, "a", 0)
+	b := newTestReplica(api, clk, "b", 0)
+	served := 0
+	for range 3 {
+		if a.take() == Served {
+			served++
+		}
+	}
+	if served != 3 {
+		t.Fatalf("served %d of 3", served)
+	}
+	if !a.returnsQueued() {
+		t.Fatal("the used-up reservation was not queued for a write")
+	}
+	a.returnsNow()
+	if st := api.get().Status; st.Uses != 3 || len(st.UseReservations) != 0 {
+		t.Fatalf("after the prompt write: %+v, want uses 3 and no reservation", st)
+	}
+	b.sync()
+	if got := b.take(); got != Exhausted {
+		t.Errorf("another replica's click after the last use: %v, want 410", got)
+	}
+	if got := a.take(); got != Exhausted {
+		t.Errorf("the holder's click after the last use: %v, want 410", got)
+	}
+}
+
+// silent is a holder that takes the request and never answers.
+type silent struct{}
+
+func (silent) TakeFrom(ctx context.Context, _ Holder, _ LinkVersion) Forwarded {
+	<-ctx.Done()
+	return Lost
+}
+
+// A click waits at most ReserveTimeout in all, the forward included: a
+// holder that never answers and a frozen API server cost one bound, not
+// the forward's 500 ms plus the reservation's timeout.
+func TestTakeWaitsAtMostTheReserveTimeout(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	api := newFakeAPI(1)
+	clk := &fakeClock{now: epoch}
+	a := newAheadReplica(api, clk, "a", epoch, nil)
+	a.aheadRound(clk)
+	b := newAheadReplica(api, clk, "b", epoch, silent{})
+	b.u.opts.ReserveTimeout = bound
+	b.sync()
+	api.setFault("b", frozen)
+	start := time.Now()
+	if got := b.take(); got != Unavailable {
+		t.Fatalf("%v, want 503", got)
+	}
+	// Twice the bound: scheduling on a loaded machine.
+	if d := time.Since(start); d > 2*bound {
+		t.Errorf("the click waited %v, bound %v", d, bound)
+	}
+}
