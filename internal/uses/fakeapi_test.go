@@ -65,6 +65,11 @@ func newFakeAPI(maxUses int64) *fakeAPI {
 	return a
 }
 
+// uid is the UIDKey of the link's current object.
+func (a *fakeAPI) uid() uint64 {
+	return UIDKey(a.get().UID)
+}
+
 // create makes the link anew under its name with uid.
 func (a *fakeAPI) create(uid string, maxUses int64) {
 	a.mu.Lock()
@@ -308,6 +313,8 @@ type testReplica struct {
 	short bool
 	// created is the link's creationTimestamp its informer shows (Unix s).
 	created int64
+	// retired are the counters of objects deleted since (a new uid).
+	retired []*Counter
 }
 
 // wait bounds a request's wait for quota, and a flush round.
@@ -349,7 +356,11 @@ func (r *testReplica) sync() {
 	if l := r.api.get(); l != nil {
 		v := r.api.version().(*testVersion)
 		v.Created = r.created
-		r.c = r.u.Attach(r.c, v)
+		c := r.u.Attach(r.c, v)
+		if r.c != nil && c != r.c {
+			r.retired = append(r.retired, r.c) // another object: its counter lingers until written
+		}
+		r.c = c
 	}
 }
 

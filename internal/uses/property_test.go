@@ -62,7 +62,7 @@ func TestCountingProperty(t *testing.T) {
 		clk := &fakeClock{now: epoch}
 		var live []*testReplica
 		next := 0
-		fwd := &liveForwarder{live: &live, served: &forwarded, rng: rng}
+		fwd := &liveForwarder{live: &live, served: &forwarded, rng: rng, api: api}
 		spawn := func() {
 			skew := time.Duration(rng.Int64N(int64(2*lease))) - lease
 			r := newTestReplica(api, clk, fmt.Sprintf("r%d", next), skew, true)
@@ -84,7 +84,7 @@ func TestCountingProperty(t *testing.T) {
 				}
 			}
 		}
-		served := int64(0)
+		served, generation := int64(0), 1
 		var history, trace []string
 		fail := func(format string, args ...any) {
 			for _, l := range trace {
@@ -99,7 +99,10 @@ func TestCountingProperty(t *testing.T) {
 				aheadGranted += r.reserveAheadNow()
 				history = append(history, "ahead "+r.holder)
 			case op < 45:
-				if r.take() == Served {
+				// A use of the object the replica's informer shows, which
+				// may be one deleted since.
+				of := r.c.uid
+				if r.take() == Served && of == api.uid() {
 					served++
 					if served > limit {
 						fail("served %d, limit %d", served, limit)
@@ -118,9 +121,12 @@ func TestCountingProperty(t *testing.T) {
 				r.dead = true
 				history = append(history, "kill "+r.holder)
 			case op < 82:
-				r.flush(true)
+				// SIGTERM: within the shutdown timeout, or past it before
+				// a write (what it holds is then taken back, as a kill's).
+				late := rng.IntN(4) == 0
+				r.stop(late)
 				r.dead = true
-				history = append(history, "stop "+r.holder)
+				history = append(history, fmt.Sprintf("stop %s late=%v", r.holder, late))
 			case op < 87:
 				f := fault(1 + rng.IntN(3))
 				api.setFault(r.holder, f)
@@ -139,6 +145,16 @@ func TestCountingProperty(t *testing.T) {
 				limit = max(1, limit-int64(rng.IntN(int(limit)+1)))
 				api.setMaxUses(limit)
 				history = append(history, fmt.Sprintf("limit %d", limit))
+			case op < 96:
+				// Deleted and created again under its name: another object,
+				// counted afresh; the replicas learn it late or not at once.
+				generation++
+				api.create(fmt.Sprintf("uid-%d", generation), limit)
+				served, fwd.lost = 0, 0
+				api.mu.Lock()
+				api.takenBack = 0
+				api.mu.Unlock()
+				history = append(history, "recreate")
 			default:
 				if len(live) < 5 {
 					spawn()
@@ -167,6 +183,18 @@ func TestCountingProperty(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stop stops r as SIGTERM does: a final flush within the shutdown
+// timeout, or with it already past (late).
+func (r *testReplica) stop(late bool) {
+	if !late {
+		r.flush(true)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	cancel()
+	r.u.Stop(ctx)
 }
 
 // countsBound checks status against the uses served, both ways: it never
@@ -218,8 +246,10 @@ func (r *testReplica) aheadCounted() error {
 	held := r.u.aheadHeld
 	r.u.mu.Unlock()
 	want := 0
-	if r.c.ahead {
-		want = 1
+	for _, c := range append([]*Counter{r.c}, r.retired...) {
+		if c.ahead {
+			want++
+		}
 	}
 	if held != want || r.c.ahead && r.c.held == 0 {
 		return fmt.Errorf("%s: %d held ahead, counter ahead %v with %d held", r.holder, held, r.c.ahead, r.c.held)
@@ -238,10 +268,11 @@ type liveForwarder struct {
 	live   *[]*testReplica
 	served *int
 	rng    *rand.Rand
-	lost   int64 // uses served by holders whose answer was lost
+	api    *fakeAPI
+	lost   int64 // uses of the current object served by holders whose answer was lost
 }
 
-func (f *liveForwarder) TakeFrom(_ context.Context, to Holder, _ LinkVersion) Forwarded {
+func (f *liveForwarder) TakeFrom(_ context.Context, to Holder, v LinkVersion) Forwarded {
 	switch fate := f.rng.IntN(20); {
 	case fate < 2:
 		return Unreachable
@@ -250,20 +281,26 @@ func (f *liveForwarder) TakeFrom(_ context.Context, to Holder, _ LinkVersion) Fo
 		// another reason the client cannot tell from a lost answer.
 		return Lost
 	case fate < 6:
-		return f.takeFrom(to, true)
+		return f.takeFrom(to, v.UID, true)
 	}
-	return f.takeFrom(to, false)
+	return f.takeFrom(to, v.UID, false)
 }
 
-// takeFrom asks the live holder to; its answer is lost if lose.
-func (f *liveForwarder) takeFrom(to Holder, lose bool) Forwarded {
+// takeFrom asks the live holder to for a use of the object uid; its
+// answer is lost if lose.
+func (f *liveForwarder) takeFrom(to Holder, uid uint64, lose bool) Forwarded {
 	for _, r := range *f.live {
 		if r.holder == to.Name && !r.dead {
+			if r.c.uid != uid {
+				return ForwardRefused // another object under the code (404)
+			}
 			if r.u.TakeHeld(r.c, r.clock()) != Served {
 				return ForwardRefused
 			}
 			if lose {
-				f.lost++
+				if uid == f.api.uid() {
+					f.lost++
+				}
 				return Lost
 			}
 			*f.served++
