@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,143 +47,180 @@ func seedOffset() uint64 {
 
 func TestCountingProperty(t *testing.T) {
 	const histories, steps = 2000, 250
-	const lease = 30 * time.Second
-	var forwarded, aheadGranted, returned int
+	var seen coverage
 	defer func() {
 		// Else the histories would not test them.
-		if forwarded == 0 || aheadGranted == 0 || returned == 0 {
-			t.Errorf("%d uses served by forwarding, %d reservations ahead and %d returned when asked in all histories", forwarded, aheadGranted, returned)
+		if seen.forwarded == 0 || seen.aheadGranted == 0 || seen.returned == 0 {
+			t.Errorf("%d uses served by forwarding, %d reservations ahead and %d returned when asked in all histories", seen.forwarded, seen.aheadGranted, seen.returned)
 		}
 	}()
 	for h := range histories {
 		seed := uint64(h) + seedOffset()
-		rng := rand.New(rand.NewPCG(seed, 0x11f))
-		limit := int64(20 + rng.IntN(200))
-		api := newFakeAPI(limit)
-		clk := &fakeClock{now: epoch}
-		var live []*testReplica
-		next := 0
-		fwd := &liveForwarder{live: &live, served: &forwarded, rng: rng, api: api}
-		spawn := func() {
-			skew := time.Duration(rng.Int64N(int64(2*lease))) - lease
-			r := newTestReplica(api, clk, fmt.Sprintf("r%d", next), skew, true)
-			r.u.opts.Forwarder, r.u.opts.ReserveAhead, r.created = fwd, 10*time.Minute, epoch.Unix()
-			r.sync()
-			live = append(live, r)
-			next++
-		}
-		for range 3 {
-			spawn()
-		}
-		// An informer may lag: a replica misses a step's update one time in
-		// five (a first reservation then writes on a stale version, and
-		// must conflict), but every replica sees a lowered limit.
-		syncAll := func(all bool) {
-			for _, r := range live {
-				if all || rng.IntN(5) > 0 {
-					r.sync()
-				}
-			}
-		}
-		served, generation := int64(0), 1
-		var history, trace []string
-		fail := func(format string, args ...any) {
-			for _, l := range trace {
-				t.Log(l)
-			}
-			t.Fatalf("history %d (seed %d), step %d: %s\nhistory: %v", h, seed, len(history), fmt.Sprintf(format, args...), history)
-		}
+		p := newPropertyRun(rand.New(rand.NewPCG(seed, 0x11f)), &seen)
 		for range steps {
-			r := live[rng.IntN(len(live))]
-			switch op := rng.IntN(100); {
-			case op < 5:
-				aheadGranted += r.reserveAheadNow()
-				history = append(history, "ahead "+r.holder)
-			case op < 45:
-				// A use of the object the replica's informer shows, which
-				// may be one deleted since.
-				of := r.c.uid
-				if r.take() == Served && of == api.uid() {
-					served++
-					if served > limit {
-						fail("served %d, limit %d", served, limit)
-					}
+			if err := p.step(); err != nil {
+				for _, l := range p.trace {
+					t.Log(l)
 				}
-				history = append(history, "take "+r.holder)
-			case op < 65:
-				r.flush(false)
-				history = append(history, "flush "+r.holder)
-			case op < 77:
-				d := time.Duration(rng.Int64N(int64(15 * time.Second)))
-				clk.advance(d)
-				history = append(history, "advance "+d.String())
-			case op < 80:
-				// SIGKILL: its uses not written are lost, its quota held.
-				r.dead = true
-				history = append(history, "kill "+r.holder)
-			case op < 82:
-				// SIGTERM: within the shutdown timeout, or past it before
-				// a write (what it holds is then taken back, as a kill's).
-				late := rng.IntN(4) == 0
-				r.stop(late)
-				r.dead = true
-				history = append(history, fmt.Sprintf("stop %s late=%v", r.holder, late))
-			case op < 87:
-				f := fault(1 + rng.IntN(3))
-				api.setFault(r.holder, f)
-				history = append(history, fmt.Sprintf("fault %s %d", r.holder, f))
-			case op < 90:
-				api.setFault(r.holder, noFault)
-				r.heal()
-				history = append(history, "heal "+r.holder)
-			case op < 92:
-				r.starve()
-				history = append(history, "starve "+r.holder)
-			case op < 93:
-				returned += r.returnsNow()
-				history = append(history, "returns "+r.holder)
-			case op < 95:
-				limit = max(1, limit-int64(rng.IntN(int(limit)+1)))
-				api.setMaxUses(limit)
-				history = append(history, fmt.Sprintf("limit %d", limit))
-			case op < 96:
-				// Deleted and created again under its name: another object,
-				// counted afresh; the replicas learn it late or not at once.
-				generation++
-				api.create(fmt.Sprintf("uid-%d", generation), limit)
-				served, fwd.lost = 0, 0
-				api.mu.Lock()
-				api.takenBack = 0
-				api.mu.Unlock()
-				history = append(history, "recreate")
-			default:
-				if len(live) < 5 {
-					spawn()
-					history = append(history, "spawn")
-				}
-			}
-			for i := 0; i < len(live); i++ {
-				if live[i].dead {
-					live = append(live[:i], live[i+1:]...)
-					i--
-				}
-			}
-			if len(live) == 0 {
-				spawn()
-			}
-			syncAll(strings.HasPrefix(history[len(history)-1], "limit"))
-			st := api.get().Status
-			if debugProperty {
-				trace = append(trace, fmt.Sprintf("%-30s served %d uses %d res %v", history[len(history)-1], served, st.Uses, st.UseReservations))
-			}
-			if err := countsBound(st, served, fwd.lost, api.takenBack); err != nil {
-				fail("%v", err)
-			}
-			if err := aheadCountedAll(live); err != nil {
-				fail("%v", err)
+				t.Fatalf("history %d (seed %d), step %d: %v\nhistory: %v", h, seed, len(p.history), err, p.history)
 			}
 		}
 	}
+}
+
+// coverage counts what the histories exercised.
+type coverage struct{ forwarded, aheadGranted, returned int }
+
+// propertyRun is one history of TestCountingProperty.
+type propertyRun struct {
+	rng        *rand.Rand
+	api        *fakeAPI
+	clk        *fakeClock
+	live       []*testReplica
+	next       int
+	fwd        *liveForwarder
+	seen       *coverage
+	limit      int64
+	served     int64 // uses of the current object served
+	generation int
+	history    []string
+	trace      []string
+}
+
+// propertyLease is the replicas' lease; their clocks are skewed by up to it.
+const propertyLease = 30 * time.Second
+
+func newPropertyRun(rng *rand.Rand, seen *coverage) *propertyRun {
+	limit := int64(20 + rng.IntN(200))
+	p := &propertyRun{rng: rng, api: newFakeAPI(limit), clk: &fakeClock{now: epoch}, seen: seen, limit: limit, generation: 1}
+	p.fwd = &liveForwarder{live: &p.live, served: &seen.forwarded, rng: rng, api: p.api}
+	for range 3 {
+		p.spawn()
+	}
+	return p
+}
+
+func (p *propertyRun) spawn() {
+	skew := time.Duration(p.rng.Int64N(int64(2*propertyLease))) - propertyLease
+	r := newTestReplica(p.api, p.clk, fmt.Sprintf("r%d", p.next), skew, true)
+	r.u.opts.Forwarder, r.u.opts.ReserveAhead, r.created = p.fwd, 10*time.Minute, epoch.Unix()
+	r.sync()
+	p.live = append(p.live, r)
+	p.next++
+}
+
+// syncAll delivers the link to the replicas. An informer may lag: a
+// replica misses a step's update one time in five (a first reservation
+// then writes on a stale version, and must conflict), but every replica
+// sees a lowered limit (all).
+func (p *propertyRun) syncAll(all bool) {
+	for _, r := range p.live {
+		if all || p.rng.IntN(5) > 0 {
+			r.sync()
+		}
+	}
+}
+
+// step runs one random step on a random replica, then checks the bounds.
+func (p *propertyRun) step() error {
+	r := p.live[p.rng.IntN(len(p.live))]
+	did, err := p.do(r, p.rng.IntN(100))
+	if err != nil {
+		return err
+	}
+	p.history = append(p.history, did)
+	p.live = slices.DeleteFunc(p.live, func(r *testReplica) bool { return r.dead })
+	if len(p.live) == 0 {
+		p.spawn()
+	}
+	p.syncAll(strings.HasPrefix(did, "limit"))
+	st := p.api.get().Status
+	if debugProperty {
+		p.trace = append(p.trace, fmt.Sprintf("%-30s served %d uses %d res %v", did, p.served, st.Uses, st.UseReservations))
+	}
+	if err := countsBound(st, p.served, p.fwd.lost, p.api.takenBack); err != nil {
+		return err
+	}
+	return aheadCountedAll(p.live)
+}
+
+// do runs the step op on r and says what it did.
+func (p *propertyRun) do(r *testReplica, op int) (string, error) {
+	switch {
+	case op < 5:
+		p.seen.aheadGranted += r.reserveAheadNow()
+		return "ahead " + r.holder, nil
+	case op < 45:
+		if r.takeOf(p.api.uid()) {
+			if p.served++; p.served > p.limit {
+				return "", fmt.Errorf("served %d, limit %d", p.served, p.limit)
+			}
+		}
+		return "take " + r.holder, nil
+	case op < 65:
+		r.flush(false)
+		return "flush " + r.holder, nil
+	case op < 77:
+		d := time.Duration(p.rng.Int64N(int64(15 * time.Second)))
+		p.clk.advance(d)
+		return "advance " + d.String(), nil
+	case op < 80:
+		// SIGKILL: its uses not written are lost, its quota held.
+		r.dead = true
+		return "kill " + r.holder, nil
+	case op < 82:
+		// SIGTERM: within the shutdown timeout, or past it before a
+		// write (what it holds is then taken back, as a kill's).
+		late := p.rng.IntN(4) == 0
+		r.stop(late)
+		r.dead = true
+		return fmt.Sprintf("stop %s late=%v", r.holder, late), nil
+	case op < 87:
+		f := fault(1 + p.rng.IntN(3))
+		p.api.setFault(r.holder, f)
+		return fmt.Sprintf("fault %s %d", r.holder, f), nil
+	case op < 90:
+		p.api.setFault(r.holder, noFault)
+		r.heal()
+		return "heal " + r.holder, nil
+	case op < 92:
+		r.starve()
+		return "starve " + r.holder, nil
+	case op < 93:
+		p.seen.returned += r.returnsNow()
+		return "returns " + r.holder, nil
+	case op < 95:
+		p.limit = max(1, p.limit-int64(p.rng.IntN(int(p.limit)+1)))
+		p.api.setMaxUses(p.limit)
+		return fmt.Sprintf("limit %d", p.limit), nil
+	case op < 96:
+		// Deleted and created again under its name: another object,
+		// counted afresh; the replicas learn it late or not at once.
+		p.generation++
+		p.api.recreate(fmt.Sprintf("uid-%d", p.generation), p.limit)
+		p.served, p.fwd.lost = 0, 0
+		return "recreate", nil
+	case len(p.live) < 5:
+		p.spawn()
+		return "spawn", nil
+	}
+	return "nothing", nil
+}
+
+// takeOf is a click on r, and reports whether it served a use of the
+// object uid (r's informer may still show an object deleted since).
+func (r *testReplica) takeOf(uid uint64) bool {
+	of := r.c.uid
+	return r.take() == Served && of == uid
+}
+
+// recreate deletes the link and creates it again as uid: a new object,
+// nothing taken back of it yet.
+func (a *fakeAPI) recreate(uid string, maxUses int64) {
+	a.create(uid, maxUses)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.takenBack = 0
 }
 
 // stop stops r as SIGTERM does: a final flush within the shutdown
