@@ -99,9 +99,24 @@ api-docs-check: crd-ref-docs ## Fail if docs/reference/api.md is not what the Go
 		echo "docs/reference/api.md is stale: the API types changed. Run 'make api-docs' and commit it." >&2; exit 1; \
 	fi
 
+# make test's stages, in hack/test.sh: each a target below, timed, the tool
+# and envtest builds beside the others, then go-test, then a summary.
 .PHONY: test
-test: manifests generate fmt vet lint api-docs-check envtest-assets build helm release image-binaries ## Run lint, unit, envtest, image, release and end-to-end tests (the e2e runs the amd64 images' binaries).
-	LINKFORGE_E2E_BINARIES="$(CURDIR)/$(IMAGE_BINARIES)" KUBEBUILDER_ASSETS="$(ASSETS)" go test ./... -coverprofile cover.out
+test: ## Run lint, unit, envtest, image, release and end-to-end tests (the e2e runs the amd64 images' binaries); summary and logs in bin/test-logs.
+	@MAKE="$(MAKE)" TEST_LOGS="$(TEST_LOGS)" hack/test.sh
+
+# Where make test and go-test write their logs: stages in make/, a log per
+# package in go/, the summary in summary.txt.
+TEST_LOGS ?= bin/test-logs
+# The slowest packages start first, so neither is left running alone at the
+# end (go test runs as many packages at once as there are cores).
+TEST_FIRST = ./internal/e2e ./controllers
+
+.PHONY: go-test
+go-test: ## Run the Go tests only, as make test does last (after its other stages, once), with a log per package.
+	go build -o bin/testsummary ./hack/testsummary
+	LINKFORGE_E2E_BINARIES="$(CURDIR)/$(IMAGE_BINARIES)" KUBEBUILDER_ASSETS="$(ASSETS)" \
+		go test -json $(TEST_FIRST) ./... -coverprofile cover.out | bin/testsummary -dir $(TEST_LOGS)/go
 
 .PHONY: bench
 bench: envtest-assets build ## Run the benchmarks: code algorithm, controller and reaper against envtest, counting uses, redirector vs nginx.
@@ -118,11 +133,11 @@ bench-scale: envtest-assets build ## Measure linkforge at N links (default 10000
 
 ##@ Build
 
+# Not -trimpath: it would compile every package again (go vet's and go
+# test's builds are without it). The images, built with ko, are trimmed.
 .PHONY: build
 build: manifests generate fmt vet ## Build bin/manager, bin/redirector and bin/linkforge.
-	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd/manager
-	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/redirector ./cmd/redirector
-	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/linkforge ./cmd/linkforge
+	go build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/manager ./cmd/redirector ./cmd/linkforge
 
 # Where install-plugin puts kubectl-linkforge; a directory on your PATH.
 PLUGIN_DIR ?= $(HOME)/bin

@@ -1,0 +1,254 @@
+// Command testsummary reads `go test -json` on stdin, writes each package's
+// output to its own log (<dir>/<package>.log), prints a line as each package
+// ends (and the output of a failed test, or the end of a failed package's log
+// when no test failed), and writes a one-line-per-package summary to
+// <dir>/packages.txt for hack/test.sh to print. It exits 1 when a package or a
+// build failed.
+//
+//	go test -json ./... | go run ./hack/testsummary -dir bin/test-logs/go
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// event is a TestEvent or a BuildEvent of `go test -json` (go help buildjson).
+type event struct {
+	Action      string
+	Package     string
+	Test        string
+	Elapsed     float64
+	Output      string
+	FailedBuild string
+	ImportPath  string
+}
+
+type pkg struct {
+	name    string // the import path without the module's
+	log     *os.File
+	logPath string
+	result  string // pass, fail, skip; empty while running
+	elapsed float64
+	cached  bool
+	noTests bool
+	failed  []string          // top-level tests that failed
+	build   string            // the package whose build failed
+	tests   map[string][]byte // output of running top-level tests, printed if they fail
+	tail    []string          // the package's last lines outside any test
+}
+
+const tailLines = 30
+
+type summary struct {
+	dir    string
+	module string
+	out    io.Writer
+	pkgs   map[string]*pkg
+	order  []*pkg
+	builds map[string][]byte // build output by ImportPath
+}
+
+func main() {
+	dir := flag.String("dir", "bin/test-logs/go", "directory of the logs and packages.txt, emptied first")
+	flag.Parse()
+	if err := os.RemoveAll(*dir); err != nil {
+		fatal(err)
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		fatal(err)
+	}
+	s := &summary{dir: *dir, module: modulePath(), out: os.Stdout, pkgs: map[string]*pkg{}, builds: map[string][]byte{}}
+	r := bufio.NewReader(os.Stdin)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			s.line(line)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fatal(err)
+		}
+	}
+	failed := s.finish()
+	if err := os.WriteFile(filepath.Join(*dir, "packages.txt"), []byte(s.report()), 0o644); err != nil {
+		fatal(err)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "testsummary:", err)
+	os.Exit(2)
+}
+
+// modulePath is the module of go.mod in the working directory, trimmed from
+// package names; empty if there is none.
+func modulePath() string {
+	data, err := os.ReadFile("go.mod")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(l), "module "); ok {
+			return strings.Trim(strings.TrimSpace(m), `"`) + "/"
+		}
+	}
+	return ""
+}
+
+func (s *summary) line(line []byte) {
+	var e event
+	if line[0] != '{' || json.Unmarshal(line, &e) != nil {
+		// Not an event (the go command's own errors go to stderr): pass it on.
+		_, _ = s.out.Write(line)
+		return
+	}
+	switch {
+	case e.Action == "build-output":
+		s.builds[e.ImportPath] = append(s.builds[e.ImportPath], e.Output...)
+		_, _ = io.WriteString(s.out, e.Output)
+	case e.Action == "build-fail":
+	case e.Package != "":
+		s.event(s.pkg(e.Package), e)
+	}
+}
+
+func (s *summary) pkg(path string) *pkg {
+	if p := s.pkgs[path]; p != nil {
+		return p
+	}
+	name := strings.TrimPrefix(path, s.module)
+	if name == strings.TrimSuffix(s.module, "/") {
+		name = "."
+	}
+	p := &pkg{name: name, logPath: filepath.Join(s.dir, filepath.FromSlash(name)+".log"), tests: map[string][]byte{}}
+	if err := os.MkdirAll(filepath.Dir(p.logPath), 0o755); err != nil {
+		fatal(err)
+	}
+	f, err := os.Create(p.logPath)
+	if err != nil {
+		fatal(err)
+	}
+	p.log = f
+	s.pkgs[path] = p
+	s.order = append(s.order, p)
+	return p
+}
+
+func (s *summary) event(p *pkg, e event) {
+	top, _, _ := strings.Cut(e.Test, "/")
+	switch e.Action {
+	case "output":
+		_, _ = p.log.WriteString(e.Output)
+		if top != "" {
+			p.tests[top] = append(p.tests[top], e.Output...)
+			return
+		}
+		if strings.Contains(e.Output, "[no test files]") {
+			p.noTests = true
+		}
+		if strings.Contains(e.Output, "(cached)") {
+			p.cached = true
+		}
+		p.tail = append(p.tail, e.Output)
+		if len(p.tail) > tailLines {
+			p.tail = p.tail[1:]
+		}
+	case "pass", "skip", "fail":
+		if e.Test != "" {
+			if e.Test == top {
+				if e.Action == "fail" {
+					p.failed = append(p.failed, top)
+					_, _ = s.out.Write(p.tests[top])
+				}
+				delete(p.tests, top)
+			}
+			return
+		}
+		p.result, p.elapsed = e.Action, e.Elapsed
+		if p.build = e.FailedBuild; p.build != "" {
+			out := s.builds[e.FailedBuild]
+			fmt.Fprintf(p.log, "\nbuild of %s failed:\n%s", e.FailedBuild, out)
+		}
+		_ = p.log.Close()
+		if p.noTests {
+			return
+		}
+		if e.Action == "fail" && len(p.failed) == 0 && p.build == "" {
+			fmt.Fprintf(s.out, "--- %s failed outside a test; the end of its log:\n%s", p.name, strings.Join(p.tail, ""))
+		}
+		fmt.Fprintln(s.out, s.pkgLine(p))
+	}
+}
+
+// finish marks packages that never ended (the go command died) as failed,
+// and reports whether any package failed.
+func (s *summary) finish() bool {
+	failed := false
+	for _, p := range s.order {
+		if p.result == "" {
+			p.result = "fail"
+			_ = p.log.Close()
+		}
+		failed = failed || p.result == "fail"
+	}
+	return failed
+}
+
+func (s *summary) pkgLine(p *pkg) string {
+	status := map[string]string{"pass": "ok", "fail": "FAIL", "skip": "skip"}[p.result]
+	took := fmt.Sprintf("%6.1fs", p.elapsed)
+	if p.cached {
+		took = "(cached)"
+	}
+	line := fmt.Sprintf("%-4s  %-32s %8s  %s", status, p.name, took, p.logPath)
+	switch {
+	case len(p.failed) > 0:
+		line += "  failed: " + strings.Join(p.failed, " ")
+	case p.build != "":
+		line += "  build failed: " + strings.TrimPrefix(p.build, s.module)
+	case p.result == "fail":
+		line += "  failed outside a test (TestMain, exit, timeout)"
+	}
+	return line
+}
+
+// report is the summary: a line for each package with tests, slowest first,
+// failures on top; one line naming the packages without tests.
+func (s *summary) report() string {
+	var b strings.Builder
+	var tested []*pkg
+	var untested []string
+	for _, p := range s.order {
+		if p.noTests && p.result != "fail" {
+			untested = append(untested, p.name)
+			continue
+		}
+		tested = append(tested, p)
+	}
+	sort.SliceStable(tested, func(i, j int) bool {
+		if fi, fj := tested[i].result == "fail", tested[j].result == "fail"; fi != fj {
+			return fi
+		}
+		return tested[i].elapsed > tested[j].elapsed
+	})
+	for _, p := range tested {
+		b.WriteString(s.pkgLine(p) + "\n")
+	}
+	if len(untested) > 0 {
+		fmt.Fprintf(&b, "no test files: %s\n", strings.Join(untested, " "))
+	}
+	return b.String()
+}
