@@ -47,6 +47,13 @@ type pkg struct {
 
 const tailLines = 30
 
+// The actions that end a test or a package.
+const (
+	pass = "pass"
+	fail = "fail"
+	skip = "skip"
+)
+
 type summary struct {
 	dir    string
 	module string
@@ -166,10 +173,10 @@ func (s *summary) event(p *pkg, e event) {
 		if len(p.tail) > tailLines {
 			p.tail = p.tail[1:]
 		}
-	case "pass", "skip", "fail":
+	case pass, skip, fail:
 		if e.Test != "" {
 			if e.Test == top {
-				if e.Action == "fail" {
+				if e.Action == fail {
 					p.failed = append(p.failed, top)
 					_, _ = s.out.Write(p.tests[top])
 				}
@@ -180,16 +187,16 @@ func (s *summary) event(p *pkg, e event) {
 		p.result, p.elapsed = e.Action, e.Elapsed
 		if p.build = e.FailedBuild; p.build != "" {
 			out := s.builds[e.FailedBuild]
-			fmt.Fprintf(p.log, "\nbuild of %s failed:\n%s", e.FailedBuild, out)
+			_, _ = fmt.Fprintf(p.log, "\nbuild of %s failed:\n%s", e.FailedBuild, out)
 		}
 		_ = p.log.Close()
 		if p.noTests {
 			return
 		}
-		if e.Action == "fail" && len(p.failed) == 0 && p.build == "" {
-			fmt.Fprintf(s.out, "--- %s failed outside a test; the end of its log:\n%s", p.name, strings.Join(p.tail, ""))
+		if e.Action == fail && len(p.failed) == 0 && p.build == "" {
+			_, _ = fmt.Fprintf(s.out, "--- %s failed outside a test; the end of its log:\n%s", p.name, strings.Join(p.tail, ""))
 		}
-		fmt.Fprintln(s.out, s.pkgLine(p))
+		_, _ = fmt.Fprintln(s.out, s.pkgLine(p))
 	}
 }
 
@@ -199,16 +206,16 @@ func (s *summary) finish() bool {
 	failed := false
 	for _, p := range s.order {
 		if p.result == "" {
-			p.result = "fail"
+			p.result = fail
 			_ = p.log.Close()
 		}
-		failed = failed || p.result == "fail"
+		failed = failed || p.result == fail
 	}
 	return failed
 }
 
 func (s *summary) pkgLine(p *pkg) string {
-	status := map[string]string{"pass": "ok", "fail": "FAIL", "skip": "skip"}[p.result]
+	status := map[string]string{pass: "ok", fail: "FAIL", skip: "skip"}[p.result]
 	took := fmt.Sprintf("%6.1fs", p.elapsed)
 	if p.cached {
 		took = "(cached)"
@@ -219,7 +226,7 @@ func (s *summary) pkgLine(p *pkg) string {
 		line += "  failed: " + strings.Join(p.failed, " ")
 	case p.build != "":
 		line += "  build failed: " + strings.TrimPrefix(p.build, s.module)
-	case p.result == "fail":
+	case p.result == fail:
 		line += "  failed outside a test (TestMain, exit, timeout)"
 	}
 	return line
@@ -232,14 +239,14 @@ func (s *summary) report() string {
 	var tested []*pkg
 	var untested []string
 	for _, p := range s.order {
-		if p.noTests && p.result != "fail" {
+		if p.noTests && p.result != fail {
 			untested = append(untested, p.name)
 			continue
 		}
 		tested = append(tested, p)
 	}
 	sort.SliceStable(tested, func(i, j int) bool {
-		if fi, fj := tested[i].result == "fail", tested[j].result == "fail"; fi != fj {
+		if fi, fj := tested[i].result == fail, tested[j].result == fail; fi != fj {
 			return fi
 		}
 		return tested[i].elapsed > tested[j].elapsed
