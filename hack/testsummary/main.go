@@ -38,7 +38,7 @@ type pkg struct {
 	result  string // pass, fail, skip; empty while running
 	elapsed float64
 	cached  bool
-	noTests bool
+	ran     bool              // a test ran (else the package has none, or no test files)
 	failed  []string          // top-level tests that failed
 	build   string            // the package whose build failed
 	tests   map[string][]byte // output of running top-level tests, printed if they fail
@@ -156,15 +156,13 @@ func (s *summary) pkg(path string) *pkg {
 
 func (s *summary) event(p *pkg, e event) {
 	top, _, _ := strings.Cut(e.Test, "/")
+	p.ran = p.ran || top != ""
 	switch e.Action {
 	case "output":
 		_, _ = p.log.WriteString(e.Output)
 		if top != "" {
 			p.tests[top] = append(p.tests[top], e.Output...)
 			return
-		}
-		if strings.Contains(e.Output, "[no test files]") {
-			p.noTests = true
 		}
 		if strings.Contains(e.Output, "(cached)") {
 			p.cached = true
@@ -190,7 +188,7 @@ func (s *summary) event(p *pkg, e event) {
 			_, _ = fmt.Fprintf(p.log, "\nbuild of %s failed:\n%s", e.FailedBuild, out)
 		}
 		_ = p.log.Close()
-		if p.noTests {
+		if !p.ran && e.Action != fail {
 			return
 		}
 		if e.Action == fail && len(p.failed) == 0 && p.build == "" {
@@ -239,7 +237,7 @@ func (s *summary) report() string {
 	var tested []*pkg
 	var untested []string
 	for _, p := range s.order {
-		if p.noTests && p.result != fail {
+		if !p.ran && p.result != fail {
 			untested = append(untested, p.name)
 			continue
 		}
@@ -255,7 +253,7 @@ func (s *summary) report() string {
 		b.WriteString(s.pkgLine(p) + "\n")
 	}
 	if len(untested) > 0 {
-		fmt.Fprintf(&b, "no test files: %s\n", strings.Join(untested, " "))
+		fmt.Fprintf(&b, "no tests: %s\n", strings.Join(untested, " "))
 	}
 	return b.String()
 }
