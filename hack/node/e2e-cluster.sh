@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# make e2e-cluster: the cluster end-to-end suite on a real node.
+#
+# Builds the node's binaries where they are missing (hack/node/binaries.sh),
+# brings up a single node on this machine (bin/node up: installs the Debian
+# packages it needs, as root), imports the images `make images` built
+# (dist/images), installs the release as the README's Install section
+# tells a user (kubectl apply --server-side -f dist/install.yaml), runs
+# internal/clustere2e against it, and takes the node down: also when a test
+# fails or the run is interrupted. Needs `make release` first (the Makefile's
+# target depends on it).
+#
+# The node's settings are bin/node's flags' environment variables
+# (LINKFORGE_NODE_BRIDGE, LINKFORGE_NODE_POD_SUBNET,
+# LINKFORGE_NODE_SERVICE_SUBNET, LINKFORGE_NODE_PORT_BASE, ...: bin/node up -h).
+# CLUSTER_E2E_RUN is a go test -run pattern; CLUSTER_E2E_KEEP=1 leaves the
+# node up afterwards (take it down with bin/node down).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+log() { echo "e2e-cluster: $*" >&2; }
+started=$(date +%s)
+
+[ -f dist/install.yaml ] || { log "no dist/install.yaml: run make release first"; exit 1; }
+LINKFORGE_NODE_BIN=$(hack/node/binaries.sh)
+export LINKFORGE_NODE_BIN
+go build -o bin/node ./hack/node
+
+status=0
+down() {
+	status=${status:-$?}
+	trap - EXIT INT TERM
+	if [ "${CLUSTER_E2E_KEEP:-}" = 1 ]; then
+		log "the node is still up (CLUSTER_E2E_KEEP=1): bin/node down takes it down"
+	else
+		bin/node down || status=1
+	fi
+	log "$([ "$status" = 0 ] && echo ok || echo FAIL) in $(($(date +%s) - started))s"
+	exit "$status"
+}
+trap 'status=$?; down' EXIT
+trap 'status=130; down' INT
+trap 'status=143; down' TERM
+
+up_started=$(date +%s)
+bin/node up
+log "node up in $(($(date +%s) - up_started))s"
+eval "$(bin/node env)"
+
+# As the README's Install section tells a user.
+install_started=$(date +%s)
+KUBECONFIG=$LINKFORGE_CLUSTER_KUBECONFIG "$LINKFORGE_CLUSTER_KUBECTL" apply --server-side -f dist/install.yaml
+log "release applied in $(($(date +%s) - install_started))s"
+
+go test ./internal/clustere2e -count=1 -v -timeout 30m ${CLUSTER_E2E_RUN:+-run "$CLUSTER_E2E_RUN"}

@@ -1,0 +1,15 @@
+package clustere2e
+
+import "testing"
+
+// TestCluster runs against the release make e2e-cluster installed, in
+// order: each part builds on the state the one before left.
+func TestCluster(t *testing.T) {
+	c := newCluster(t)
+	t.Run("the release's pods run as 65532 on a read-only root, restricted, probes passing", c.testPods)
+	t.Run("the samples redirect through the redirector Service", c.testSamples)
+	t.Run("a limited link serves exactly maxUses through the Service", c.testMaxUses)
+	t.Run("metrics scraped from the pods' ports", c.testMetrics)
+	t.Run("rollout restart of the redirectors during a burst of clicks", c.testRolloutRestart)
+	t.Run("the redirector holding a link's quota is deleted while it is clicked", c.testHolderDeleted)
+}

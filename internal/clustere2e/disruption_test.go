@@ -1,0 +1,272 @@
+package clustere2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// target is a link the burst clicks, and what it got.
+type target struct {
+	name, url string
+	maxUses   int // 0: unlimited
+	counts    map[int]int
+}
+
+// burst clicks random targets through the Service from workers goroutines,
+// rate requests a second in all, until stop is closed or it sent limit,
+// and records each answer, and the slowest 503.
+type burst struct {
+	rate      int
+	mu        sync.Mutex
+	targets   []*target
+	errors    int
+	total     int
+	slowest   time.Duration // of a 503
+	unexpects []string
+}
+
+func (b *burst) run(workers, limit int, stop <-chan struct{}) {
+	tick := time.NewTicker(time.Second / time.Duration(b.rate))
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				b.mu.Lock()
+				if b.total >= limit {
+					b.mu.Unlock()
+					return
+				}
+				b.total++
+				tg := b.targets[rand.IntN(len(b.targets))]
+				b.mu.Unlock()
+				start := time.Now()
+				status, _, err := click(http.MethodGet, tg.url)
+				took := time.Since(start)
+				b.mu.Lock()
+				switch {
+				case err != nil:
+					b.errors++
+				default:
+					tg.counts[status]++
+					if status == http.StatusServiceUnavailable && took > b.slowest {
+						b.slowest = took
+					}
+					if !expected(tg, status) && len(b.unexpects) < 20 {
+						b.unexpects = append(b.unexpects, fmt.Sprintf("%s: %d", tg.name, status))
+					}
+				}
+				b.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// expected: a limited link answers 302, 410 (used up) or 503 (no quota
+// at hand); an unlimited one 302 or 503 (a replica stopping).
+func expected(tg *target, status int) bool {
+	switch status {
+	case http.StatusFound, http.StatusServiceUnavailable:
+		return true
+	case http.StatusGone:
+		return tg.maxUses > 0
+	}
+	return false
+}
+
+func (b *burst) summary() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	all := map[int]int{}
+	for _, tg := range b.targets {
+		for s, n := range tg.counts {
+			all[s] += n
+		}
+	}
+	codes := make([]int, 0, len(all))
+	for s := range all {
+		codes = append(codes, s)
+	}
+	sort.Ints(codes)
+	out := fmt.Sprintf("%d requests, %d connection errors:", b.total, b.errors)
+	for _, s := range codes {
+		out += fmt.Sprintf(" %d x%d", s, all[s])
+	}
+	return out + fmt.Sprintf("; slowest 503 %s", b.slowest.Round(time.Millisecond))
+}
+
+// links makes limited and unlimited links in ns and waits until every
+// redirector has them (HEAD, not a use).
+func (c *cluster) links(g *WithT, ns string, limited, unlimited, maxUses int) []*target {
+	svc := c.redirectorURL()
+	var targets []*target
+	for i := 0; i < limited+unlimited; i++ {
+		tg := &target{name: fmt.Sprintf("limited-%d", i), maxUses: maxUses, counts: map[int]int{}}
+		if i >= limited {
+			tg.name, tg.maxUses = fmt.Sprintf("unlimited-%d", i-limited), 0
+		}
+		code := c.link(ns, tg.name, "https://example.com/"+tg.name, tg.maxUses)
+		tg.url = svc + "/" + ns + "/" + code
+		targets = append(targets, tg)
+	}
+	for _, tg := range targets {
+		for i := 0; i < 4; i++ {
+			g.Eventually(func() (int, error) {
+				status, _, err := click(http.MethodHead, tg.url)
+				return status, err
+			}).Should(Equal(http.StatusFound), tg.name)
+		}
+	}
+	return targets
+}
+
+// finish clicks each limited link until it answers 410, so that it has
+// served all it will, then checks the promise: exactly maxUses redirects
+// in all, and status.uses equal to the redirects each link answered.
+func (c *cluster) finish(g *WithT, ns string, targets []*target) {
+	for _, tg := range targets {
+		if tg.maxUses == 0 {
+			continue
+		}
+		// A killed holder's quota comes back after a lease plus a round
+		// (70s); 503s until then.
+		deadline := time.Now().Add(150 * time.Second)
+		gone := 0
+		for gone < 3 && time.Now().Before(deadline) {
+			status, _, err := click(http.MethodGet, tg.url)
+			if err != nil {
+				continue
+			}
+			tg.counts[status]++
+			switch status {
+			case http.StatusGone:
+				gone++
+			case http.StatusServiceUnavailable:
+				time.Sleep(200 * time.Millisecond)
+			}
+			g.Expect(expected(tg, status)).To(BeTrue(), "%s answered %d", tg.name, status)
+			g.Expect(tg.counts[http.StatusFound]).To(BeNumerically("<=", tg.maxUses), "%s served past maxUses", tg.name)
+		}
+		g.Expect(gone).To(Equal(3), "%s: used up within the deadline (%v)", tg.name, tg.counts)
+		g.Expect(tg.counts[http.StatusFound]).To(Equal(tg.maxUses), "%s: every use served", tg.name)
+	}
+	for _, tg := range targets {
+		want := tg.counts[http.StatusFound]
+		g.Eventually(func() (int64, error) {
+			uses, _, err := c.status(ns, tg.name)
+			return uses, err
+		}).Should(BeEquivalentTo(want), "%s: status.uses counts every redirect", tg.name)
+	}
+}
+
+// testRolloutRestart: `kubectl rollout restart` of the redirectors while
+// clicks run on limited and unlimited links: no answer but 302, 410 and
+// 503, never more redirects than maxUses, 503s within the bound the docs
+// state (--uses-reserve-timeout, 2s), and every count exact afterwards.
+func (c *cluster) testRolloutRestart(t *testing.T) {
+	g, c := newG(t), c.in(t)
+	c.dumpOnFailure()
+	ns := c.namespace("rollout")
+	// 60 clicks a second, 10 on each link: the limited links run out about
+	// 40s in, so the rollout hands quota over while it is being used.
+	const maxUses = 400
+	b := &burst{rate: 60, targets: c.links(g, ns, 4, 2, maxUses)}
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { b.run(4, 30000, stop); close(done) }()
+	time.Sleep(2 * time.Second)
+	started := time.Now()
+	c.mustKubectl("rollout", "restart", "deployment/"+redirectorName, "-n", systemNS)
+	c.mustKubectl("rollout", "status", "deployment/"+redirectorName, "-n", systemNS, "--timeout=240s")
+	rolled := time.Since(started)
+	// rollout status is done when the new pods are available; the old
+	// ones still serve their --shutdown-delay, then drain and return
+	// their quota. Click until they are gone.
+	g.Eventually(func() int { return c.podCount("redirector") }).WithTimeout(2 * time.Minute).Should(Equal(2))
+	gone := time.Since(started)
+	time.Sleep(2 * time.Second)
+	close(stop)
+	<-done
+	t.Logf("rollout restart: new pods available after %s, old pods gone after %s; clicks from 2s before to 2s after: %s",
+		rolled.Round(100*time.Millisecond), gone.Round(100*time.Millisecond), b.summary())
+	g.Expect(b.unexpects).To(BeEmpty())
+	g.Expect(b.slowest).To(BeNumerically("<", 3*time.Second), "a 503 within --uses-reserve-timeout (2s) and the trip")
+	for _, tg := range b.targets {
+		t.Logf("%s (maxUses %d): %v", tg.name, tg.maxUses, tg.counts)
+		if tg.maxUses > 0 {
+			g.Expect(tg.counts[http.StatusFound]).To(BeNumerically("<=", tg.maxUses))
+		}
+	}
+	c.finish(g, ns, b.targets)
+}
+
+// testHolderDeleted: the redirector pod holding a limited link's quota is
+// deleted (SIGTERM: it returns what it holds) while clicks run; the link
+// still serves exactly maxUses.
+func (c *cluster) testHolderDeleted(t *testing.T) {
+	g, c := newG(t), c.in(t)
+	c.dumpOnFailure()
+	ns := c.namespace("holder")
+	const maxUses = 300
+	targets := c.links(g, ns, 1, 0, maxUses)
+	tg := targets[0]
+	for i := 0; i < 5; i++ {
+		status, _, err := click(http.MethodGet, tg.url)
+		g.Expect(err).NotTo(HaveOccurred())
+		tg.counts[status]++
+	}
+	var holder string
+	g.Eventually(func() (string, error) {
+		u, err := c.dyn.Resource(shortLinks).Namespace(ns).Get(context.Background(), tg.name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		rs, _, _ := unstructured.NestedSlice(u.Object, "status", "useReservations")
+		for _, r := range rs {
+			m, _ := r.(map[string]any)
+			if q, _ := m["quota"].(int64); q > 0 {
+				// The holder is <pod name>-<8 hex digits of its process>.
+				h, _ := m["holder"].(string)
+				if i := strings.LastIndexByte(h, '-'); i > 0 {
+					holder = h[:i]
+				}
+				return holder, nil
+			}
+		}
+		return "", nil
+	}).ShouldNot(BeEmpty(), "a redirector holds quota")
+	t.Logf("deleting %s, which holds quota", holder)
+
+	b := &burst{rate: 15, targets: targets}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { b.run(2, 2000, stop); close(done) }()
+	c.mustKubectl("delete", "pod", "-n", systemNS, holder, "--wait=true", "--timeout=120s")
+	g.Eventually(func() error { return c.available(redirectorName) }).WithTimeout(3 * time.Minute).Should(Succeed())
+	close(stop)
+	<-done
+	t.Logf("while deleting the holder (5 clicks before it included): %s", b.summary())
+	g.Expect(b.unexpects).To(BeEmpty())
+	g.Expect(tg.counts[http.StatusFound]).To(BeNumerically("<=", maxUses))
+	c.finish(g, ns, targets)
+}

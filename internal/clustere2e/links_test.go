@@ -1,0 +1,186 @@
+package clustere2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// testSamples: config/samples become Ready and the redirector Service
+// answers them: 302 to the destination, 301 for the sample that asks for
+// it, 404 for an unknown code; a QR code and a preview page too.
+func (c *cluster) testSamples(t *testing.T) {
+	g, c := newG(t), c.in(t)
+	c.dumpOnFailure()
+	c.mustKubectl("apply", "-k", filepath.Join(root, "config", "samples"))
+	c.mustKubectl("wait", "--for=condition=Ready", "shortlink", "--all", "-n", "default", "--timeout=90s")
+	svc := c.redirectorURL()
+	code := c.mustKubectl("get", "shortlink", "docs", "-n", "default", "-o", "jsonpath={.status.code}")
+	url := c.mustKubectl("get", "shortlink", "docs", "-n", "default", "-o", "jsonpath={.spec.url}")
+	g.Expect(code).To(HaveLen(10))
+
+	for path, want := range map[string]string{
+		"/default/" + code:     "302 " + url,
+		"/default/handbook":    "301 https://example.com/handbook",
+		"/default/nope":        "404 ",
+		"/no-such-namespace/a": "404 ",
+	} {
+		// Every redirector (a new connection each time: kube-proxy picks one)
+		// answers the same once it has the link.
+		g.Eventually(func() (string, error) {
+			status, loc, err := click(http.MethodGet, svc+path)
+			return fmt.Sprintf("%d %s", status, loc), err
+		}).Should(Equal(want), path)
+		for i := 0; i < 6; i++ {
+			status, loc, err := click(http.MethodGet, svc+path)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(fmt.Sprintf("%d %s", status, loc)).To(Equal(want), path)
+		}
+	}
+
+	resp, err := clicker.Get(svc + "/default/" + code + "/qr")
+	g.Expect(err).NotTo(HaveOccurred())
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(resp.Header.Get("Content-Type")).To(Equal("image/png"))
+	g.Expect(string(body)).To(HavePrefix("\x89PNG"))
+
+	resp, err = clicker.Get(svc + "/default/" + code + "+")
+	g.Expect(err).NotTo(HaveOccurred())
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(string(body)).To(ContainSubstring("https://kubernetes.io/docs/concepts/overview/"))
+}
+
+// testMaxUses: a limited link clicked through the Service (both replicas)
+// serves exactly maxUses redirects, then 410; status.uses says so.
+func (c *cluster) testMaxUses(t *testing.T) {
+	g, c := newG(t), c.in(t)
+	c.dumpOnFailure()
+	ns := c.namespace("maxuses")
+	const maxUses = 25
+	code := c.link(ns, "limited", "https://example.com/limited", maxUses)
+	url := c.redirectorURL() + "/" + ns + "/" + code
+	// HEAD is not a use: wait until every redirector has the link.
+	g.Eventually(func() (int, error) {
+		status, _, err := click(http.MethodHead, url)
+		return status, err
+	}).Should(Equal(http.StatusFound))
+
+	counts := map[int]int{}
+	for i := 0; i < 4*maxUses && counts[http.StatusGone] < 10; i++ {
+		status, _, err := click(http.MethodGet, url)
+		g.Expect(err).NotTo(HaveOccurred())
+		counts[status]++
+		g.Expect(status).To(BeElementOf(http.StatusFound, http.StatusGone, http.StatusServiceUnavailable))
+		g.Expect(counts[http.StatusFound]).To(BeNumerically("<=", maxUses))
+		if status == http.StatusServiceUnavailable {
+			time.Sleep(200 * time.Millisecond) // as Retry-After asks, roughly
+		}
+	}
+	t.Logf("answers: %v", counts)
+	g.Expect(counts[http.StatusFound]).To(Equal(maxUses))
+	g.Eventually(func() (string, error) {
+		uses, state, err := c.status(ns, "limited")
+		return fmt.Sprintf("%d %s", uses, state), err
+	}).Should(Equal(fmt.Sprintf("%d Exhausted", maxUses)))
+}
+
+// testMetrics scrapes the pods' own ports as the ServiceMonitors of
+// config/prometheus do: each redirector's probe port (plain /metrics),
+// whose request counters add up to the clicks sent through the Service;
+// the manager's HTTPS metrics port, for a caller bound to
+// linkforge-metrics-reader only.
+func (c *cluster) testMetrics(t *testing.T) {
+	g, c := newG(t), c.in(t)
+	c.dumpOnFailure()
+	redirectors := c.pods("redirector")
+	g.Expect(redirectors).To(HaveLen(2))
+	scrape := func() (float64, error) {
+		var sum float64
+		for _, p := range redirectors {
+			body, err := get("http://"+p.Status.PodIP+":8081/metrics", "")
+			if err != nil {
+				return 0, err
+			}
+			if metricValue(body, "linkforge_redirector_ready") != 1 {
+				return 0, fmt.Errorf("%s: linkforge_redirector_ready is not 1", p.Name)
+			}
+			if n := metricValue(body, "linkforge_redirector_index_links"); n < 4 {
+				return 0, fmt.Errorf("%s: linkforge_redirector_index_links %v, want the samples at least", p.Name, n)
+			}
+			sum += metricValue(body, `linkforge_redirector_requests_total{code="3xx"}`)
+		}
+		return sum, nil
+	}
+	before, err := scrape()
+	g.Expect(err).NotTo(HaveOccurred())
+	svc := c.redirectorURL()
+	const clicks = 20
+	for i := 0; i < clicks; i++ {
+		status, _, err := click(http.MethodGet, svc+"/default/handbook")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).To(Equal(http.StatusMovedPermanently))
+	}
+	g.Eventually(scrape).Should(Equal(before+clicks), "the redirectors counted every click, together")
+
+	managers := c.pods("manager")
+	g.Expect(managers).To(HaveLen(1))
+	metricsURL := "https://" + managers[0].Status.PodIP + ":8443/metrics"
+	c.mustKubectl("create", "serviceaccount", "scraper", "-n", systemNS)
+	c.mustKubectl("create", "clusterrolebinding", "linkforge-e2e-scraper", "--clusterrole=linkforge-metrics-reader", "--serviceaccount="+systemNS+":scraper")
+	c.mustKubectl("create", "serviceaccount", "stranger", "-n", systemNS)
+	t.Cleanup(func() {
+		_, _ = c.kubectl("", "delete", "clusterrolebinding", "linkforge-e2e-scraper")
+		_, _ = c.kubectl("", "delete", "serviceaccount", "-n", systemNS, "scraper", "stranger")
+	})
+	scraper := c.mustKubectl("create", "token", "scraper", "-n", systemNS)
+	stranger := c.mustKubectl("create", "token", "stranger", "-n", systemNS)
+	g.Eventually(func() (string, error) { return get(metricsURL, scraper) }).Should(ContainSubstring("controller_runtime_reconcile_total"))
+	_, err = get(metricsURL, stranger)
+	g.Expect(err).To(MatchError(ContainSubstring("403")))
+	_, err = get(metricsURL, "")
+	g.Expect(err).To(MatchError(ContainSubstring("401")))
+}
+
+var scrapeClient = &http.Client{
+	Timeout: 10 * time.Second,
+	// The manager's metrics certificate is self-signed, as the
+	// ServiceMonitor's insecureSkipVerify says.
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // as the ServiceMonitor scrapes
+}
+
+// get returns the body of GET url (with a bearer token when token is set),
+// or an error naming the status unless it is 200.
+func get(url, token string) (string, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := scrapeClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return string(b), nil
+}
