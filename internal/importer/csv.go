@@ -267,18 +267,21 @@ func sniffDelimiter(data []byte) rune {
 	return best
 }
 
-func newCSVReader(data []byte) *csv.Reader {
-	r := csv.NewReader(bytes.NewReader(data))
-	r.Comma = sniffDelimiter(data)
+func newCSVReader(in io.Reader, delimiter rune) *csv.Reader {
+	r := csv.NewReader(in)
+	r.Comma = delimiter
 	// Rows of the wrong width are reported one by one rather than failing
 	// the whole file.
 	r.FieldsPerRecord = -1
+	// Each row is handed on as its fields (strings of their own), so the
+	// record's slice can be reused.
+	r.ReuseRecord = true
 	return r
 }
 
 // csvHeader reads the header row, for Detect.
 func csvHeader(data []byte) ([]string, error) {
-	return newCSVReader(data).Read()
+	return newCSVReader(bytes.NewReader(data), sniffDelimiter(data)).Read()
 }
 
 func (set columnSet) lookup(normalized string) (column, bool) {
@@ -291,8 +294,8 @@ func (set columnSet) lookup(normalized string) (column, bool) {
 	return 0, false
 }
 
-func (p *parser) readCSV(data []byte, set columnSet) error {
-	r := newCSVReader(data)
+func (p *parser) readCSV(in io.Reader, set columnSet) error {
+	r := newCSVReader(in, p.delimiter)
 	header, err := r.Read()
 	if errors.Is(err, io.EOF) {
 		return fmt.Errorf("the input is empty: a %s file starts with a header row (%s)", set.format.displayName(), set.documented)
@@ -300,6 +303,7 @@ func (p *parser) readCSV(data []byte, set columnSet) error {
 	if err != nil {
 		return fmt.Errorf("cannot read the CSV header: %v", err)
 	}
+	header = append([]string(nil), header...) // the reader reuses its record
 
 	index := map[column]int{}
 	seen := map[string]string{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 )
@@ -66,7 +67,12 @@ var sqlStart = regexp.MustCompile(`(?i)^\s*(--[ \t\r\n]|#|/\*|(insert|replace|cr
 // header. The error says what was tried, so the user knows which --format
 // to pass.
 func Detect(data []byte) (Format, error) {
-	data = bytes.TrimPrefix(data, utf8BOM)
+	return detect(bytes.TrimPrefix(data, utf8BOM), true)
+}
+
+// detect tells the format of an input that starts with data: all of it when
+// complete, else its first detectPeek bytes.
+func detect(data []byte, complete bool) (Format, error) {
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	switch {
 	case bytes.HasPrefix(trimmed, []byte("<")):
@@ -75,7 +81,11 @@ func Detect(data []byte) (Format, error) {
 		}
 		return "", errors.New("cannot tell the format: the input is XML, but the only XML read is the YOURLS-Import-Export plugin's (<redirection>)")
 	case looksLikeJSON(data):
-		return detectJSON(data)
+		top, err := jsonStart(data, complete)
+		if err != nil {
+			return "", fmt.Errorf("cannot tell the format: the input starts like JSON but is not valid JSON (%v); fix it or pass --format", err)
+		}
+		return detectJSON(top)
 	case sqlStart.Match(data):
 		return FormatYOURLSSQL, nil
 	}
@@ -142,11 +152,66 @@ func firstObject(v any) map[string]any {
 	return nil
 }
 
-func detectJSON(data []byte) (Format, error) {
-	var top any
-	if err := json.Unmarshal(data, &top); err != nil {
-		return "", fmt.Errorf("cannot tell the format: the input starts like JSON but is not valid JSON (%v); fix it or pass --format", err)
+// jsonStart decodes a JSON document for detectJSON: all of it when data is
+// complete; else the part of it data holds, where each array keeps its first
+// element only (the members of a link tell the format, and the prefix of a
+// big export holds the first link).
+func jsonStart(data []byte, complete bool) (any, error) {
+	if complete {
+		var top any
+		err := json.Unmarshal(data, &top)
+		return top, err
 	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	top, err := skeleton(dec)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = nil // the prefix ends; the input goes on
+	}
+	return top, err
+}
+
+// skeleton decodes one value, keeping only the first element of an array;
+// a value cut short is returned as far as it was read, with the error.
+func skeleton(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		object := map[string]any{}
+		for dec.More() {
+			key, err := dec.Token()
+			if err != nil {
+				return object, err
+			}
+			name, _ := key.(string)
+			value, err := skeleton(dec)
+			object[name] = value
+			if err != nil {
+				return object, err
+			}
+		}
+		_, err := dec.Token()
+		return object, err
+	case json.Delim('['):
+		list := []any{}
+		for i := 0; dec.More(); i++ {
+			value, err := skeleton(dec)
+			if i == 0 {
+				list = append(list, value)
+			}
+			if err != nil {
+				return list, err
+			}
+		}
+		_, err := dec.Token()
+		return list, err
+	}
+	return tok, nil
+}
+
+func detectJSON(top any) (Format, error) {
 	switch v := top.(type) {
 	case map[string]any:
 		has := func(name string) bool { _, ok := v[name]; return ok }

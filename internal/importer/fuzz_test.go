@@ -162,14 +162,14 @@ func FuzzSQLLexer(f *testing.F) {
 	f.Add([]byte("INSERT INTO `t` VALUES ('a\\'',0x1F,X'00',\"b\"\"\",-- c\n1);"))
 	f.Add([]byte("/* x */ # y\n-- z"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l := sqlLexer{data: data, line: 1}
+		l := newSQLLexer(bytes.NewReader(data))
 		for steps := 0; ; steps++ {
-			before := l.pos
+			before := l.offset
 			tok, err := l.next()
 			if err != nil || tok.kind == sqlEOF {
 				return
 			}
-			if l.pos <= before {
+			if l.offset <= before {
 				t.Fatalf("token %+v at %d did not move the lexer", tok, before)
 			}
 			if steps > len(data) {

@@ -2,11 +2,16 @@
 // Shlink, Bitly, dub, Kutt, Sink) and linkforge's own CSV, and turns them
 // into ShortLink manifests.
 //
-// It is pure: bytes in, links and per-row errors out. The CLI
-// (cmd/linkforge import) does the file I/O and, with --apply, package
+// It is pure: a stream of bytes in, links and per-row errors out. The CLI
+// (cmd/linkforge import) opens the file and, with --apply, package
 // internal/importapply talks to the cluster, so every rule here is testable
 // with in-memory fixtures. testdata/README.md names the upstream writer each
 // fixture follows.
+//
+// The input is read as it streams (Read): the importer holds the links it
+// imports and a bounded window of the input (detectPeek, and each reader's
+// buffer), never the whole file, and of an SQL dump it reads only the
+// tables of links. TestReadBigDumpMemory measures the bound.
 //
 // A row is either imported as a Link or reported as a RowError with its
 // position (line, or JSON path) and the reason; none is dropped silently.
@@ -16,7 +21,9 @@ package importer
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"regexp"
 	"sort"
@@ -166,7 +173,7 @@ type Position struct {
 
 func (p Position) String() string {
 	if p.Path != "" {
-		return p.Path
+		return Printable(p.Path) // a JSON path holds the input's member names
 	}
 	return "line " + strconv.Itoa(p.Line)
 }
@@ -177,7 +184,7 @@ type RowError struct {
 	Reason   string
 }
 
-func (e RowError) Error() string { return e.Position.String() + ": " + e.Reason }
+func (e RowError) Error() string { return Printable(e.Position.String()) + ": " + e.Reason }
 
 // Result is what Parse found.
 type Result struct {
@@ -208,19 +215,44 @@ var codePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// Parse reads data as opts say. The error is for input that cannot be read
-// at all (unknown format, missing required column); row problems are in
-// Result.Skipped.
+// Parse reads data as opts say: Read of data.
 func Parse(data []byte, opts Options) (*Result, error) {
+	return Read(bytes.NewReader(data), opts)
+}
+
+// detectPeek is how much of the input Read looks at before reading it:
+// the format is told (and a CSV's delimiter sniffed) from this much. It is
+// the start of any export, and it bounds what detection holds.
+const detectPeek = 1 << 20
+
+// Read reads the input from in as opts say, as it streams. The error is for
+// input that cannot be read at all (unknown format, missing required
+// column, broken JSON, a read error); row problems are in Result.Skipped.
+// Every message in the error and the Result has been through Printable.
+func Read(in io.Reader, opts Options) (*Result, error) {
+	result, err := read(in, opts)
+	if err != nil {
+		return nil, errors.New(Printable(err.Error()))
+	}
+	return result, nil
+}
+
+func read(r io.Reader, opts Options) (*Result, error) {
+	prefix, err := io.ReadAll(io.LimitReader(r, detectPeek))
+	if err != nil {
+		return nil, err
+	}
+	complete := len(prefix) < detectPeek
 	// Spreadsheet programs start UTF-8 CSV with a byte order mark; it would
 	// otherwise become part of the first column's name.
-	data = bytes.TrimPrefix(data, utf8BOM)
+	prefix = bytes.TrimPrefix(prefix, utf8BOM)
+	in := io.MultiReader(bytes.NewReader(prefix), r)
 	format := opts.Format
 	if format == "" || !isFormat(format) {
 		if format != "" && !Known(string(format)) {
 			return nil, fmt.Errorf("unknown format %q: use one of %s", format, FormatNames())
 		}
-		detected, err := Detect(data)
+		detected, err := detect(prefix, complete)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +278,11 @@ func Parse(data []byte, opts Options) (*Result, error) {
 		timeLayouts:  timeLayoutsFor(format),
 		counts:       map[string]int{},
 	}
-	if err := p.read(data); err != nil {
+	// A CSV's delimiter is sniffed from its header line, and the YOURLS
+	// table comes as CSV or JSON: both are told from the start of the input.
+	p.delimiter = sniffDelimiter(prefix)
+	p.jsonInput = looksLikeJSON(prefix)
+	if err := p.read(in); err != nil {
 		return nil, err
 	}
 	p.flushCounts()
@@ -262,39 +298,39 @@ func isFormat(f Format) bool {
 	return false
 }
 
-func (p *parser) read(data []byte) error {
+func (p *parser) read(in io.Reader) error {
 	switch p.result.Format {
 	case FormatCSV:
-		return p.readCSV(data, genericColumns)
+		return p.readCSV(in, genericColumns)
 	case FormatYOURLSSQL:
-		return p.readSQLDump(data)
+		return p.readSQLDump(in)
 	case FormatYOURLSTable:
-		if looksLikeJSON(data) {
-			return p.readYOURLSRows(data)
+		if p.jsonInput {
+			return p.readYOURLSRows(in)
 		}
-		return p.readCSV(data, yourlsTableColumns)
+		return p.readCSV(in, yourlsTableColumns)
 	case FormatYOURLSCSV:
-		return p.readCSV(data, yourlsPluginColumns)
+		return p.readCSV(in, yourlsPluginColumns)
 	case FormatYOURLSXML:
-		return p.readYOURLSXML(data)
+		return p.readYOURLSXML(in)
 	case FormatYOURLSAPI:
-		return p.readYOURLSAPI(data)
+		return p.readYOURLSAPI(in)
 	case FormatShlinkCSV:
-		return p.readCSV(data, shlinkImporterColumns)
+		return p.readCSV(in, shlinkImporterColumns)
 	case FormatShlinkExport:
-		return p.readCSV(data, shlinkExportColumns)
+		return p.readCSV(in, shlinkExportColumns)
 	case FormatShlinkAPI:
-		return p.readShlinkJSON(data)
+		return p.readShlinkJSON(in)
 	case FormatBitlyAPI:
-		return p.readBitlyJSON(data)
+		return p.readBitlyJSON(in)
 	case FormatBitlyCSV:
-		return p.readCSV(data, bitlyColumns)
+		return p.readCSV(in, bitlyColumns)
 	case FormatDubCSV:
-		return p.readCSV(data, dubColumns)
+		return p.readCSV(in, dubColumns)
 	case FormatKuttAPI:
-		return p.readKuttJSON(data)
+		return p.readKuttJSON(in)
 	case FormatSinkJSON:
-		return p.readSinkJSON(data)
+		return p.readSinkJSON(in)
 	}
 	return fmt.Errorf("unknown format %q: use one of %s", p.result.Format, FormatNames())
 }
@@ -359,14 +395,20 @@ type parser struct {
 	// counts aggregates notes that would otherwise repeat on every row.
 	counts     map[string]int
 	countOrder []string
+	// Told from the start of the input: the CSV delimiter, and whether the
+	// input is JSON (the YOURLS table comes as CSV or JSON).
+	delimiter rune
+	jsonInput bool
 }
 
+// skip reports a row. The reason goes through Printable: it quotes input,
+// and no input may reach a terminal as escape sequences.
 func (p *parser) skip(pos Position, format string, args ...any) {
-	p.result.Skipped = append(p.result.Skipped, RowError{Position: pos, Reason: fmt.Sprintf(format, args...)})
+	p.result.Skipped = append(p.result.Skipped, RowError{Position: pos, Reason: Printable(fmt.Sprintf(format, args...))})
 }
 
 func (p *parser) note(format string, args ...any) {
-	p.result.Notes = append(p.result.Notes, fmt.Sprintf(format, args...))
+	p.result.Notes = append(p.result.Notes, Printable(fmt.Sprintf(format, args...)))
 }
 
 // count adds one to a note that is written once, with its count, at the end:
@@ -422,7 +464,10 @@ func (p *parser) add(r row) {
 		p.count("%d link(s) have no code: linkforge computes theirs from the URL")
 	}
 	if link.Domain != "" && len(p.domains) == 0 {
-		p.count("%d link(s) of short domain " + link.Domain + " go to the default namespace (map it with --domain " + link.Domain + "=NAMESPACE)")
+		// The domain is input and the message a format: its % are doubled.
+		// (note escapes what a terminal would act on.)
+		domain := strings.ReplaceAll(link.Domain, "%", "%%")
+		p.count("%d link(s) of short domain " + domain + " go to the default namespace (map it with --domain " + domain + "=NAMESPACE)")
 	}
 	p.result.Links = append(p.result.Links, link)
 }

@@ -2,7 +2,9 @@ package importer
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -14,6 +16,15 @@ import (
 // and INSERT (or REPLACE) INTO `prefix_url` [(columns)] VALUES (...),(...);
 // with backslash-escaped and doubled quotes, 0x and X'' hex literals and
 // _charset introducers. Everything but the YOURLS table is skipped.
+//
+// The dump is read as it streams: the lexer holds a buffer of sqlBuffer
+// bytes and the token being read, and the INSERTs of the other tables
+// (yourls_log holds a row per click, millions where the URL table holds
+// thousands) are scanned without keeping a value. Memory is the links',
+// not the dump's.
+
+// sqlBuffer is the lexer's read buffer.
+const sqlBuffer = 64 << 10
 
 // sqlTokenKind is the kind of a token of a MySQL dump.
 type sqlTokenKind int
@@ -30,16 +41,28 @@ const (
 
 type sqlToken struct {
 	kind sqlTokenKind
-	text string // the value: unescaped for strings, decoded for hex
+	text string // the value: unescaped for strings, decoded for hex; "" while discarding, but for punctuation
 	line int
 }
 
-// sqlLexer splits a dump into tokens. It never panics on any input: the
-// fuzz test holds it to that.
+// sqlLexer splits a dump into tokens as it reads it. It never panics on
+// any input: the fuzz test holds it to that.
 type sqlLexer struct {
-	data []byte
-	pos  int
-	line int
+	r        io.Reader
+	buf      []byte
+	pos, end int   // buf[pos:end] is read and not yet lexed
+	offset   int64 // bytes lexed, for the fuzz test's progress check
+	eof      bool
+	err      error // a read error other than io.EOF
+	line     int
+	// discard lexes without keeping the tokens' text (but punctuation's):
+	// the statements of tables that are not read.
+	discard bool
+	text    []byte // the text of the token being lexed
+}
+
+func newSQLLexer(r io.Reader) *sqlLexer {
+	return &sqlLexer{r: r, buf: make([]byte, sqlBuffer), line: 1}
 }
 
 // sqlSyntaxError stops the reading: after an unterminated string the lexer
@@ -51,20 +74,65 @@ type sqlSyntaxError struct {
 
 func (e *sqlSyntaxError) Error() string { return e.msg }
 
+// fill makes n bytes available from pos, unless the input ends first; it
+// reports whether they are.
+func (l *sqlLexer) fill(n int) bool {
+	if l.end-l.pos >= n {
+		return true
+	}
+	if l.eof {
+		return false
+	}
+	copy(l.buf, l.buf[l.pos:l.end])
+	l.end -= l.pos
+	l.pos = 0
+	for stalled := 0; l.end < n && !l.eof; {
+		k, err := l.r.Read(l.buf[l.end:])
+		l.end += k
+		switch {
+		case errors.Is(err, io.EOF):
+			l.eof = true
+		case err != nil:
+			l.err, l.eof = err, true
+		case k == 0:
+			// io.Reader allows a read of nothing; not forever.
+			if stalled++; stalled >= 100 {
+				l.err, l.eof = io.ErrNoProgress, true
+			}
+		}
+	}
+	return l.end-l.pos >= n
+}
+
+// more reports whether a byte is left.
+func (l *sqlLexer) more() bool { return l.pos < l.end || l.fill(1) }
+
+// cur is the next byte; more must have said there is one.
+func (l *sqlLexer) cur() byte { return l.buf[l.pos] }
+
 func (l *sqlLexer) peekByte(offset int) byte {
-	if l.pos+offset < len(l.data) {
-		return l.data[l.pos+offset]
+	if l.pos+offset < l.end || l.fill(offset+1) {
+		return l.buf[l.pos+offset]
 	}
 	return 0
 }
 
+// advance consumes the next byte; more must have said there is one.
 func (l *sqlLexer) advance() byte {
-	c := l.data[l.pos]
+	c := l.buf[l.pos]
 	l.pos++
+	l.offset++
 	if c == '\n' {
 		l.line++
 	}
 	return c
+}
+
+// keep adds c to the token's text, unless discarding.
+func (l *sqlLexer) keep(c byte) {
+	if !l.discard {
+		l.text = append(l.text, c)
+	}
 }
 
 func isWordByte(c byte) bool {
@@ -75,16 +143,28 @@ func isHexDigit(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
+// punctText is the text of each one-byte token, so that punctuation costs
+// no allocation.
+var punctText = func() (t [256]string) {
+	for i := range t {
+		t[i] = string(rune(i))
+		if i >= 0x80 {
+			t[i] = string([]byte{byte(i)})
+		}
+	}
+	return t
+}()
+
 // next returns the next token, skipping blanks and comments.
 func (l *sqlLexer) next() (sqlToken, error) {
-	for l.pos < len(l.data) {
-		c := l.data[l.pos]
+	for l.more() {
+		c := l.cur()
 		switch {
 		case c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v':
 			l.advance()
-		case c == '#' || c == '-' && l.peekByte(1) == '-' && (l.pos+2 >= len(l.data) || strings.IndexByte(" \t\r\n", l.peekByte(2)) >= 0):
+		case c == '#' || c == '-' && l.peekByte(1) == '-' && (!l.fill(3) || strings.IndexByte(" \t\r\n", l.peekByte(2)) >= 0):
 			// MySQL wants a blank after "--"; mysqldump writes "-- ".
-			for l.pos < len(l.data) && l.data[l.pos] != '\n' {
+			for l.more() && l.cur() != '\n' {
 				l.advance()
 			}
 		case c == '/' && l.peekByte(1) == '*':
@@ -94,10 +174,10 @@ func (l *sqlLexer) next() (sqlToken, error) {
 			l.advance()
 			l.advance()
 			for {
-				if l.pos >= len(l.data) {
+				if !l.more() {
 					return sqlToken{}, &sqlSyntaxError{line: start, msg: "a /* comment is not closed with */"}
 				}
-				if l.data[l.pos] == '*' && l.peekByte(1) == '/' {
+				if l.cur() == '*' && l.peekByte(1) == '/' {
 					l.advance()
 					l.advance()
 					break
@@ -111,40 +191,53 @@ func (l *sqlLexer) next() (sqlToken, error) {
 	return sqlToken{kind: sqlEOF, line: l.line}, nil
 }
 
+// textString is the token's text as a string; "" while discarding.
+func (l *sqlLexer) textString() string {
+	if l.discard {
+		return ""
+	}
+	return string(l.text)
+}
+
 func (l *sqlLexer) token() (sqlToken, error) {
 	line := l.line
-	c := l.data[l.pos]
+	c := l.cur()
+	l.text = l.text[:0]
 	switch {
 	case c == '\'' || c == '"':
-		s, err := l.quoted(c)
-		return sqlToken{kind: sqlString, text: s, line: line}, err
+		err := l.quoted(c)
+		return sqlToken{kind: sqlString, text: l.textString(), line: line}, err
 	case c == '`':
-		s, err := l.quoted(c)
-		return sqlToken{kind: sqlIdent, text: s, line: line}, err
+		err := l.quoted(c)
+		return sqlToken{kind: sqlIdent, text: l.textString(), line: line}, err
 	case (c == 'x' || c == 'X') && l.peekByte(1) == '\'':
 		l.advance()
-		digits, err := l.quoted('\'')
-		if err != nil {
+		if err := l.quoted('\''); err != nil {
 			return sqlToken{}, err
 		}
-		decoded, decodeErr := hex.DecodeString(digits)
+		if l.discard {
+			return sqlToken{kind: sqlHex, line: line}, nil
+		}
+		decoded, decodeErr := hex.DecodeString(string(l.text))
 		if decodeErr != nil {
-			return sqlToken{}, &sqlSyntaxError{line: line, msg: fmt.Sprintf("invalid hex literal X'%s'", digits)}
+			return sqlToken{}, &sqlSyntaxError{line: line, msg: fmt.Sprintf("invalid hex literal X'%s'", l.text)}
 		}
 		return sqlToken{kind: sqlHex, text: string(decoded), line: line}, nil
 	case (c == 'n' || c == 'N') && l.peekByte(1) == '\'':
 		// N'...': a national character set string.
 		l.advance()
-		s, err := l.quoted('\'')
-		return sqlToken{kind: sqlString, text: s, line: line}, err
+		err := l.quoted('\'')
+		return sqlToken{kind: sqlString, text: l.textString(), line: line}, err
 	case c == '0' && (l.peekByte(1) == 'x' || l.peekByte(1) == 'X') && isHexDigit(l.peekByte(2)):
 		l.advance()
 		l.advance()
-		start := l.pos
-		for l.pos < len(l.data) && isHexDigit(l.data[l.pos]) {
-			l.advance()
+		for l.more() && isHexDigit(l.cur()) {
+			l.keep(l.advance())
 		}
-		digits := string(l.data[start:l.pos])
+		if l.discard {
+			return sqlToken{kind: sqlHex, line: line}, nil
+		}
+		digits := string(l.text)
 		if len(digits)%2 == 1 {
 			digits = "0" + digits // MySQL pads 0xABC on the left
 		}
@@ -153,77 +246,78 @@ func (l *sqlLexer) token() (sqlToken, error) {
 	case c >= '0' && c <= '9' || c == '.' && l.peekByte(1) >= '0' && l.peekByte(1) <= '9':
 		return l.number(line), nil
 	case isWordByte(c):
-		start := l.pos
-		for l.pos < len(l.data) && isWordByte(l.data[l.pos]) {
-			l.advance()
+		for l.more() && isWordByte(l.cur()) {
+			l.keep(l.advance())
 		}
-		return sqlToken{kind: sqlWord, text: string(l.data[start:l.pos]), line: line}, nil
+		return sqlToken{kind: sqlWord, text: l.textString(), line: line}, nil
 	}
 	l.advance()
-	return sqlToken{kind: sqlPunct, text: string(c), line: line}, nil
+	return sqlToken{kind: sqlPunct, text: punctText[c], line: line}, nil
 }
 
-// number reads a decimal number at l.pos: digits, a point, an exponent.
+// number reads a decimal number at pos: digits, a point, an exponent.
 func (l *sqlLexer) number(line int) sqlToken {
-	start := l.pos
-	for l.pos < len(l.data) {
-		d := l.data[l.pos]
-		exponentSign := (d == '+' || d == '-') && l.pos > start && (l.data[l.pos-1] == 'e' || l.data[l.pos-1] == 'E')
+	var previous byte
+	first := true
+	for l.more() {
+		d := l.cur()
+		exponentSign := (d == '+' || d == '-') && !first && (previous == 'e' || previous == 'E')
 		if (d < '0' || d > '9') && d != '.' && d != 'e' && d != 'E' && !exponentSign {
 			break
 		}
-		l.advance()
+		previous, first = d, false
+		l.keep(l.advance())
 	}
-	return sqlToken{kind: sqlNumber, text: string(l.data[start:l.pos]), line: line}
+	return sqlToken{kind: sqlNumber, text: l.textString(), line: line}
 }
 
-// quoted reads a quoted string or name whose opening quote is at l.pos:
-// the quote doubled stands for itself and, in strings, a backslash escapes
-// the next byte as MySQL does (\n, \t, \0, \Z...; \% and \_ keep theirs).
-func (l *sqlLexer) quoted(quote byte) (string, error) {
+// quoted reads a quoted string or name whose opening quote is at pos into
+// the token's text: the quote doubled stands for itself and, in strings, a
+// backslash escapes the next byte as MySQL does (\n, \t, \0, \Z...; \% and
+// \_ keep theirs).
+func (l *sqlLexer) quoted(quote byte) error {
 	start := l.line
 	l.advance()
-	var b strings.Builder
 	for {
-		if l.pos >= len(l.data) {
+		if !l.more() {
 			what := "string"
 			if quote == '`' {
 				what = "quoted name"
 			}
-			return "", &sqlSyntaxError{line: start, msg: fmt.Sprintf("a %s opened with %c is not closed", what, quote)}
+			return &sqlSyntaxError{line: start, msg: fmt.Sprintf("a %s opened with %c is not closed", what, quote)}
 		}
 		c := l.advance()
 		switch {
 		case c == quote:
-			if l.pos < len(l.data) && l.data[l.pos] == quote {
+			if l.more() && l.cur() == quote {
 				l.advance()
-				b.WriteByte(quote)
+				l.keep(quote)
 				continue
 			}
-			return b.String(), nil
-		case c == '\\' && quote != '`' && l.pos < len(l.data):
+			return nil
+		case c == '\\' && quote != '`' && l.more():
 			e := l.advance()
 			switch e {
 			case '0':
-				b.WriteByte(0)
+				l.keep(0)
 			case 'b':
-				b.WriteByte('\b')
+				l.keep('\b')
 			case 'n':
-				b.WriteByte('\n')
+				l.keep('\n')
 			case 'r':
-				b.WriteByte('\r')
+				l.keep('\r')
 			case 't':
-				b.WriteByte('\t')
+				l.keep('\t')
 			case 'Z':
-				b.WriteByte(0x1A)
+				l.keep(0x1A)
 			case '%', '_':
-				b.WriteByte('\\')
-				b.WriteByte(e)
+				l.keep('\\')
+				l.keep(e)
 			default:
-				b.WriteByte(e)
+				l.keep(e)
 			}
 		default:
-			b.WriteByte(c)
+			l.keep(c)
 		}
 	}
 }
@@ -246,12 +340,13 @@ type sqlRow struct {
 	values  []sqlValue
 }
 
-// sqlTable is what the dump says about one table.
+// sqlTable is what the dump says about one table. Its rows are not kept:
+// those of the tables that are read go to sqlDump.row as they are read.
 type sqlTable struct {
 	name    string
 	columns []string // from CREATE TABLE; nil without one
-	rows    []sqlRow
-	errors  []RowError // broken INSERT statements, reported if the table is read
+	inserts int      // INSERT statements into it
+	read    bool     // an INSERT of it was read (sqlDump.keep said so)
 }
 
 // yourlsColumnOrder is the yourls_url table of YOURLS
@@ -261,10 +356,17 @@ var yourlsColumnOrder = []string{"keyword", "url", "title", "timestamp", "ip", "
 
 // sqlDump is a dump being read: its tables in the order they appear.
 type sqlDump struct {
-	lexer  sqlLexer
+	lexer  *sqlLexer
 	tok    sqlToken // the current token
 	tables map[string]*sqlTable
 	order  []string
+	// keep says whether the rows of an INSERT into t with the column list
+	// columns (nil without one) are read; the others are skipped unread.
+	keep func(t *sqlTable, columns []string) bool
+	// row receives each row read, broken each INSERT of a read table that
+	// is broken (the rest of it is skipped).
+	row    func(t *sqlTable, r sqlRow)
+	broken func(t *sqlTable, e RowError)
 }
 
 func (d *sqlDump) advance() error {
@@ -301,10 +403,10 @@ func (d *sqlDump) table(name string) *sqlTable {
 	return t
 }
 
-// parseSQLDump reads every statement. A lexical error (an unclosed string
-// or comment) ends it; it is returned with what was read before.
-func parseSQLDump(data []byte) (*sqlDump, *sqlSyntaxError) {
-	d := &sqlDump{lexer: sqlLexer{data: data, line: 1}, tables: map[string]*sqlTable{}}
+// parse reads every statement, handing the rows of the tables d.keep
+// wants to d.row as it goes. A lexical error (an unclosed string or
+// comment) ends it and is returned; what was read before stays read.
+func (d *sqlDump) parse() *sqlSyntaxError {
 	fail := func(err error) *sqlSyntaxError {
 		if syntax, ok := err.(*sqlSyntaxError); ok {
 			return syntax
@@ -312,7 +414,7 @@ func parseSQLDump(data []byte) (*sqlDump, *sqlSyntaxError) {
 		return &sqlSyntaxError{line: d.tok.line, msg: err.Error()}
 	}
 	if err := d.advance(); err != nil {
-		return d, fail(err)
+		return fail(err)
 	}
 	for d.tok.kind != sqlEOF {
 		var err error
@@ -327,19 +429,24 @@ func parseSQLDump(data []byte) (*sqlDump, *sqlSyntaxError) {
 			err = d.skipStatement()
 		}
 		if err != nil {
-			return d, fail(err)
+			return fail(err)
 		}
 	}
-	return d, nil
+	return nil
 }
 
-// skipStatement moves past the next ';' at the top level.
+// skipStatement moves past the next ';' at the top level, keeping no text
+// of the tokens on the way: a statement skipped can be an INSERT of
+// millions of rows.
 func (d *sqlDump) skipStatement() error {
+	d.lexer.discard = true
 	for d.tok.kind != sqlEOF && !d.isPunct(";") {
 		if err := d.advance(); err != nil {
+			d.lexer.discard = false
 			return err
 		}
 	}
+	d.lexer.discard = false
 	if d.tok.kind == sqlEOF {
 		return nil
 	}
@@ -453,37 +560,29 @@ func (d *sqlDump) insert() error {
 		return d.skipStatement()
 	}
 	t := d.table(name)
+	t.inserts++
 	broken := func(format string, args ...any) error {
-		t.errors = append(t.errors, RowError{
-			Position: Position{Line: d.tok.line},
-			Reason:   fmt.Sprintf("SQL syntax error in the INSERT of line %d: %s; the rest of this INSERT was not read", line, fmt.Sprintf(format, args...)),
-		})
+		if d.keep(t, nil) || t.read {
+			d.broken(t, RowError{
+				Position: Position{Line: d.tok.line},
+				Reason:   fmt.Sprintf("SQL syntax error in the INSERT of line %d: %s; the rest of this INSERT was not read", line, fmt.Sprintf(format, args...)),
+			})
+		}
 		return d.skipStatement()
 	}
-	var columns []string
-	if d.isPunct("(") {
-		for {
-			if err := d.advance(); err != nil {
-				return err
-			}
-			if d.tok.kind != sqlIdent && d.tok.kind != sqlWord {
-				return broken("want a column name, not %q", d.tok.text)
-			}
-			columns = append(columns, d.tok.text)
-			if err := d.advance(); err != nil {
-				return err
-			}
-			if d.isPunct(")") {
-				break
-			}
-			if !d.isPunct(",") {
-				return broken("want , or ) in the column list, not %q", d.tok.text)
-			}
-		}
-		if err := d.advance(); err != nil {
-			return err
-		}
+	columns, bad, err := d.columnList()
+	if err != nil {
+		return err
 	}
+	if bad != "" {
+		return broken("%s", bad)
+	}
+	if !d.keep(t, columns) {
+		// Not a table of links (yourls_log, the options...): its rows are
+		// scanned to find the end of the statement, and forgotten.
+		return d.skipStatement()
+	}
+	t.read = true
 	if !d.isWord("VALUES", "VALUE") {
 		return broken("only INSERT ... VALUES is read, not %q", d.tok.text)
 	}
@@ -515,7 +614,7 @@ func (d *sqlDump) insert() error {
 				return broken("want , or ) after a value, not %q", d.tok.text)
 			}
 		}
-		t.rows = append(t.rows, r)
+		d.row(t, r)
 		if err := d.advance(); err != nil {
 			return err
 		}
@@ -525,6 +624,33 @@ func (d *sqlDump) insert() error {
 	}
 	// ON DUPLICATE KEY UPDATE ... and the closing ';'.
 	return d.skipStatement()
+}
+
+// columnList reads the column list of an INSERT, if it has one: nil
+// without; bad says what is wrong with a broken one.
+func (d *sqlDump) columnList() (columns []string, bad string, err error) {
+	if !d.isPunct("(") {
+		return nil, "", nil
+	}
+	for {
+		if err := d.advance(); err != nil {
+			return nil, "", err
+		}
+		if d.tok.kind != sqlIdent && d.tok.kind != sqlWord {
+			return nil, fmt.Sprintf("want a column name, not %q", d.tok.text), nil
+		}
+		columns = append(columns, d.tok.text)
+		if err := d.advance(); err != nil {
+			return nil, "", err
+		}
+		if d.isPunct(")") {
+			break
+		}
+		if !d.isPunct(",") {
+			return nil, fmt.Sprintf("want , or ) in the column list, not %q", d.tok.text), nil
+		}
+	}
+	return columns, "", d.advance()
 }
 
 // value reads one value of a row and moves past it.
@@ -603,18 +729,12 @@ func (d *sqlDump) collate() error {
 	return nil
 }
 
-// isYOURLSTable tells the YOURLS URL table by its columns (keyword and url),
+// holdsLinks tells the YOURLS URL table by its columns (keyword and url),
 // or, when the dump says nothing of them, by its name: the table prefix is
 // configurable (YOURLS_DB_PREFIX), the name always ends in "url".
-func (t *sqlTable) isYOURLSTable() bool {
-	columns := t.columns
-	for _, r := range t.rows {
-		if columns == nil {
-			columns = r.columns
-		}
-	}
+func holdsLinks(name string, columns []string) bool {
 	if columns == nil {
-		return strings.HasSuffix(strings.ToLower(t.name), "url") && len(t.rows) > 0
+		return strings.HasSuffix(strings.ToLower(name), "url")
 	}
 	return columnIndex(columns, "keyword") >= 0 && columnIndex(columns, "url") >= 0
 }
@@ -628,28 +748,49 @@ func columnIndex(columns []string, name string) int {
 	return -1
 }
 
-// readSQLDump imports the rows of the YOURLS URL table of a MySQL dump.
-func (p *parser) readSQLDump(data []byte) error {
-	dump, syntaxErr := parseSQLDump(data)
+// readSQLDump imports the rows of the YOURLS URL table of a MySQL dump as
+// it streams: rows of the table are imported as they are read, the other
+// tables' INSERTs are skipped without keeping their values.
+func (p *parser) readSQLDump(in io.Reader) error {
+	d := &sqlDump{lexer: newSQLLexer(in), tables: map[string]*sqlTable{}}
+	// The tables whose rows are read: --table, else every table that looks
+	// like YOURLS' (two of them are an error, below, once the dump is read).
+	d.keep = func(t *sqlTable, columns []string) bool {
+		if p.table != "" {
+			return strings.EqualFold(t.name, p.table)
+		}
+		if columns == nil {
+			columns = t.columns
+		}
+		return holdsLinks(t.name, columns)
+	}
+	guessed := map[*sqlTable]bool{}
+	d.row = func(t *sqlTable, r sqlRow) { p.addSQLRow(t, r, guessed) }
+	d.broken = func(_ *sqlTable, e RowError) { p.skip(e.Position, "%s", e.Reason) }
+	syntaxErr := d.parse()
+	if err := d.lexer.err; err != nil {
+		return fmt.Errorf("reading the dump: %v", err)
+	}
+
 	var candidates, withRows []string
-	for _, key := range dump.order {
-		t := dump.tables[key]
-		if len(t.rows) > 0 || len(t.errors) > 0 {
+	for _, key := range d.order {
+		t := d.tables[key]
+		if t.inserts > 0 {
 			withRows = append(withRows, t.name)
 		}
-		if t.isYOURLSTable() {
+		if t.read || t.inserts == 0 && t.columns != nil && holdsLinks(t.name, t.columns) {
 			candidates = append(candidates, t.name)
 		}
 	}
 	var table *sqlTable
 	switch {
 	case p.table != "":
-		table = dump.tables[strings.ToLower(p.table)]
+		table = d.tables[strings.ToLower(p.table)]
 		if table == nil {
 			return fmt.Errorf("the dump has no table %q; it has INSERTs into %q", p.table, withRows)
 		}
 	case len(candidates) == 1:
-		table = dump.tables[strings.ToLower(candidates[0])]
+		table = d.tables[strings.ToLower(candidates[0])]
 	case len(candidates) > 1:
 		return fmt.Errorf("the dump holds %d YOURLS URL tables %q (one per table prefix): pass --table with the one to import", len(candidates), candidates)
 	case syntaxErr != nil:
@@ -657,62 +798,13 @@ func (p *parser) readSQLDump(data []byte) error {
 	default:
 		return fmt.Errorf("the dump has no INSERT into a YOURLS URL table (columns keyword and url, named <prefix>url such as yourls_url); it has INSERTs into %q: pass --table NAME if one of them is it", withRows)
 	}
-	if other := len(withRows) - 1; other > 0 {
+	other := len(withRows)
+	if table.inserts > 0 {
+		other--
+	}
+	if other > 0 {
 		p.note("read table %s; the rows of %d other table(s) of the dump were ignored", table.name, other)
 	}
-
-	guessed := false
-	for _, r := range table.rows {
-		columns := r.columns
-		if columns == nil {
-			columns = table.columns
-		}
-		if columns == nil {
-			columns = yourlsColumnOrder
-			if !guessed {
-				guessed = true
-				p.note("table %s: the dump has neither CREATE TABLE nor column lists, so its columns are taken in YOURLS' order (%s)", table.name, strings.Join(yourlsColumnOrder, ", "))
-			}
-		}
-		keyword, urlColumn := columnIndex(columns, "keyword"), columnIndex(columns, "url")
-		title, clicks := columnIndex(columns, "title"), columnIndex(columns, "clicks")
-		pos := Position{Line: r.line, Path: fmt.Sprintf("line %d, row %d", r.line, r.number)}
-		if keyword < 0 || urlColumn < 0 {
-			p.skip(pos, "the INSERT's columns %q lack keyword or url", columns)
-			continue
-		}
-		if len(r.values) != len(columns) {
-			p.skip(pos, "the row has %d value(s) but table %s has %d column(s) %q", len(r.values), table.name, len(columns), columns)
-			continue
-		}
-		cell := func(i int, name string) (field, bool) {
-			if i < 0 {
-				return field{}, true
-			}
-			v := r.values[i]
-			if !v.literal {
-				return field{}, false
-			}
-			return newField(name, v.text), true
-		}
-		code, ok1 := cell(keyword, "keyword")
-		target, ok2 := cell(urlColumn, "url")
-		titleField, _ := cell(title, "title")
-		visits, _ := cell(clicks, "clicks")
-		if !ok1 || !ok2 {
-			p.skip(pos, "keyword or url is an SQL expression, not a value")
-			continue
-		}
-		if !utf8.ValidString(code.value) || !utf8.ValidString(target.value) {
-			p.skip(pos, "keyword or url is not UTF-8 text (a hex literal of other bytes?)")
-			continue
-		}
-		if !utf8.ValidString(titleField.value) {
-			titleField = field{}
-		}
-		p.add(row{position: pos, code: code, url: target, title: titleField, visits: visits})
-	}
-	p.result.Skipped = append(p.result.Skipped, table.errors...)
 	if syntaxErr != nil {
 		p.skip(Position{Line: syntaxErr.line}, "SQL syntax error: %s; the rest of the dump was not read", syntaxErr.msg)
 	}
@@ -720,4 +812,56 @@ func (p *parser) readSQLDump(data []byte) error {
 		return p.result.Skipped[i].Position.Line < p.result.Skipped[j].Position.Line
 	})
 	return nil
+}
+
+// addSQLRow imports one row of table t.
+func (p *parser) addSQLRow(t *sqlTable, r sqlRow, guessed map[*sqlTable]bool) {
+	columns := r.columns
+	if columns == nil {
+		columns = t.columns
+	}
+	if columns == nil {
+		columns = yourlsColumnOrder
+		if !guessed[t] {
+			guessed[t] = true
+			p.note("table %s: the dump has neither CREATE TABLE nor column lists, so its columns are taken in YOURLS' order (%s)", t.name, strings.Join(yourlsColumnOrder, ", "))
+		}
+	}
+	keyword, urlColumn := columnIndex(columns, "keyword"), columnIndex(columns, "url")
+	title, clicks := columnIndex(columns, "title"), columnIndex(columns, "clicks")
+	pos := Position{Line: r.line, Path: fmt.Sprintf("line %d, row %d", r.line, r.number)}
+	if keyword < 0 || urlColumn < 0 {
+		p.skip(pos, "the INSERT's columns %q lack keyword or url", columns)
+		return
+	}
+	if len(r.values) != len(columns) {
+		p.skip(pos, "the row has %d value(s) but table %s has %d column(s) %q", len(r.values), t.name, len(columns), columns)
+		return
+	}
+	cell := func(i int, name string) (field, bool) {
+		if i < 0 {
+			return field{}, true
+		}
+		v := r.values[i]
+		if !v.literal {
+			return field{}, false
+		}
+		return newField(name, v.text), true
+	}
+	code, ok1 := cell(keyword, "keyword")
+	target, ok2 := cell(urlColumn, "url")
+	titleField, _ := cell(title, "title")
+	visits, _ := cell(clicks, "clicks")
+	if !ok1 || !ok2 {
+		p.skip(pos, "keyword or url is an SQL expression, not a value")
+		return
+	}
+	if !utf8.ValidString(code.value) || !utf8.ValidString(target.value) {
+		p.skip(pos, "keyword or url is not UTF-8 text (a hex literal of other bytes?)")
+		return
+	}
+	if !utf8.ValidString(titleField.value) {
+		titleField = field{}
+	}
+	p.add(row{position: pos, code: code, url: target, title: titleField, visits: visits})
 }

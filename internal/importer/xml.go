@@ -1,7 +1,6 @@
 package importer
 
 import (
-	"bytes"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -25,8 +24,8 @@ type yourlsXMLItem struct {
 
 // readYOURLSXML streams the items, so that one bad item is reported with its
 // line and the others are kept.
-func (p *parser) readYOURLSXML(data []byte) error {
-	decoder := xml.NewDecoder(bytes.NewReader(data))
+func (p *parser) readYOURLSXML(in io.Reader) error {
+	decoder := xml.NewDecoder(in)
 	// PHP's htmlspecialchars writes &#039; and nothing else outside XML's
 	// own entities; Strict stays on.
 	sawRoot := false
