@@ -367,6 +367,7 @@ func (f peerFlags) forwarding(mgr manager.Manager, cfg *rest.Config, o *uses.Opt
 		return nil, err
 	}
 	o.Forwarder = peer.NewClient(peer.ClientOptions{Keyring: keyring, AllowLocal: f.allowLocal, Log: log})
+	o.PeerReady = func() bool { return keyring.Key() != nil }
 	return keyring, nil
 }
 

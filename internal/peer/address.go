@@ -41,7 +41,7 @@ var errLocalAddress = errors.New("peer address on a loopback, link-local, multic
 // link-local (169.254.0.0/16, the clouds' metadata endpoints, fe80::/10),
 // multicast or unspecified address, unless allowLocal.
 func Dialable(ip net.IP, allowLocal bool) bool {
-	if ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+	if ip.IsUnspecified() || ip.IsMulticast() {
 		return false
 	}
 	return allowLocal || !ip.IsLoopback() && !ip.IsLinkLocalUnicast()

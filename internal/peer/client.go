@@ -78,20 +78,30 @@ func (p *Client) TakeFrom(ctx context.Context, to uses.Holder, v uses.LinkVersio
 		p.opts.Log.V(1).Info("not forwarded: not a host:port", "peer", to.Peer, "link", v.Namespace+"/"+v.Name)
 		return uses.NotForwarded
 	}
+	if url.PathEscape(v.Namespace) != v.Namespace || url.PathEscape(v.Code) != v.Code {
+		// The MAC covers the path as the server decodes it: a name that
+		// escaping changes is not sent (the API admits none).
+		return uses.NotForwarded
+	}
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	path := pathPrefix + v.Namespace + "/" + v.Code + "/" + strconv.FormatUint(v.UID, 10)
 	nonce, at := newNonce(), unixMillis(p.opts.Clock())
 	req.Header.SetMethod(fasthttp.MethodPost)
-	req.SetRequestURI("http://" + to.Peer + pathPrefix + url.PathEscape(v.Namespace) + "/" + url.PathEscape(v.Code) + "/" + strconv.FormatUint(v.UID, 10))
+	req.SetRequestURI("http://" + to.Peer + path)
 	req.Header.Set(headerTo, to.Name)
 	req.Header.Set(headerNonce, nonce)
 	req.Header.Set(headerTime, at)
 	req.Header.Set(headerMAC, key.requestMAC(to.Name, nonce, at, path))
 	if err := p.c.DoDeadline(req, resp, deadline); err != nil {
 		p.opts.Log.V(1).Info("cannot forward a use", "peer", to.Peer, "holder", to.Name, "link", v.Namespace+"/"+v.Name, "error", err.Error())
-		if sent(err) {
+		switch {
+		case errors.Is(err, fasthttp.ErrNoFreeConns):
+			// Our own connections to the holder are all busy: not the
+			// holder's fault, so it is not asked to return.
+			return uses.NotForwarded
+		case sent(err):
 			return uses.Lost
 		}
 		return uses.Unreachable
@@ -116,7 +126,7 @@ func (p *Client) TakeFrom(ctx context.Context, to uses.Holder, v uses.LinkVersio
 func sent(err error) bool {
 	var op *net.OpError
 	switch {
-	case errors.Is(err, fasthttp.ErrNoFreeConns), errors.Is(err, fasthttp.ErrDialTimeout):
+	case errors.Is(err, fasthttp.ErrDialTimeout):
 		return false
 	case errors.As(err, &op) && op.Op == "dial":
 		return false

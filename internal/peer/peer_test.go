@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -418,5 +419,66 @@ func TestReplayMemoryIsBounded(t *testing.T) {
 	}
 	if !r.first("0", now.Add(2*time.Minute)) || len(r.cur)+len(r.old) > 2*maxRemembered {
 		t.Error("kept a MAC past two generations")
+	}
+}
+
+// An attacker on the path, without the key, turns a holder's genuine
+// "refused" or "gone" into "served" (status, header, or both; the MAC
+// kept): the client believes none of it, and nothing more is served.
+func TestClientRefusesRewrittenAnswers(t *testing.T) {
+	key := testKey(t)
+	q := &quota{n: 0}
+	holder := serve(t, q, ServerOptions{Keyring: StaticKeyring(key)})
+	for _, tc := range []struct {
+		name    string
+		rewrite func(*fasthttp.Response)
+		want    uses.Forwarded // the status alone is not believed either way
+	}{
+		{"the result header", func(r *fasthttp.Response) { r.Header.Set(headerUse, "served") }, uses.Unreachable},
+		{"the status", func(r *fasthttp.Response) { r.SetStatusCode(fasthttp.StatusNoContent) }, uses.ForwardRefused},
+		{"both", func(r *fasthttp.Response) {
+			r.Header.Set(headerUse, "served")
+			r.SetStatusCode(fasthttp.StatusNoContent)
+		}, uses.Unreachable},
+	} {
+		mitm := serveRaw(t, func(ctx *fasthttp.RequestCtx) {
+			req := &fasthttp.Request{}
+			ctx.Request.CopyTo(req)
+			req.SetRequestURI("http://" + holder + string(ctx.Path()))
+			if err := fasthttp.DoTimeout(req, &ctx.Response, 5*time.Second); err != nil {
+				ctx.SetStatusCode(fasthttp.StatusBadGateway)
+				return
+			}
+			tc.rewrite(&ctx.Response)
+		})
+		c := NewClient(ClientOptions{Keyring: StaticKeyring(key), AllowLocal: true})
+		if got := c.TakeFrom(withDeadline(t), uses.Holder{Name: "a", Peer: mitm}, link); got != tc.want {
+			t.Errorf("a refusal with %s rewritten: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if q.takenSoFar() != 0 {
+		t.Error("a use was taken")
+	}
+}
+
+// Each MAC covers every field of what it vouches for, and a request's MAC
+// is never an answer's: change any one and it differs.
+func TestMACsCoverEveryField(t *testing.T) {
+	k := testKey(t)
+	base := []string{"holder", "nonce", "1700000000000", "/v1/uses/ns/code1/42", "served"}
+	req := func(f []string) string { return k.requestMAC(f[0], f[1], f[2], f[3]) }
+	ans := func(f []string) string { return k.answerMAC(f[0], f[1], f[3], f[4]) }
+	for name, mac := range map[string]func([]string) string{"request": req, "answer": ans} {
+		want := mac(base)
+		for i := range base {
+			f := slices.Clone(base)
+			f[i] += "x"
+			if mac(f) == want && (name == "answer" && i != 2 || name == "request" && i != 4) {
+				t.Errorf("the %s MAC does not cover field %d (%s)", name, i, base[i])
+			}
+		}
+	}
+	if k.requestMAC("a", "n", "served", "/p") == k.answerMAC("a", "n", "served", "/p") {
+		t.Error("a request's MAC is an answer's")
 	}
 }

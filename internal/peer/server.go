@@ -61,7 +61,7 @@ type ServerOptions struct {
 	// Timeout is how long a connection may take to send a request, and a
 	// response to be written (default 5s).
 	Timeout time.Duration
-	// IdleTimeout closes a keep-alive connection idle this long (default 90s).
+	// IdleTimeout closes a keep-alive connection idle this long (default 35s).
 	IdleTimeout time.Duration
 	// MaxConnections caps the connections served at once (default 1,000).
 	MaxConnections int
@@ -97,7 +97,9 @@ func NewServer(ln net.Listener, t Taker, o ServerOptions) *Server {
 		o.Timeout = 5 * time.Second
 	}
 	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 90 * time.Second
+		// Past the clients' 30 s: they close first, and a connection
+		// nobody uses holds no slot for long.
+		o.IdleTimeout = 35 * time.Second
 	}
 	if o.MaxConnections <= 0 {
 		o.MaxConnections = 1000
@@ -221,7 +223,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.refuse(ctx, fasthttp.StatusUnauthorized, "stale")
 		return
 	}
-	if !s.replays.first(string(h.Peek(headerMAC)), now) {
+	// The memory turns on the wall clock, as the skew is judged: a clock
+	// stepped back cannot reopen a window.
+	if !s.replays.first(string(h.Peek(headerMAC)), now.Round(0)) {
 		s.refuse(ctx, fasthttp.StatusUnauthorized, "replayed")
 		return
 	}
@@ -232,8 +236,11 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	ctx.SetStatusCode(results[r].status)
 }
 
+// refuse answers without a MAC and closes the connection: a client that
+// is refused holds none of the port's connections.
 func (s *Server) refuse(ctx *fasthttp.RequestCtx, status int, why string) {
 	s.requests.WithLabelValues(why).Inc()
+	ctx.SetConnectionClose()
 	ctx.SetStatusCode(status)
 }
 

@@ -50,9 +50,13 @@ var leanShortLink = json.JoinOptions(decodeOptions, json.WithUnmarshalers(json.J
 // such link allocates its own.
 var someReservations = []linkv1.UseReservation{{}}
 
+// markedReservation stands for reservations marked returnRequested.
+var markedReservation = linkv1.UseReservation{ReturnRequested: true}
+
 // anyReservations decodes status.useReservations as nil when it is null or
-// empty, else as the one reservation forwardTo picks (its holder, peer,
-// quota and returnRequested alone), or someReservations if none has a peer.
+// empty, else as the one reservation forwardTo picks (its holder, peer and
+// quota alone), or someReservations if none, and markedReservation after
+// it if any is marked returnRequested.
 func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 	*v = nil
 	if dec.PeekKind() != '[' {
@@ -62,6 +66,7 @@ func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 		return err
 	}
 	var best linkv1.UseReservation
+	marked := false
 	for dec.PeekKind() != ']' {
 		var r struct {
 			Holder          string `json:"holder"`
@@ -75,10 +80,16 @@ func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 		if c := (linkv1.UseReservation{Holder: r.Holder, Peer: r.Peer, Quota: r.Quota, ReturnRequested: r.ReturnRequested}); forwardsBefore(c, best) {
 			best = c
 		}
+		marked = marked || r.ReturnRequested
 		*v = someReservations
 	}
-	if best.Peer != "" {
+	switch {
+	case best.Peer != "" && marked:
+		*v = []linkv1.UseReservation{best, markedReservation}
+	case best.Peer != "":
 		*v = []linkv1.UseReservation{best}
+	case marked:
+		*v = []linkv1.UseReservation{markedReservation}
 	}
 	_, err := dec.ReadToken()
 	return err

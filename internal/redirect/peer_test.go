@@ -20,6 +20,11 @@ func TestForwardTo(t *testing.T) {
 	res := func(quota int64, addr string) linkv1.UseReservation {
 		return linkv1.UseReservation{Holder: "h" + addr, Quota: quota, Peer: addr}
 	}
+	marked := func(quota int64, addr string) linkv1.UseReservation {
+		r := res(quota, addr)
+		r.ReturnRequested = true
+		return r
+	}
 	for _, tc := range []struct {
 		name string
 		rs   []linkv1.UseReservation
@@ -31,6 +36,8 @@ func TestForwardTo(t *testing.T) {
 		{"the first of a tie", []linkv1.UseReservation{res(4, "a:1"), res(4, "b:1")}, "a:1"},
 		{"a bigger one without a peer is skipped", []linkv1.UseReservation{res(9, ""), res(1, "a:1")}, "a:1"},
 		{"an empty reservation's peer", []linkv1.UseReservation{res(0, "a:1")}, "a:1"},
+		{"one asked to return is skipped", []linkv1.UseReservation{marked(9, "a:1"), res(1, "b:1")}, "b:1"},
+		{"only one asked to return", []linkv1.UseReservation{marked(9, "a:1")}, ""},
 	} {
 		if got := forwardTo(tc.rs); got.Peer != tc.want || got.Peer != "" && got.Holder != "h"+tc.want {
 			t.Errorf("%s: %q (%s), want %q", tc.name, got.Peer, got.Holder, tc.want)
@@ -39,19 +46,18 @@ func TestForwardTo(t *testing.T) {
 }
 
 func TestPeerTableInterns(t *testing.T) {
-	r := func(holder, addr string, asked bool) linkv1.UseReservation {
-		return linkv1.UseReservation{Holder: holder, Peer: addr, ReturnRequested: asked}
+	r := func(holder, addr string) linkv1.UseReservation {
+		return linkv1.UseReservation{Holder: holder, Peer: addr}
 	}
-	a, b := peers.id(r("a", "10.1.2.3:8082", false)), peers.id(r("b", "10.1.2.3:8082", false))
-	asked := peers.id(r("a", "10.1.2.3:8082", true))
-	if a == 0 || b == 0 || a == b || asked == a || peers.id(r("a", "10.1.2.3:8082", false)) != a {
-		t.Fatalf("ids %d %d %d", a, b, asked)
+	a, b := peers.id(r("a", "10.1.2.3:8082")), peers.id(r("b", "10.1.2.3:8082"))
+	if a == 0 || b == 0 || a == b || peers.id(r("a", "10.1.2.3:8082")) != a {
+		t.Fatalf("ids %d %d", a, b)
 	}
-	if e := a.entry(); e.holder != (uses.Holder{Name: "a", Peer: "10.1.2.3:8082"}) || e.returnRequested {
-		t.Fatalf("entry %+v does not round-trip", e)
+	if h := a.holder(); h != (uses.Holder{Name: "a", Peer: "10.1.2.3:8082"}) {
+		t.Fatalf("holder %+v does not round-trip", h)
 	}
-	if !asked.entry().returnRequested || peerID(0).entry() != (peerEntry{}) || peers.id(r("a", "", false)) != 0 {
-		t.Fatal("entries do not round-trip")
+	if peerID(0).holder() != (uses.Holder{}) || peers.id(r("a", "")) != 0 {
+		t.Fatal("the zero id does not round-trip")
 	}
 }
 

@@ -31,7 +31,8 @@ func (r *Redirector) TakeForPeer(ns, code string, uid uint64) peer.Result {
 
 // forwardTo is the reservation a replica without quota asks for a use of
 // a link with these reservations: the one with a peer address and the
-// most quota, the first of them on a tie (zero: none has a peer).
+// most quota, the first of them on a tie, but none asked to return its
+// quota (another replica could not reach it; zero: none is left).
 func forwardTo(rs []linkv1.UseReservation) linkv1.UseReservation {
 	var best linkv1.UseReservation
 	for _, r := range rs {
@@ -43,9 +44,10 @@ func forwardTo(rs []linkv1.UseReservation) linkv1.UseReservation {
 }
 
 // forwardsBefore reports whether r is a better peer to forward to than
-// best: it has a peer, and best has none or less quota.
+// best: it has a peer and is not asked to return, and best has none or
+// less quota.
 func forwardsBefore(r, best linkv1.UseReservation) bool {
-	return r.Peer != "" && (best.Peer == "" || r.Quota > best.Quota)
+	return r.Peer != "" && !r.ReturnRequested && (best.Peer == "" || r.Quota > best.Quota)
 }
 
 // peerID is a holder in the process' peer table (0: none). A Link keeps
@@ -53,59 +55,53 @@ func forwardsBefore(r, best linkv1.UseReservation) bool {
 // Link pays for the field.
 type peerID uint32
 
-// peerEntry is what a Link needs of the reservation it forwards to.
-type peerEntry struct {
-	holder uses.Holder
-	// returnRequested: another replica asked the holder for its quota.
-	returnRequested bool
-}
-
 // maxPeers bounds the peer table: a replica's name and address change
 // only when its process does. Past it, new holders are not forwarded to.
 const maxPeers = 1 << 16
 
-// peerTable interns peer entries. It only grows, by an entry or two per
-// redirector process ever seen, each a few dozen bytes.
+// peerTable interns holders. It only grows, by an entry per redirector
+// process ever seen (a name has a per-process suffix), a few dozen bytes
+// each.
 type peerTable struct {
 	mu      sync.RWMutex
-	ids     map[peerEntry]peerID
-	entries []peerEntry // entries[id-1]
+	ids     map[uses.Holder]peerID
+	holders []uses.Holder // holders[id-1]
 }
 
-var peers = &peerTable{ids: map[peerEntry]peerID{}}
+var peers = &peerTable{ids: map[uses.Holder]peerID{}}
 
-// id interns the peer entry of reservation r (0 if it has no peer).
+// id interns the holder of reservation r (0 if it has no peer).
 func (t *peerTable) id(r linkv1.UseReservation) peerID {
 	if r.Peer == "" {
 		return 0
 	}
-	e := peerEntry{holder: uses.Holder{Name: r.Holder, Peer: r.Peer}, returnRequested: r.ReturnRequested}
+	h := uses.Holder{Name: r.Holder, Peer: r.Peer}
 	t.mu.RLock()
-	id, ok := t.ids[e]
+	id, ok := t.ids[h]
 	t.mu.RUnlock()
 	if ok {
 		return id
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if id, ok := t.ids[e]; ok {
+	if id, ok := t.ids[h]; ok {
 		return id
 	}
-	if len(t.entries) >= maxPeers {
+	if len(t.holders) >= maxPeers {
 		return 0
 	}
-	t.entries = append(t.entries, e)
-	id = peerID(len(t.entries))
-	t.ids[e] = id
+	t.holders = append(t.holders, h)
+	id = peerID(len(t.holders))
+	t.ids[h] = id
 	return id
 }
 
-// entry is the entry of id (zero for 0).
-func (id peerID) entry() peerEntry {
+// holder is the holder of id (zero for 0).
+func (id peerID) holder() uses.Holder {
 	if id == 0 {
-		return peerEntry{}
+		return uses.Holder{}
 	}
 	peers.mu.RLock()
 	defer peers.mu.RUnlock()
-	return peers.entries[id-1]
+	return peers.holders[id-1]
 }

@@ -1,6 +1,7 @@
 package redirect
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -63,27 +64,27 @@ type Link struct {
 
 // UsesVersion is what counting needs of this version (uses.Versioned).
 func (l *Link) UsesVersion() uses.LinkVersion {
-	p := l.peer.entry()
 	return uses.LinkVersion{
 		Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
 		UID: l.uid, StatusUses: l.statusUses, MaxUses: l.maxUses, StatusLastUsed: int64(l.lastUsed),
 		NoReservations: !l.is(flagReserved), IdleTimeout: l.is(flagIdleTimeout),
-		Code: l.Code, Peer: p.holder, PeerReturnRequested: p.returnRequested, Created: int64(l.created),
+		Code: l.Code, Peer: l.peer.holder(), ReturnRequested: l.is(flagReturnRequested), Created: int64(l.created),
 	}
 }
 
 const (
-	flagConfirmed    uint16 = 1 << iota // ServesConfirmedCode: the link answers under Code
-	flagExpires                         // until is the link's expiry
-	flagFinished                        // status.finishedAt is set, or all maxUses are used
-	flagForwardQuery                    // append the request's query string
-	flagHasQuery                        // Location has a query before its fragment
-	flagMaxUses                         // the link counts uses: never cacheable
-	flagTombstone                       // a deleted finished link: 410 until `until`
-	flagSpecAhead                       // held a confirmed code, but its spec changed since: not yet checked by the controller
-	flagActivates                       // activates is when the link starts redirecting; before, it answers as unknown
-	flagReserved                        // status.useReservations is not empty
-	flagIdleTimeout                     // spec.idleTimeout is set: its uses are written every round
+	flagConfirmed       uint16 = 1 << iota // ServesConfirmedCode: the link answers under Code
+	flagExpires                            // until is the link's expiry
+	flagFinished                           // status.finishedAt is set, or all maxUses are used
+	flagForwardQuery                       // append the request's query string
+	flagHasQuery                           // Location has a query before its fragment
+	flagMaxUses                            // the link counts uses: never cacheable
+	flagTombstone                          // a deleted finished link: 410 until `until`
+	flagSpecAhead                          // held a confirmed code, but its spec changed since: not yet checked by the controller
+	flagActivates                          // activates is when the link starts redirecting; before, it answers as unknown
+	flagReserved                           // status.useReservations is not empty
+	flagIdleTimeout                        // spec.idleTimeout is set: its uses are written every round
+	flagReturnRequested                    // a reservation is marked returnRequested
 )
 
 func (l *Link) is(f uint16) bool { return l.flags&f != 0 }
@@ -199,6 +200,9 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	if len(in.Status.UseReservations) > 0 {
 		l.flags |= flagReserved
 		l.peer = peers.id(forwardTo(in.Status.UseReservations))
+		if slices.ContainsFunc(in.Status.UseReservations, func(r linkv1.UseReservation) bool { return r.ReturnRequested }) {
+			l.flags |= flagReturnRequested
+		}
 	}
 	if in.Spec.IdleTimeout != nil {
 		l.flags |= flagIdleTimeout

@@ -46,11 +46,10 @@ func (u *Uses) Ahead(c *Counter) {
 	if !ok || !u.aheadEligible(v, now) {
 		return
 	}
-	u.mu.Lock()
 	if c.noAhead.Load() {
-		u.mu.Unlock()
 		return
 	}
+	u.mu.Lock()
 	defer u.mu.Unlock()
 	// The queue holds more than a replica may hold ahead: the replicas
 	// share a campaign larger than that.
@@ -63,7 +62,7 @@ func (u *Uses) Ahead(c *Counter) {
 // aheadEligible reports whether v may be reserved ahead at now.
 func (u *Uses) aheadEligible(v LinkVersion, now time.Time) bool {
 	// Without a peer port the others could only wait for it to lapse.
-	return u.opts.Peer != "" && v.MaxUses > 0 && v.NoReservations && v.StatusUses == 0 && v.Created > 0 &&
+	return u.peer() != "" && v.MaxUses > 0 && v.NoReservations && v.StatusUses == 0 && v.Created > 0 &&
 		now.Sub(time.Unix(v.Created, 0)) < u.opts.ReserveAhead
 }
 
@@ -149,8 +148,8 @@ func (u *Uses) reserveAheadOne(ctx context.Context, c *Counter) {
 		return
 	}
 	defer u.unlock(c)
-	if c.held > 0 || c.unconfirmed != nil || c.pending.Load() > 0 {
-		return // a click reserved it meanwhile
+	if c.held > 0 || c.unconfirmed != nil || c.pending.Load() > 0 || c.noAhead.Load() {
+		return // a click reserved it meanwhile, or it was returned when asked
 	}
 	granted, err := u.writeReservation(wctx, c, true, false, budgetAhead)
 	switch {

@@ -291,3 +291,26 @@ func TestRenewalsOfReservationsAheadTakeAQuarter(t *testing.T) {
 		}
 	}
 }
+
+// A reservation ahead becomes an ordinary one with its first use, however
+// that use is written (here the prompt write of a used-up reservation,
+// which leaves no pending use for the flush round to see).
+func TestReservationAheadEndsAtItsFirstUse(t *testing.T) {
+	api := newFakeAPI(10)
+	clk := &fakeClock{now: epoch}
+	a := newAheadReplica(api, clk, "a", epoch, nil)
+	a.aheadRound(clk)
+	if !a.c.ahead {
+		t.Fatal("not reserved ahead")
+	}
+	if a.take() != Served {
+		t.Fatal("not served")
+	}
+	a.returnsNow()
+	a.u.mu.Lock()
+	held := a.u.aheadHeld
+	a.u.mu.Unlock()
+	if a.c.ahead || held != 0 {
+		t.Errorf("after its first use: ahead %v, %d held ahead", a.c.ahead, held)
+	}
+}

@@ -36,12 +36,12 @@ type LinkVersion struct {
 	// Code is status.code: a Forwarder names the link by it, as a click does.
 	Code string
 	// Peer is the holder and peer address of the reservation with the
-	// most quota among those with a peer address (zero: none has one):
-	// where a Forwarder asks for a use.
+	// most quota among those with a peer address and not asked to return
+	// (zero: none): where a Forwarder asks for a use.
 	Peer Holder
-	// PeerReturnRequested says another replica could not reach Peer and
-	// asked it, through the API server, to return its quota.
-	PeerReturnRequested bool
+	// ReturnRequested says some reservation is marked returnRequested:
+	// its holder, if it is this replica, returns it (see requestReturn).
+	ReturnRequested bool
 	// Created is metadata.creationTimestamp in Unix seconds: a new link
 	// may be reserved ahead of its first click.
 	Created int64

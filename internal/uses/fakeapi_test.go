@@ -110,12 +110,14 @@ func (a *fakeAPI) version() Versioned {
 	if l.Spec.MaxUses != nil {
 		v.MaxUses = *l.Spec.MaxUses
 	}
-	// The redirector's rule (forwardPeer): the reservation with the most quota.
+	// The redirector's rule (forwardTo): the reservation with the most
+	// quota, none asked to return.
 	var most int64
 	for _, res := range l.Status.UseReservations {
-		if res.Peer != "" && (v.Peer.Peer == "" || res.Quota > most) {
-			v.Peer, v.PeerReturnRequested, most = Holder{Name: res.Holder, Peer: res.Peer}, res.ReturnRequested, res.Quota
+		if res.Peer != "" && !res.ReturnRequested && (v.Peer.Peer == "" || res.Quota > most) {
+			v.Peer, most = Holder{Name: res.Holder, Peer: res.Peer}, res.Quota
 		}
+		v.ReturnRequested = v.ReturnRequested || res.ReturnRequested
 	}
 	return v
 }

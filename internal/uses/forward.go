@@ -25,7 +25,8 @@ const (
 	ForwardGone
 	// Unreachable: no authenticated answer came, and nothing the holder
 	// could have served was sent (a connection refused, an impostor's
-	// answer): the holder served nothing.
+	// answer): the holder served nothing. The holder is then asked to
+	// return its quota through the API server.
 	Unreachable
 	// Lost: no authenticated answer came in time after the request may
 	// have reached the holder, which may have served it: a use counted
@@ -55,7 +56,8 @@ const forwardTimeout = 500 * time.Millisecond
 // serve the use, by deadline at the latest, unless it refused this link
 // within the last second. A holder that cannot be reached is asked through
 // the API server instead: the reservation this request then tries marks
-// its reservation (see returnAsked).
+// its reservation (see requestReturn). A slow one (Lost) is not: it is
+// there, and the link is not forwarded again for a second.
 func (u *Uses) forward(c *Counter, at int64, deadline time.Time) bool {
 	if u.opts.Forwarder == nil || at < c.noForward.Load() {
 		return false
@@ -74,7 +76,7 @@ func (u *Uses) forward(c *Counter, at int64, deadline time.Time) bool {
 	switch result {
 	case ForwardServed:
 		return true
-	case Unreachable, Lost:
+	case Unreachable:
 		name := v.Peer.Name
 		c.askReturn.Store(&name)
 	}
@@ -84,18 +86,21 @@ func (u *Uses) forward(c *Counter, at int64, deadline time.Time) bool {
 	return false
 }
 
-// ReturnAsked is how long, at most, a holder that sees another replica ask
-// for its quota takes to return it: its informer's delay, and a write
-// (bounded by writeTimeout, usually a round trip).
+// requestReturn queues c for a prompt write (runReturns): a reservation
+// marked returnRequested, or one used up.
 //
 // Asking works when the peer port cannot: a replica whose forward found no
 // authenticated holder (a NetworkPolicy in the way, an impostor at the
 // holder's address, a holder mid-restart) and whose reservation is then
 // denied marks the holder's reservation returnRequested in that same
-// write. The holder sees the mark in its informer and returns the unused
-// quota at once (returnRequested: a write), and the asker's next click,
-// no sooner than 200 ms later, reserves it. A dead holder answers neither
-// way: its reservation is taken back after a lease, as always.
+// write. The holder sees a mark in its informer and writes at once; any
+// write of the holder that reads its own reservation marked returns the
+// unused quota instead of renewing it (writeReservationOnce), so neither
+// a renewal that read the mark first nor a failed return loses the
+// request. The asker's next click, no sooner than 200 ms later, reserves
+// it. A dead holder answers neither way: its reservation is taken back
+// after a lease, as always. How long the return takes: the informer's
+// delay and a write (writeTimeout at most, usually a round trip).
 func (u *Uses) requestReturn(c *Counter) {
 	u.mu.Lock()
 	u.returnQueue[c] = struct{}{}
@@ -106,8 +111,7 @@ func (u *Uses) requestReturn(c *Counter) {
 	}
 }
 
-// runReturns returns the reservations other replicas asked for, and writes
-// the final count of reservations used up (see finalCount), until ctx ends.
+// runReturns writes the links queued by requestReturn, until ctx ends.
 func (u *Uses) runReturns(ctx context.Context) {
 	for {
 		select {
@@ -115,14 +119,7 @@ func (u *Uses) runReturns(ctx context.Context) {
 			return
 		case <-u.returnKick:
 		}
-		u.mu.Lock()
-		todo := make([]*Counter, 0, len(u.returnQueue))
-		for c := range u.returnQueue {
-			todo = append(todo, c)
-		}
-		clear(u.returnQueue)
-		u.mu.Unlock()
-		for _, c := range todo {
+		for _, c := range u.takeReturns() {
 			if ctx.Err() != nil {
 				return
 			}
@@ -131,8 +128,21 @@ func (u *Uses) runReturns(ctx context.Context) {
 	}
 }
 
-// returnOne returns c's reservation if another replica asked for it, or
-// writes its uses at once if its quota ran out.
+// takeReturns empties the queue of requestReturn.
+func (u *Uses) takeReturns() []*Counter {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	todo := make([]*Counter, 0, len(u.returnQueue))
+	for c := range u.returnQueue {
+		todo = append(todo, c)
+	}
+	clear(u.returnQueue)
+	return todo
+}
+
+// returnOne writes c's link at once if it holds a reservation and some
+// reservation is marked returnRequested (the write reads it live, and
+// returns ours if it is the one marked), or if its quota ran out.
 func (u *Uses) returnOne(ctx context.Context, c *Counter) {
 	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
@@ -144,23 +154,17 @@ func (u *Uses) returnOne(ctx context.Context, c *Counter) {
 	if !ok || c.held == 0 && c.unconfirmed == nil {
 		return
 	}
-	asked := v.PeerReturnRequested && v.Peer.Name == u.opts.Holder
-	if !asked && (c.quota.Load() > 0 || c.pending.Load() == 0) {
+	marked := v.ReturnRequested
+	if !marked && (c.quota.Load() > 0 || c.pending.Load() == 0) {
 		return // topped up, or written, meanwhile
 	}
-	if asked {
-		// Not offered ahead again: the others could not reach this replica.
-		c.noAhead.Store(true)
-		u.endAhead(c)
-		u.metrics.returns.WithLabelValues("asked").Inc()
-	} else {
+	if !marked {
 		u.metrics.returns.WithLabelValues("used-up").Inc()
 	}
-	// Asked: the unused quota goes back. Used up: the uses are written
-	// now, so the others answer 410 at once if that was the last of the
-	// limit, and the reservation is topped up if some is left.
-	_, err := u.writeReservation(wctx, c, !asked, asked, budgetWait)
-	if err != nil {
-		u.opts.Log.V(1).Info("cannot return or report a reservation yet; the next round will", "link", c.name(), "error", err.Error())
+	// Used up: the uses are written now, so the others answer 410 at once
+	// if that was the last of the limit, and the reservation is topped up
+	// if some is left.
+	if _, err := u.writeReservation(wctx, c, !marked, false, budgetWait); err != nil {
+		u.opts.Log.V(1).Info("cannot write a reservation yet; the next round will", "link", c.name(), "error", err.Error())
 	}
 }

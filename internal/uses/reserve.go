@@ -110,6 +110,9 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 	if c.unconfirmed != nil {
 		u.settle(c, &link.Status, link.Spec.MaxUses)
 	}
+	if u.askedToReturn(c, &link.Status) {
+		release, grow = true, false
+	}
 	if release {
 		c.stopServing()
 	}
@@ -134,21 +137,13 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 	asked := grow && !release && granted == 0 && askReturn(reservations, c.askReturn.Load())
 	reservations, expires := u.withMine(c, reservations, mine, now)
 	sort.Slice(reservations, func(i, j int) bool { return reservations[i].Holder < reservations[j].Holder })
-	// What this write changes of the quota this replica serves: its
-	// new reservation less what the old one still held.
-	delta := mine - (c.held - served)
-	switch {
-	case release:
-		delta = 0 // it serves nothing from now on, whatever the outcome
-	case plan.Lost:
-		delta = mine
-	}
+	delta := quotaDelta(mine, c.held, served, release, plan.Lost)
 	var lastUsed *metav1.Time
 	if served > 0 {
 		// Read after the swap: every use of this batch was served before it.
 		lastUsed = usedAt(u.opts.Clock(), link.Status.LastUsedAt)
 	}
-	w := written{mine: mine, granted: granted, delta: delta, expires: expires, now: now, grow: grow && !ahead, asked: asked}
+	w := written{mine: mine, granted: granted, delta: delta, expires: expires, now: now, grow: grow && !ahead, asked: asked, served: served}
 	if mine == 0 && served == 0 && !asked && plan.Uses == link.Status.Uses && len(reservations) == len(link.Status.UseReservations) {
 		// The status would not change (a reservation denied, nothing
 		// to report): no write.
@@ -220,6 +215,8 @@ type written struct {
 	// asked: the write asked a holder this replica could not reach to
 	// return its quota (see requestReturn).
 	asked bool
+	// served is what it reported of this replica's uses.
+	served int64
 }
 
 // written records a reservation write the API server applied (or one
@@ -227,6 +224,9 @@ type written struct {
 func (u *Uses) written(c *Counter, maxUses *int64, plan Plan, w written) {
 	u.metrics.forfeited.Add(float64(plan.Forfeited))
 	c.seen = plan.Seen
+	if w.served > 0 {
+		u.endAhead(c) // used: an ordinary reservation from now on
+	}
 	c.held, c.heldExpires = w.mine, w.expires
 	if w.granted > 0 {
 		c.block, c.lastGrant = w.granted, w.now
@@ -337,6 +337,36 @@ func (u *Uses) nextBlock(c *Counter, now time.Time) int64 {
 	return c.block
 }
 
+// quotaDelta is what a write changes of the quota this replica serves:
+// its new reservation (mine) less what the old one (held, of which served
+// were used) still held; nothing when it releases (it serves nothing from
+// now on, whatever the outcome), all of mine when the old was taken back.
+func quotaDelta(mine, held, served int64, release, lost bool) int64 {
+	switch {
+	case release:
+		return 0
+	case lost:
+		return mine
+	}
+	return mine - (held - served)
+}
+
+// askedToReturn reports whether st shows this replica's reservation marked
+// returnRequested: another replica could not reach it. The write that read
+// it then returns the reservation's unused quota, and the link is not
+// reserved ahead here again. c's lock is held.
+func (u *Uses) askedToReturn(c *Counter, st *linkv1.ShortLinkStatus) bool {
+	for _, r := range st.UseReservations {
+		if r.Holder == u.opts.Holder && r.ReturnRequested {
+			c.noAhead.Store(true)
+			u.endAhead(c)
+			u.metrics.returns.WithLabelValues("asked").Inc()
+			return true
+		}
+	}
+	return false
+}
+
 // stopServing stops c's quota, and waits for the requests that took quota
 // and have not counted it yet: every use taken is then in the count the
 // next write reports.
@@ -360,7 +390,7 @@ func (u *Uses) withMine(c *Counter, reservations []linkv1.UseReservation, mine i
 		expires = c.heldExpires.Add(time.Microsecond)
 	}
 	return append(reservations, linkv1.UseReservation{
-		Holder: u.opts.Holder, Quota: mine, ExpiresAt: metav1.NewMicroTime(expires), Peer: u.opts.Peer,
+		Holder: u.opts.Holder, Quota: mine, ExpiresAt: metav1.NewMicroTime(expires), Peer: u.peer(),
 	}), expires
 }
 

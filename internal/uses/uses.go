@@ -37,6 +37,10 @@ type Options struct {
 	// Peer is the address at which Forwarders reach this replica, written
 	// in its reservations ("": it takes no forwarded uses).
 	Peer string
+	// PeerReady, if set, tells whether the peer port answers yet (it has
+	// the peer key): until then no reservation names Peer, so nobody
+	// forwards to a replica that would refuse, and none is taken ahead.
+	PeerReady func() bool
 	// Forwarder, if set, asks the replica holding a link's quota to serve a
 	// use when this one has none, before reserving (see Forwarder).
 	Forwarder Forwarder
@@ -134,6 +138,14 @@ func New(opts Options) *Uses {
 	return u
 }
 
+// peer is the peer address this replica's reservations name now.
+func (u *Uses) peer() string {
+	if u.opts.PeerReady != nil && !u.opts.PeerReady() {
+		return ""
+	}
+	return u.opts.Peer
+}
+
 // mono is t on the monotonic clock of leases (ns since base).
 func (u *Uses) mono(t time.Time) int64 { return int64(t.Sub(u.base)) }
 
@@ -159,8 +171,8 @@ func (u *Uses) Attach(old *Counter, cur Versioned) *Counter {
 		c.leaseEnd.Store(0)
 		u.metrics.limitLowered.Inc()
 	}
-	if v.PeerReturnRequested && v.Peer.Name == u.opts.Holder {
-		u.requestReturn(c)
+	if v.ReturnRequested {
+		u.requestReturn(c) // the live read of its write tells whose
 	}
 	return c
 }
