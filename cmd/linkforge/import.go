@@ -1,8 +1,9 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -32,20 +33,39 @@ var (
 )
 
 const importUsage = `usage: linkforge import FILE [--format F] [-n NAMESPACE] [--domain HOST=NAMESPACE]...
-       [--name-prefix P] [-o PATH | --apply [--workers N] [--force-conflicts]]
+       [--name-prefix P] [--source NAME]
+       [-o PATH | --apply [--overwrite] [--workers N] [--force-conflicts]]
 
 Reads the links of FILE ("-" for standard input), an export of another
 shortener or linkforge's CSV, and writes a ShortLink manifest for each, or
 with --apply creates them in the cluster (server-side apply; re-running it
-changes nothing). Rows that cannot be imported are reported with their line
-(or JSON path) and skipped; the exit status is then 1. See docs/import.md.
+changes nothing). Each link records its source, the file's name and hash
+(annotation linkforge.io/import-source); --apply changes only the links of
+its own source: a link of the same name that another file or someone else
+made is a conflict, reported with what would change and left as it is
+unless --overwrite. Rows that cannot be imported are reported with their
+line (or JSON path) and skipped. See docs/import.md.
+
+Exit status: 0 all imported; 1 a row skipped or a link refused; 2 usage;
+3 the cluster (no CRD, credentials, unreachable); 4 conflicts left as they
+are, and nothing else wrong.
 
 Formats (--format takes one of these, or a family such as yourls or shlink;
 without it the format is told from the content):
 `
 
-// importExit: 0 all imported, 1 a row skipped or a link refused, 2 usage,
-// 3 the cluster (as the other verbs).
+// exitConflicts is the exit status of an --apply that left conflicts as
+// they are and met nothing else: 0 all imported, 1 a row skipped or a link
+// refused, 2 usage, 3 the cluster (as the other verbs), 4 conflicts.
+const exitConflicts = 4
+
+// say writes one line of a message to w, escaped: messages name files and
+// echo the input and the cluster, and none of that may reach a terminal as
+// escape sequences (importer.Printable).
+func say(w io.Writer, format string, args ...any) {
+	_, _ = io.WriteString(w, importer.Printable(fmt.Sprintf(format, args...))+"\n")
+}
+
 func runImport(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("linkforge import", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -56,7 +76,9 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	namePrefix := fs.String("name-prefix", "", "prefix of every manifest's name, e.g. yourls-")
 	table := fs.String("table", "", "the YOURLS URL table of an SQL dump that holds several (e.g. blog_url)")
 	output := fs.StringP("output", "o", "", "output: a file (all manifests), or a directory (existing, or a path ending in /) for one file per link (default: standard output)")
+	sourceName := fs.String("source", "", "the source the links record (annotation linkforge.io/import-source); default FILE's name and hash, e.g. links.csv@sha256:0123456789abcdef. Name it (e.g. yourls-prod) to update the links of an earlier import of that name from a newer export")
 	apply := fs.Bool("apply", false, "create the links in the cluster (server-side apply) instead of writing manifests")
+	overwrite := fs.Bool("overwrite", false, "with --apply: also apply to links this import did not create (another source's, or made by hand), reporting each with its changes")
 	workers := fs.Int("workers", importapply.DefaultWorkers, fmt.Sprintf("with --apply: requests in flight at once, 1-%d", importapply.MaxWorkers))
 	force := fs.Bool("force-conflicts", false, "with --apply: take over fields another manager owns (as kubectl apply --server-side --force-conflicts)")
 	cluster := plugin.NewClusterFlags()
@@ -65,7 +87,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprint(stderr, importUsage, importer.FormatHelp(), "\nFlags:\n", fs.FlagUsages())
 	}
 	usageError := func(format string, args ...any) int {
-		_, _ = fmt.Fprintf(stderr, format+"\n", args...)
+		say(stderr, format, args...)
 		_, _ = fmt.Fprintln(stderr, "See 'linkforge import --help' for usage.")
 		return 2
 	}
@@ -103,59 +125,56 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	if *workers < 1 || *workers > importapply.MaxWorkers {
 		return usageError("invalid --workers %d: 1-%d", *workers, importapply.MaxWorkers)
 	}
-	if !*apply && (fs.Changed("workers") || *force) {
-		return usageError("--workers and --force-conflicts go with --apply")
+	if !*apply && (fs.Changed("workers") || *force || *overwrite) {
+		return usageError("--workers, --overwrite and --force-conflicts go with --apply")
+	}
+	if fs.Changed("source") {
+		if err := importer.ValidateSource(*sourceName); err != nil {
+			return usageError("invalid --source: %v", err)
+		}
 	}
 
-	source := file
-	var data []byte
-	if file == "-" {
-		source = "stdin"
-		data, err = io.ReadAll(stdin)
-	} else {
-		data, err = os.ReadFile(file)
-	}
-	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "linkforge import: %v\n", err)
-		return 1
-	}
-
-	result, err := importer.Parse(data, importer.Options{
+	result, origin, err := readInput(file, importer.Options{
 		Format:  importer.Format(*format),
 		Now:     now(),
 		Domains: domainNamespaces,
 		Table:   *table,
-	})
+	}, *sourceName)
+	source := file
+	if file == "-" {
+		source = "stdin"
+	}
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "%s: %v\n", source, err)
+		say(stderr, "%s: %v", source, err)
 		return 1
 	}
 	for _, note := range result.Notes {
-		_, _ = fmt.Fprintf(stderr, "%s: note: %s\n", source, note)
+		say(stderr, "%s: note: %s", source, note)
 	}
 	for _, skipped := range result.Skipped {
-		_, _ = fmt.Fprintf(stderr, "%s: %s: skipped: %s\n", source, skipped.Position, skipped.Reason)
+		say(stderr, "%s: %s: skipped: %s", source, skipped.Position, skipped.Reason)
 	}
 	for _, host := range usedDomains(result.Links) {
 		ns := domainNamespaces[host]
-		_, _ = fmt.Fprintf(stderr, "%s: note: links of %s go to namespace %s; for https://%s/<code> to keep working there: kubectl annotate namespace %s linkforge.io/domain=%s\n", source, host, ns, host, ns, host)
+		say(stderr, "%s: note: links of %s go to namespace %s; for https://%s/<code> to keep working there: kubectl annotate namespace %s linkforge.io/domain=%s", source, host, ns, host, ns, host)
 	}
 
 	if *apply {
-		return applyLinks(result, source, cluster, *namePrefix, importapply.Options{Workers: *workers, Force: *force}, stderr)
+		return applyLinks(result, source, origin, cluster, *namePrefix, importapply.Options{Workers: *workers, Force: *force, Overwrite: *overwrite}, stderr)
 	}
 
 	manifests, err := importer.Manifests(result.Links, namespace, *namePrefix)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "%s: %v\n", source, err)
+		say(stderr, "%s: %v", source, err)
 		return 1
 	}
+	manifests = importer.WithSource(manifests, origin)
 	destination, err := writeManifests(manifests, *output, stdout)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "linkforge import: %v\n", err)
+		say(stderr, "linkforge import: %v", err)
 		return 1
 	}
-	_, _ = fmt.Fprintf(stderr, "linkforge import: %d ShortLink(s) from %s (%s) written to %s; %d row(s) skipped\n",
+	say(stderr, "linkforge import: %d ShortLink(s) from %s (%s) written to %s; %d row(s) skipped",
 		len(manifests), source, result.Format, destination, len(result.Skipped))
 	if len(result.Skipped) > 0 {
 		return 1
@@ -163,13 +182,47 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// readInput reads FILE ("-": standard input) as it streams, and returns the
+// source its links record: named (--source), else the file's name and the
+// SHA-256 of its bytes.
+func readInput(file string, opts importer.Options, named string) (*importer.Result, string, error) {
+	in := stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, "", err
+		}
+		defer func() { _ = f.Close() }()
+		in = f
+	}
+	hash := sha256.New()
+	tee := io.TeeReader(in, hash)
+	result, err := importer.Read(tee, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	// The readers stop at the end of what they read; the hash is of the
+	// whole file.
+	if _, err := io.Copy(io.Discard, tee); err != nil {
+		return nil, "", err
+	}
+	if named != "" {
+		return result, named, nil
+	}
+	name := file
+	if file == "-" {
+		name = "stdin"
+	}
+	return result, importer.DefaultSource(name, hash.Sum(nil)), nil
+}
+
 // applyLinks creates the links in the cluster of the kubeconfig flags, in
 // -n (else the context's namespace) or the namespace --domain gave them.
-func applyLinks(result *importer.Result, source string, cluster *plugin.ClusterFlags, prefix string, opts importapply.Options, stderr io.Writer) int {
+func applyLinks(result *importer.Result, source, origin string, cluster *plugin.ClusterFlags, prefix string, opts importapply.Options, stderr io.Writer) int {
 	cfg, namespace, err := cluster.Config()
 	if err != nil {
 		code, msg := plugin.ExitStatus(err)
-		_, _ = fmt.Fprintf(stderr, "linkforge import: %s\n", msg)
+		say(stderr, "linkforge import: %s", msg)
 		return code
 	}
 	// The workers bound the requests in flight; the API server's priority
@@ -179,14 +232,15 @@ func applyLinks(result *importer.Result, source string, cluster *plugin.ClusterF
 	cl, err := plugin.NewClient(cfg)
 	if err != nil {
 		code, msg := plugin.ExitStatus(err)
-		_, _ = fmt.Fprintf(stderr, "linkforge import: %s\n", msg)
+		say(stderr, "linkforge import: %s", msg)
 		return code
 	}
 	manifests, err := importer.Manifests(result.Links, namespace, prefix)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "%s: %v\n", source, err)
+		say(stderr, "%s: %v", source, err)
 		return 1
 	}
+	manifests = importer.WithSource(manifests, origin)
 	if isTerminal(stderr) {
 		opts.Progress = stderr
 	}
@@ -194,23 +248,40 @@ func applyLinks(result *importer.Result, source string, cluster *plugin.ClusterF
 	defer stop()
 	summary, err := importapply.Apply(ctx, cl, manifests, opts)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "linkforge import: %v\n", err)
+		say(stderr, "linkforge import: %v", err)
 		if ctx.Err() != nil {
 			return 1
 		}
 		return plugin.ExitCluster
 	}
+	for _, c := range summary.Conflicts {
+		what := "conflict"
+		if c.Overwritten {
+			what = "overwritten"
+		}
+		say(stderr, "%s: %s: %s: %s", source, result.Links[c.Index].Position, what, c)
+	}
 	for _, f := range summary.Failed {
-		_, _ = fmt.Fprintf(stderr, "%s: %s: not applied: ShortLink %s/%s: %v\n", source, result.Links[f.Index].Position, f.Manifest.Metadata.Namespace, f.Manifest.Metadata.Name, f.Err)
+		say(stderr, "%s: %s: not applied: ShortLink %s/%s: %v", source, result.Links[f.Index].Position, f.Manifest.Metadata.Namespace, f.Manifest.Metadata.Name, f.Err)
 	}
 	counts := fmt.Sprintf("%d created, %d updated, %d unchanged", summary.Created, summary.Updated, summary.Unchanged)
 	if summary.Applied > 0 {
-		counts = fmt.Sprintf("%d applied (no permission to list ShortLinks, so new and changed ones are not told apart)", summary.Applied)
+		counts += fmt.Sprintf(", %d applied without being read (--overwrite; the import may not get or list ShortLinks)", summary.Applied)
 	}
-	_, _ = fmt.Fprintf(stderr, "linkforge import: %d ShortLink(s) from %s (%s) applied in %s: %s, %d failed; %d row(s) skipped\n",
-		len(manifests), source, result.Format, summary.Elapsed.Round(10*time.Millisecond), counts, len(summary.Failed), len(result.Skipped))
-	if len(summary.Failed) > 0 || len(result.Skipped) > 0 {
+	if summary.Matching > 0 {
+		counts += fmt.Sprintf(", %d already as the file has them (not created by this import: left as they are)", summary.Matching)
+	}
+	if summary.Overwritten > 0 {
+		counts += fmt.Sprintf(", %d overwritten", summary.Overwritten)
+	}
+	say(stderr, "linkforge import: %d ShortLink(s) from %s (%s, source %s) applied in %s: %s, %d conflict(s) left as they are, %d failed; %d row(s) skipped",
+		len(manifests), source, result.Format, origin, summary.Elapsed.Round(10*time.Millisecond), counts, summary.Skipped(), len(summary.Failed), len(result.Skipped))
+	switch {
+	case len(summary.Failed) > 0 || len(result.Skipped) > 0:
 		return 1
+	case summary.Skipped() > 0:
+		say(stderr, "linkforge import: %d link(s) exist and were not created by this import (source %s): they were left as they are. Check the changes listed and pass --overwrite to apply them; or, if an earlier import of this source named it, pass the same --source", summary.Skipped(), origin)
+		return exitConflicts
 	}
 	return 0
 }
@@ -280,22 +351,40 @@ func writeManifests(manifests []importer.Manifest, output string, stdout io.Writ
 		return "directory " + output, nil
 	}
 
-	var all bytes.Buffer
-	for i, m := range manifests {
-		doc, err := m.YAML()
-		if err != nil {
+	w := stdout
+	var f *os.File
+	if output != "" {
+		var err error
+		if f, err = os.Create(output); err != nil {
 			return "", err
 		}
-		if i > 0 {
-			all.WriteString("---\n")
+		w = f
+	}
+	buffered := bufio.NewWriter(w)
+	err := func() error {
+		for i, m := range manifests {
+			doc, err := m.YAML()
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				if _, err := buffered.WriteString("---\n"); err != nil {
+					return err
+				}
+			}
+			if _, err := buffered.Write(doc); err != nil {
+				return err
+			}
 		}
-		all.Write(doc)
+		return buffered.Flush()
+	}()
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return output, err
 	}
-	if output == "" {
-		_, err := stdout.Write(all.Bytes())
-		return "standard output", err
-	}
-	return output, os.WriteFile(output, all.Bytes(), 0o644)
+	return "standard output", err
 }
 
 func isDir(path string) bool {

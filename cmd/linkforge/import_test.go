@@ -2,15 +2,34 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 const fixtures = "../../internal/importer/testdata/"
+
+func sha256Sum(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+// sha256Prefix is the hash part of the default source of file.
+func sha256Prefix(t *testing.T, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(sha256Sum(string(data))[:8])
+}
 
 // fixNow pins the clock of the import: the fixtures' expiries are judged
 // against 2026-06-01.
@@ -56,6 +75,8 @@ linkforge import: 5 ShortLink(s) from ` + src + ` (csv) written to ` + out + `; 
 	wantFirst := `apiVersion: linkforge.io/v1alpha1
 kind: ShortLink
 metadata:
+  annotations:
+    linkforge.io/import-source: links.csv@sha256:` + sha256Prefix(t, src) + `
   name: csv-docs
   namespace: team-a
 spec:
@@ -134,6 +155,8 @@ func TestImport(t *testing.T) {
 			wantStdout: `apiVersion: linkforge.io/v1alpha1
 kind: ShortLink
 metadata:
+  annotations:
+    linkforge.io/import-source: stdin@sha256:` + hex.EncodeToString(sha256Sum("code,url\nhi,https://example.com/\n")[:8]) + `
   name: hi
 spec:
   code: hi
@@ -168,7 +191,10 @@ spec:
 		{name: "domain to a bad namespace", args: []string{"import", "-", "--domain", "s.test=Team_A"}, wantCode: 2, wantStderr: []string{`invalid --domain "s.test=Team_A": namespace "Team_A"`}},
 		{name: "one domain, two namespaces", args: []string{"import", "-", "--domain", "s.test=a", "--domain", "S.test=b"}, wantCode: 2, wantStderr: []string{"--domain s.test is given twice, for a and b"}},
 		{name: "-o and --apply", args: []string{"import", "-", "--apply", "-o", "x.yaml"}, wantCode: 2, wantStderr: []string{"pass one of them"}},
-		{name: "--workers without --apply", args: []string{"import", "-", "--workers", "4"}, wantCode: 2, wantStderr: []string{"--workers and --force-conflicts go with --apply"}},
+		{name: "--workers without --apply", args: []string{"import", "-", "--workers", "4"}, wantCode: 2, wantStderr: []string{"--workers, --overwrite and --force-conflicts go with --apply"}},
+		{name: "--overwrite without --apply", args: []string{"import", "-", "--overwrite"}, wantCode: 2, wantStderr: []string{"--workers, --overwrite and --force-conflicts go with --apply"}},
+		{name: "bad source", args: []string{"import", "-", "--source", "my links"}, wantCode: 2, wantStderr: []string{`invalid --source: invalid source "my links": 1-253 of`}},
+		{name: "empty source", args: []string{"import", "-", "--source="}, wantCode: 2, wantStderr: []string{`invalid --source: invalid source ""`}},
 		{name: "--workers out of range", args: []string{"import", "-", "--apply", "--workers", "0"}, wantCode: 2, wantStderr: []string{"invalid --workers 0: 1-64"}},
 		{name: "bad namespace", args: []string{"import", "-", "-n", "Team_A"}, wantCode: 2, wantStderr: []string{`invalid -n "Team_A"`}},
 		{name: "bad prefix", args: []string{"import", "-", "--name-prefix", "Old_"}, wantCode: 2, wantStderr: []string{`invalid --name-prefix: invalid name prefix "Old_"`}},
@@ -203,6 +229,53 @@ spec:
 						t.Errorf("file %d %q, want %q...", i, e.Name(), tc.wantFiles[i])
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestImportPrintsNoEscapes: what import writes to the terminal is
+// escaped, whatever the file's name and content hold: no control character
+// (but the newline ending each line) and no invisible rune reaches stderr.
+func TestImportPrintsNoEscapes(t *testing.T) {
+	fixNow(t)
+	const hostile = "\x1b]0;pwned\a\x1b[2J\u009b1m\rX\u202e\xff"
+	dir := t.TempDir()
+	named := filepath.Join(dir, "links"+hostile+".csv")
+	if err := os.WriteFile(named, []byte("url,code\nhttps://example.com/"+hostile+",a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+	}{
+		{"a file name", []string{"import", named, "-o", filepath.Join(dir, "out.yaml")}, ""},
+		{"a file that is not there", []string{"import", named + "x"}, ""},
+		{"a column name", []string{"import", "-", "--format", "shlink"}, "Long URL,Short code,Tags" + hostile + "\nhttps://example.com/,a,x\n"},
+		{"a code and a title", []string{"import", "-"}, "keyword,url,title\nk" + hostile + ",https://example.com/,t" + hostile + "\n"},
+		{"a short domain", []string{"import", "-"}, "Long URL,Short code,Domain\nhttps://example.com/,a,s" + hostile + "\nhttps://example.com/b,b,s" + hostile + "\n"},
+		{"an SQL table", []string{"import", "-"}, "INSERT INTO `t" + hostile + "url` VALUES ('a','https://example.com/');\nINSERT INTO log VALUES (1);"},
+		{"the header of an unknown format", []string{"import", "-"}, "a" + hostile + ",b\n1,2\n"},
+		{"a usage error", []string{"import", "-", "--table"}, ""},
+		{"a flag", []string{"import", "-", "--domain", hostile}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			saved := stdin
+			stdin = strings.NewReader(tc.stdin)
+			defer func() { stdin = saved }()
+			var stdout, stderr bytes.Buffer
+			run(tc.args, &stdout, &stderr)
+			if stderr.Len() == 0 {
+				t.Fatal("nothing written: the case tests nothing")
+			}
+			out := stderr.String()
+			for i := 0; i < len(out); {
+				r, size := utf8.DecodeRuneInString(out[i:])
+				if r == utf8.RuneError && size == 1 || r != '\n' && r != ' ' && !unicode.IsPrint(r) {
+					t.Fatalf("stderr holds %q at %d:\n%q", out[i:i+size], i, out)
+				}
+				i += size
 			}
 		})
 	}

@@ -5,7 +5,7 @@
 // kubectl linkforge create ...
 //
 //	linkforge code [-n NAMESPACE] [--salt N] URL...
-//	linkforge import FILE [--format F] [-n NAMESPACE] [--domain HOST=NAMESPACE]... [--name-prefix P] [-o PATH | --apply]
+//	linkforge import FILE [--format F] [-n NAMESPACE] [--domain HOST=NAMESPACE]... [--name-prefix P] [--source NAME] [-o PATH | --apply [--overwrite]]
 //	linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N] [--status S] [--forward-query] [--dry-run=client -o yaml]
 //	linkforge get [NAME] [-A]
 //	linkforge open NAME [--browser]
@@ -31,9 +31,10 @@ const usage = `usage:
   linkforge code [-n NAMESPACE] [--salt N] URL...
         print "<code>\t<canonical URL>" for each URL
   linkforge import FILE [--format F] [-n NAMESPACE] [--domain HOST=NAMESPACE]...
-        [--name-prefix P] [-o PATH | --apply [--workers N]]
+        [--name-prefix P] [--source NAME] [-o PATH | --apply [--overwrite] [--workers N]]
         write ShortLink manifests for the links of a YOURLS, Shlink, Bitly, dub,
-        Kutt or Sink export (or a CSV), or create them in the cluster
+        Kutt or Sink export (or a CSV), or create them in the cluster; --apply
+        changes no link it did not create unless --overwrite
   linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N]
         [--status 301|302|307|308] [--forward-query] [--overwrite] [--timeout 30s]
         [--dry-run=client [-o yaml|json]]
@@ -51,7 +52,8 @@ create, get, open and qr talk to the cluster of the kubeconfig and take kubectl'
 flags (--kubeconfig, --context, -n...). Installed on the PATH as
 kubectl-linkforge, the binary is a kubectl plugin: kubectl linkforge get.
 Exit status: 0 ok, 1 invalid URL, conflict or not Ready, 2 usage error,
-3 cluster error (no CRD, no permission, unreachable).
+3 cluster error (no CRD, no permission, unreachable), 4 import --apply left
+links it did not create as they are (and nothing else went wrong).
 `
 
 func main() {

@@ -2,10 +2,18 @@
 // it server-side applies the manifests package importer made, with a
 // bounded number of concurrent requests, a progress line and a summary.
 //
-// Server-side apply makes a re-run idempotent: the same manifests applied
-// again by the same field manager change nothing (the API server does not
-// even write the object), and a field the old shortener no longer has
-// (an expiry that was removed) is removed from the ShortLink too.
+// An import changes only the links it created: each manifest carries its
+// source (importer.SourceAnnotation, the file's name and hash, or
+// --source), and a link of the same name without that source, made by hand,
+// by another file or by an older import, is a Conflict: reported with what
+// would change and left as it is, unless Options.Overwrite. A link whose
+// code another link of the namespace holds is a Conflict too.
+//
+// The import reads the links first (a LIST per namespace, or a GET per link
+// without list permission), so a re-run of the same file sends nothing for
+// the links that would not change. The others are server-side applied by
+// the field manager linkforge-import: a field the old shortener no longer
+// has (an expiry that was removed) is removed from the ShortLink too.
 package importapply
 
 import (
@@ -23,7 +31,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,6 +61,11 @@ type Options struct {
 	// Force takes over fields another manager owns (kubectl's
 	// --force-conflicts); without it such a link fails with the conflict.
 	Force bool
+	// Overwrite applies the manifests of links this import did not create
+	// (another source's, or made by hand): they are still reported, as
+	// overwritten. Without it they are left as they are. A code another
+	// link holds is never overwritten.
+	Overwrite bool
 	// Progress, when not nil, receives a progress line rewritten in place
 	// (with \r) every ProgressInterval, and a newline at the end: give it
 	// a terminal only.
@@ -70,14 +82,29 @@ type Failure struct {
 
 // Summary is what an apply did.
 type Summary struct {
+	// Created and Updated were applied; Unchanged were this import's and
+	// would not change, so nothing was sent.
 	Created, Updated, Unchanged int
-	// Applied counts the links applied when the existing ones could not be
-	// listed first (no list permission): then created, updated and
-	// unchanged cannot be told apart.
+	// Matching links were not created by this import but already hold what
+	// it has: left as they are (not adopted: they keep their source).
+	Matching int
+	// Overwritten links were not this import's and were applied
+	// (Options.Overwrite); they are in Conflicts too.
+	Overwritten int
+	// Conflicts lists, in input order, the links that exist and were not
+	// created by this import (or whose code another link holds): left as
+	// they are, or Overwritten.
+	Conflicts []Conflict
+	// Applied counts the links applied with Overwrite where the cluster
+	// let the import neither list nor get them: new and changed ones are
+	// not told apart.
 	Applied int
 	Failed  []Failure
 	Elapsed time.Duration
 }
+
+// Skipped is how many conflicts were left as they are.
+func (s Summary) Skipped() int { return len(s.Conflicts) - s.Overwritten }
 
 // Apply applies every manifest, cl being a client of the cluster. The error
 // is for a failure that dooms every request (no CRD, bad credentials, the
@@ -96,7 +123,7 @@ func Apply(ctx context.Context, cl client.Client, manifests []importer.Manifest,
 		workers = max(len(manifests), 1)
 	}
 
-	existing, err := listExisting(ctx, cl, manifests)
+	cluster, err := listExisting(ctx, cl, manifests)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -104,10 +131,22 @@ func Apply(ctx context.Context, cl client.Client, manifests []importer.Manifest,
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
-		created, updated, unchanged, applied, done atomic.Int64
-		mu                                         sync.Mutex
-		failed                                     []Failure
+		counts    [toOverwrite + 1]atomic.Int64
+		applied   atomic.Int64
+		done      atomic.Int64
+		mu        sync.Mutex
+		failed    []Failure
+		conflicts []Conflict
 	)
+	fail := func(i int, err error) {
+		if fatal(err) {
+			cancel(err)
+			return
+		}
+		mu.Lock()
+		failed = append(failed, Failure{Index: i, Manifest: manifests[i], Err: err})
+		mu.Unlock()
+	}
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range workers {
@@ -116,25 +155,32 @@ func Apply(ctx context.Context, cl client.Client, manifests []importer.Manifest,
 			defer wg.Done()
 			for i := range next {
 				m := manifests[i]
-				generation, err := applyOne(ctx, cl, m, opts.Force)
+				l, holder, known, err := cluster.lookup(ctx, cl, m)
 				switch {
-				case err != nil && fatal(err):
-					cancel(err)
 				case err != nil:
-					mu.Lock()
-					failed = append(failed, Failure{Index: i, Manifest: m, Err: err})
-					mu.Unlock()
-				case existing == nil:
-					applied.Add(1)
+					fail(i, err)
+				case !known && !opts.Overwrite:
+					fail(i, fmt.Errorf("the import may read neither the ShortLinks of namespace %s (list) nor this one (get), so it cannot tell whether it created it: grant get or list on shortlinks.linkforge.io, or pass --overwrite to apply it whatever it is", m.Metadata.Namespace))
+				case !known:
+					if err := applyOne(ctx, cl, m, opts.Force); err != nil {
+						fail(i, err)
+					} else {
+						applied.Add(1)
+					}
 				default:
-					before, ok := existing[key(m)]
-					switch {
-					case !ok:
-						created.Add(1)
-					case before.generation == generation && sameMetadata(before, m):
-						unchanged.Add(1)
-					default:
-						updated.Add(1)
+					v, conflict := judge(m, l, holder, opts.Overwrite)
+					if v == toCreate || v == toUpdate || v == toOverwrite {
+						if err := applyOne(ctx, cl, m, opts.Force); err != nil {
+							fail(i, err)
+							break
+						}
+					}
+					counts[v].Add(1)
+					if conflict != nil {
+						conflict.Index = i
+						mu.Lock()
+						conflicts = append(conflicts, *conflict)
+						mu.Unlock()
 					}
 				}
 				done.Add(1)
@@ -159,96 +205,136 @@ feed:
 		return Summary{}, describe(cause, manifests)
 	}
 	sort.Slice(failed, func(a, b int) bool { return failed[a].Index < failed[b].Index })
+	sort.Slice(conflicts, func(a, b int) bool { return conflicts[a].Index < conflicts[b].Index })
 	return Summary{
-		Created:   int(created.Load()),
-		Updated:   int(updated.Load()),
-		Unchanged: int(unchanged.Load()),
-		Applied:   int(applied.Load()),
-		Failed:    failed,
-		Elapsed:   time.Since(start),
+		Created:     int(counts[toCreate].Load()),
+		Updated:     int(counts[toUpdate].Load()),
+		Unchanged:   int(counts[toLeave].Load()),
+		Matching:    int(counts[toMatch].Load()),
+		Overwritten: int(counts[toOverwrite].Load()),
+		Conflicts:   conflicts,
+		Applied:     int(applied.Load()),
+		Failed:      failed,
+		Elapsed:     time.Since(start),
 	}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 func key(m importer.Manifest) string { return m.Metadata.Namespace + "/" + m.Metadata.Name }
 
-// applyOne server-side applies m and returns the generation the API server
-// answered with. (Not the resource version: the API server of the
-// measurement wrote every re-apply, bumping it, though nothing changed.)
-func applyOne(ctx context.Context, cl client.Client, m importer.Manifest, force bool) (int64, error) {
+// applyOne server-side applies m.
+func applyOne(ctx context.Context, cl client.Client, m importer.Manifest, force bool) error {
 	data, err := json.Marshal(m)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	u := &unstructured.Unstructured{}
 	if err := json.Unmarshal(data, &u.Object); err != nil {
-		return 0, err
+		return err
 	}
 	opts := []client.ApplyOption{client.FieldOwner(FieldManager)}
 	if force {
 		opts = append(opts, client.ForceOwnership)
 	}
-	if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...); err != nil {
-		return 0, err
-	}
-	return u.GetGeneration(), nil
+	return cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...)
 }
 
-// existingLink is what the list said of a link before the apply.
-type existingLink struct {
-	generation  int64
-	labels      map[string]string
-	annotations map[string]string
+// clusterLinks is what the import read of the namespaces it writes to.
+type clusterLinks struct {
+	// links are the ShortLinks of the manifests' names; nil when the
+	// import may not list them (then lookup gets each one).
+	links map[string]*live
+	// codes maps namespace/code to the names of the links that hold it
+	// (spec.code, or the code it is served under).
+	codes map[string][]string
 }
 
-// sameMetadata: the labels and annotations m sets were there already.
-func sameMetadata(before existingLink, m importer.Manifest) bool {
-	for k, v := range m.Metadata.Labels {
-		if got, ok := before.labels[k]; !ok || got != v {
-			return false
+// lookup returns the link of m's name (nil: there is none) and the other
+// link that holds m's code (""). known is false when the cluster let the
+// import neither list nor get it.
+func (c *clusterLinks) lookup(ctx context.Context, cl client.Client, m importer.Manifest) (l *live, holder string, known bool, err error) {
+	if c.links != nil {
+		l = c.links[key(m)]
+		if m.Spec.Code != "" {
+			for _, name := range c.codes[m.Metadata.Namespace+"/"+m.Spec.Code] {
+				if name != m.Metadata.Name {
+					holder = m.Metadata.Namespace + "/" + name
+					break
+				}
+			}
 		}
+		return l, holder, true, nil
 	}
-	for k, v := range m.Metadata.Annotations {
-		if got, ok := before.annotations[k]; !ok || got != v {
-			return false
-		}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(listGVK.GroupVersion().WithKind("ShortLink"))
+	err = cl.Get(ctx, client.ObjectKey{Namespace: m.Metadata.Namespace, Name: m.Metadata.Name}, u)
+	switch {
+	case apierrors.IsForbidden(err):
+		return nil, "", false, nil
+	case apierrors.IsNotFound(err) && !isResourceNotFound(err):
+		return nil, "", true, nil
+	case err != nil:
+		return nil, "", false, err
 	}
-	return true
+	return liveFrom(u), "", true, nil
 }
 
 // listExisting lists the ShortLinks of the namespaces the manifests go to,
-// metadata only and a page at a time, to tell created, updated and
-// unchanged links apart afterwards. Without list permission it returns nil
-// and the summary only counts applied links.
-func listExisting(ctx context.Context, cl client.Client, manifests []importer.Manifest) (map[string]existingLink, error) {
+// a page at a time, keeping those of the manifests' names and every code.
+// Without list permission it returns no links: lookup gets each one.
+func listExisting(ctx context.Context, cl client.Client, manifests []importer.Manifest) (*clusterLinks, error) {
 	namespaces := map[string]bool{}
+	wanted := make(map[string]bool, len(manifests))
 	for _, m := range manifests {
 		namespaces[m.Metadata.Namespace] = true
+		wanted[key(m)] = true
 	}
-	existing := map[string]existingLink{}
+	found := &clusterLinks{links: map[string]*live{}, codes: map[string][]string{}}
 	for ns := range namespaces {
-		var list metav1.PartialObjectMetadataList
-		list.SetGroupVersionKind(listGVK)
-		opts := []client.ListOption{client.InNamespace(ns), client.Limit(1000)}
+		opts := []client.ListOption{client.InNamespace(ns), client.Limit(500)}
 		for {
+			var list unstructured.UnstructuredList
+			list.SetGroupVersionKind(listGVK)
 			if err := cl.List(ctx, &list, opts...); err != nil {
 				if apierrors.IsForbidden(err) {
-					return nil, nil
+					return &clusterLinks{}, nil
 				}
 				if fatal(err) {
 					return nil, describe(err, manifests)
 				}
 				return nil, fmt.Errorf("listing the ShortLinks of namespace %s: %w", ns, err)
 			}
-			for _, item := range list.Items {
-				existing[item.Namespace+"/"+item.Name] = existingLink{generation: item.Generation, labels: item.Labels, annotations: item.Annotations}
+			for i := range list.Items {
+				u := &list.Items[i]
+				k := u.GetNamespace() + "/" + u.GetName()
+				if wanted[k] {
+					found.links[k] = liveFrom(u)
+				}
+				code, _, _ := unstructured.NestedString(u.Object, "spec", "code")
+				served, _, _ := unstructured.NestedString(u.Object, "status", "code")
+				for _, c := range []string{code, served} {
+					// Two holders are enough to name one that is not the
+					// manifest's own link.
+					if k := u.GetNamespace() + "/" + c; c != "" && len(found.codes[k]) < 2 && !contains(found.codes[k], u.GetName()) {
+						found.codes[k] = append(found.codes[k], u.GetName())
+					}
+				}
 			}
-			if list.Continue == "" {
+			if list.GetContinue() == "" {
 				break
 			}
-			opts = []client.ListOption{client.InNamespace(ns), client.Limit(1000), client.Continue(list.Continue)}
+			opts = []client.ListOption{client.InNamespace(ns), client.Limit(500), client.Continue(list.GetContinue())}
 		}
 	}
-	return existing, nil
+	return found, nil
 }
 
 // ErrNoCRD is what Apply returns when the cluster has no ShortLink CRD.

@@ -143,6 +143,11 @@ const (
 	VisitsAnnotation = "linkforge.io/imported-visits"
 	// TagLabelPrefix starts the label of each tag: tag.linkforge.io/<tag>=true.
 	TagLabelPrefix = "tag.linkforge.io/"
+	// SourceAnnotation records the import a link came from: the file's
+	// name and the SHA-256 of its bytes (links.csv@sha256:0123456789abcdef),
+	// or what --source named. `linkforge import --apply` changes only the
+	// links that carry its own source (package importapply).
+	SourceAnnotation = "linkforge.io/import-source"
 )
 
 // Link is one importable short link, validated.

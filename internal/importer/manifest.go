@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +53,52 @@ type ManifestSpec struct {
 // YAML is the manifest as one YAML document (without a "---" line).
 func (m Manifest) YAML() ([]byte, error) {
 	return yaml.Marshal(m)
+}
+
+// sourcePattern is what --source takes: a name people can read and a
+// shell need not quote, such as yourls-prod or links.csv@sha256:0123abcd.
+var sourcePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:/+=-]{0,252}$`)
+
+// ValidateSource checks a source named with --source.
+func ValidateSource(source string) error {
+	if !sourcePattern.MatchString(source) {
+		return fmt.Errorf("invalid source %q: 1-253 of A-Z a-z 0-9 . _ @ : / + = - starting with a letter or digit, e.g. yourls-prod", source)
+	}
+	return nil
+}
+
+// DefaultSource is the source of an import of file whose bytes hash to
+// sum (SHA-256): its base name (bytes a source does not take as '_') and
+// the first 16 hex digits of the hash, links.csv@sha256:0123456789abcdef.
+// The same file imported again is the same source; another file, or the
+// same name with other content, is another.
+func DefaultSource(file string, sum []byte) string {
+	base := []byte(filepath.Base(file))
+	for i, c := range base {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '.' && c != '_' && c != '-' {
+			base[i] = '_'
+		}
+	}
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	return string(base) + "@sha256:" + hex.EncodeToString(sum[:min(len(sum), 8)])
+}
+
+// WithSource returns manifests with the source annotation set to source.
+// The manifests' annotation maps are copied: links share theirs with them.
+func WithSource(manifests []Manifest, source string) []Manifest {
+	out := make([]Manifest, len(manifests))
+	for i, m := range manifests {
+		annotations := make(map[string]string, len(m.Metadata.Annotations)+1)
+		for k, v := range m.Metadata.Annotations {
+			annotations[k] = v
+		}
+		annotations[SourceAnnotation] = source
+		m.Metadata.Annotations = annotations
+		out[i] = m
+	}
+	return out
 }
 
 // ValidateNamePrefix checks that prefix can start a ShortLink name.
