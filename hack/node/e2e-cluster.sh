@@ -21,6 +21,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 log() { echo "e2e-cluster: $*" >&2; }
 started=$(date +%s)
 
+[ "$(id -u)" = 0 ] || { log "needs root (it starts containerd and a kubelet, makes a bridge; CI runs as root)"; exit 1; }
 [ -f dist/install.yaml ] || { log "no dist/install.yaml: run make release first"; exit 1; }
 LINKFORGE_NODE_BIN=$(hack/node/binaries.sh)
 export LINKFORGE_NODE_BIN

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +59,12 @@ func (c *cluster) testPods(t *testing.T) {
 			g.Expect(fields).To(HaveKeyWithValue("NoNewPrivs", "1"))
 			g.Expect(fields).To(HaveKeyWithValue("Seccomp", "2"), "a seccomp filter (RuntimeDefault)")
 			g.Expect(rootMountOptions(pid)).To(ContainElement("ro"), "%s/%s: a read-only root file system", p.Name, ctr.Name)
+			// The pod's network reaches the bridge and the Service range,
+			// nothing else: no default route.
+			routes, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", "ip", "-4", "route").CombinedOutput()
+			g.Expect(err).NotTo(HaveOccurred(), "%s", routes)
+			g.Expect(string(routes)).NotTo(ContainSubstring("default"), "%s has a default route", p.Name)
+			g.Expect(strings.Split(strings.TrimSpace(string(routes)), "\n")).To(HaveLen(2), "the pod subnet and the Service range only:\n%s", routes)
 		}
 	}
 
