@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
@@ -25,6 +26,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/controllers"
+	"github.com/linkforge/linkforge/internal/peer"
 )
 
 var version = "dev"
@@ -37,22 +39,23 @@ func main() {
 }
 
 type options struct {
-	metricsAddr             string
-	metricsSecure           bool
-	probeAddr               string
-	pprofAddr               string
-	leaderElect             bool
-	leaderElectionNamespace string
-	leaderElectionID        string
-	namespaces              string
-	redirectBaseURL         string
-	dedup                   bool
-	idleGrace               time.Duration
-	codeMetricsNamespaces   int
-	maxConcurrentReconciles int
-	qps                     float64
-	burst                   int
-	reaper                  controllers.ReaperOptions
+	peerKeySecret, peerKeyNamespace string
+	metricsAddr                     string
+	metricsSecure                   bool
+	probeAddr                       string
+	pprofAddr                       string
+	leaderElect                     bool
+	leaderElectionNamespace         string
+	leaderElectionID                string
+	namespaces                      string
+	redirectBaseURL                 string
+	dedup                           bool
+	idleGrace                       time.Duration
+	codeMetricsNamespaces           int
+	maxConcurrentReconciles         int
+	qps                             float64
+	burst                           int
+	reaper                          controllers.ReaperOptions
 }
 
 func run() error {
@@ -63,6 +66,9 @@ func run() error {
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof), e.g. 127.0.0.1:6060; \"0\" disables them.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so only one manager replica is active.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's namespace).")
+	flag.StringVar(&o.peerKeySecret, "peer-key-secret", "linkforge-peer-key",
+		"Secret of the redirectors' peer key, which the manager creates with a random key if there is none (in --peer-key-namespace); \"\" creates none.")
+	flag.StringVar(&o.peerKeyNamespace, "peer-key-namespace", "", "Namespace of --peer-key-secret (default: $POD_NAMESPACE, else the kubeconfig's namespace: in a pod, its own).")
 	flag.StringVar(&o.redirectBaseURL, "redirect-base-url", "", "Public base URL of the redirector, e.g. https://go.example.com; fills status.shortURL.")
 	flag.BoolVar(&o.dedup, "dedup", true, "Links of one namespace with the same target (canonical URL, expiry, activation, idleTimeout, maxUses, redirectStatus, forwardQuery) share one code, "+
 		"unless a link's spec.dedupPolicy says otherwise. false: every link without a dedupPolicy gets a code of its own (a link that shared one moves to the next free salt; the oldest keeps it).")
@@ -166,6 +172,9 @@ func run() error {
 			return err
 		}
 	}
+	if err := addPeerKeyCreator(mgr, o); err != nil {
+		return err
+	}
 	reaper := controllers.NewReaper(mgr, o.reaper)
 	if err := reaper.SetupWithManager(mgr); err != nil {
 		return err
@@ -241,4 +250,25 @@ func addProbeServer(mgr manager.Manager, addr string) error {
 		Server:   &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		Listener: ln,
 	})
+}
+
+// addPeerKeyCreator has the manager create the redirectors' peer key
+// (peer.KeyCreator): the redirectors may read it and create no Secret.
+func addPeerKeyCreator(mgr ctrl.Manager, o options) error {
+	if o.peerKeySecret == "" {
+		return nil
+	}
+	ns := o.peerKeyNamespace
+	if ns == "" {
+		kubeconfig := ""
+		if f := flag.Lookup("kubeconfig"); f != nil {
+			kubeconfig = f.Value.String()
+		}
+		var err error
+		if ns, err = peer.DefaultNamespace(kubeconfig); err != nil {
+			return fmt.Errorf("the namespace of --peer-key-secret: set --peer-key-namespace: %w", err)
+		}
+	}
+	return mgr.Add(&peer.KeyCreator{Client: mgr.GetClient(), Secret: types.NamespacedName{Namespace: ns, Name: o.peerKeySecret},
+		Log: ctrl.Log.WithName("peer-key")})
 }

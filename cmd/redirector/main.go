@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -104,7 +103,7 @@ func run() error {
 	flag.StringVar(&peerAdvertise, "peer-advertise-address", "",
 		"host:port at which the other replicas reach the peer port, written in this replica's reservations. Empty: the bound address if it names an IP, else $POD_IP (else the host name) with the bound port.")
 	flag.StringVar(&peerOpts.secret, "peer-key-secret", "linkforge-peer-key",
-		"Secret that holds the installation's peer key, which authenticates the peer port's requests and answers both ways. The first replica creates it with a random key; delete it and restart the redirectors to rotate the key.")
+		"Secret that holds the installation's peer key, which authenticates the peer port's requests and answers both ways. The manager creates it with a random key (or this replica, if it may); delete it and restart the manager and the redirectors to rotate the key.")
 	flag.StringVar(&peerOpts.namespace, "peer-key-namespace", "",
 		"Namespace of --peer-key-secret. Empty: $POD_NAMESPACE, else the namespace of the kubeconfig's context (in a pod: its own).")
 	flag.BoolVar(&peerOpts.allowLocal, "peer-allow-local", false,
@@ -376,15 +375,8 @@ func (f peerFlags) forwarding(mgr manager.Manager, cfg *rest.Config, o *uses.Opt
 func (f peerFlags) keyring(cfg *rest.Config, log logr.Logger) (*peer.Keyring, error) {
 	ns := f.namespace
 	if ns == "" {
-		ns = os.Getenv("POD_NAMESPACE")
-	}
-	if ns == "" {
 		var err error
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		if f := flag.Lookup("kubeconfig"); f != nil {
-			rules.ExplicitPath = f.Value.String() // controller-runtime's --kubeconfig
-		}
-		if ns, _, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).Namespace(); err != nil {
+		if ns, err = peer.DefaultNamespace(kubeconfigFlag()); err != nil {
 			return nil, fmt.Errorf("the namespace of --peer-key-secret: set --peer-key-namespace: %w", err)
 		}
 	}
@@ -409,4 +401,12 @@ func fallbackFlags(root, notFound, gone string) (redirect.Fallbacks, error) {
 		}
 	}
 	return redirect.NewFallbacks(root, notFound, gone)
+}
+
+// kubeconfigFlag is controller-runtime's --kubeconfig ("": none given).
+func kubeconfigFlag() string {
+	if f := flag.Lookup("kubeconfig"); f != nil {
+		return f.Value.String()
+	}
+	return ""
 }

@@ -211,12 +211,12 @@ ports: [{port: 8081, protocol: TCP}]
 	})
 }
 
-// TestPeerKey checks how the redirector finds its peer key, in
-// config/default and in the chart: POD_NAMESPACE from the downward API,
-// --peer-key-secret naming the Secret, and a Role in that namespace that
-// gets only that Secret and creates Secrets (the first replica writes the
-// key), bound to the redirector's ServiceAccount; the pod's hardening is
-// unchanged and nothing is mounted.
+// TestPeerKey checks how the redirectors' peer key is made and found, in
+// config/default and in the chart: the manager creates it (a Role that
+// creates Secrets and nothing else, --peer-key-secret); the redirector
+// gets POD_NAMESPACE from the downward API, names the Secret with
+// --peer-key-secret, and has a Role that gets only that Secret; the pod's
+// hardening is unchanged and nothing is mounted.
 func TestPeerKey(t *testing.T) {
 	root := moduleRoot(t)
 	sets := map[string]map[string]object{
@@ -226,8 +226,9 @@ func TestPeerKey(t *testing.T) {
 	wantEnv := decodeOne(t, `{name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}`)
 	wantRules := decodeOne(t, `
 - {apiGroups: [""], resources: [secrets], resourceNames: [linkforge-peer-key], verbs: [get]}
-- {apiGroups: [""], resources: [secrets], verbs: [create]}
 `)
+	wantManagerRules := decodeOne(t, `[{apiGroups: [""], resources: [secrets], verbs: [create]}]`)
+	wantManagerSubjects := decodeOne(t, `[{kind: ServiceAccount, name: linkforge-manager, namespace: `+namespace+`}]`)
 	wantSubjects := decodeOne(t, `[{kind: ServiceAccount, name: linkforge-redirector, namespace: `+namespace+`}]`)
 	wantPodSecurity := decodeOne(t, `{runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}`)
 	wantSecurity := decodeOne(t, `{allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}`)
@@ -253,6 +254,13 @@ func TestPeerKey(t *testing.T) {
 		args := fmt.Sprint(ct["args"])
 		role := objs["rbac.authorization.k8s.io/v1 Role "+namespace+"/linkforge-redirector-peer-key-role"]
 		binding := objs["rbac.authorization.k8s.io/v1 RoleBinding "+namespace+"/linkforge-redirector-peer-key-rolebinding"]
+		managerRole := objs["rbac.authorization.k8s.io/v1 Role "+namespace+"/linkforge-manager-peer-key-role"]
+		managerBinding := objs["rbac.authorization.k8s.io/v1 RoleBinding "+namespace+"/linkforge-manager-peer-key-rolebinding"]
+		var managerArgs string
+		if m, ok := objs["apps/v1 Deployment "+namespace+"/linkforge-manager"]; ok {
+			mpod := m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			managerArgs = fmt.Sprint(mpod["containers"].([]any)[0].(map[string]any)["args"])
+		}
 		for _, c := range []struct {
 			what      string
 			want, got any
@@ -261,6 +269,9 @@ func TestPeerKey(t *testing.T) {
 			{"--peer-key-secret", true, strings.Contains(args, "--peer-key-secret=linkforge-peer-key")},
 			{"peer key role", wantRules, role["rules"]},
 			{"peer key binding", wantSubjects, binding["subjects"]},
+			{"the manager's peer key role", wantManagerRules, managerRole["rules"]},
+			{"the manager's peer key binding", wantManagerSubjects, managerBinding["subjects"]},
+			{"the manager's --peer-key-secret", true, strings.Contains(managerArgs, "--peer-key-secret=linkforge-peer-key")},
 			{"volumes", nil, pod["volumes"]},
 			{"pod securityContext", wantPodSecurity, pod["securityContext"]},
 			{"securityContext", wantSecurity, ct["securityContext"]},

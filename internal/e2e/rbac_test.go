@@ -144,9 +144,11 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 			"subjectaccessreviews.authorization.k8s.io create", "tokenreviews.authentication.k8s.io create",
 		}
 		g.Expect(e.grantedBeyondAuthenticated(managerSA, "default")).To(Equal(managerAnywhere))
-		// Its own namespace adds the leader election Lease and its event, and no more.
+		// Its own namespace adds the leader election Lease and its event,
+		// and creating the redirectors' peer key (it may not read Secrets).
 		managerHome := append(slices.Clone(managerAnywhere), "events create", "events patch",
-			"leases.coordination.k8s.io create", "leases.coordination.k8s.io get", "leases.coordination.k8s.io update")
+			"leases.coordination.k8s.io create", "leases.coordination.k8s.io get", "leases.coordination.k8s.io update",
+			"secrets create")
 		slices.Sort(managerHome)
 		g.Expect(e.grantedBeyondAuthenticated(managerSA, systemNamespace)).To(Equal(managerHome))
 		// The redirector: read links and namespaces (vanity hosts), write
@@ -159,8 +161,8 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 		}
 		g.Expect(e.grantedBeyondAuthenticated(redirectorSA, "default")).To(Equal(redirectorAnywhere))
 		// Its own namespace adds its peer key: that one Secret to read, and
-		// Secrets to create (the first replica writes the key).
-		redirectorHome := append(slices.Clone(redirectorAnywhere), "secrets create", "secrets names=linkforge-peer-key get")
+		// no Secret to create (the manager creates the key).
+		redirectorHome := append(slices.Clone(redirectorAnywhere), "secrets names=linkforge-peer-key get")
 		slices.Sort(redirectorHome)
 		g.Expect(e.grantedBeyondAuthenticated(redirectorSA, systemNamespace)).To(Equal(redirectorHome))
 	})
@@ -180,6 +182,9 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 			no(manager, verb, "secrets", "-n", "default")
 			no(manager, verb, "secrets", "-n", systemNamespace)
 		}
+		// Nor can the redirector create one (a ServiceAccount token Secret
+		// under its key's name would be readable to it).
+		no(redirector, "create", "secrets", "-n", systemNamespace)
 		// The manager creates no links and changes no spec.
 		for _, verb := range []string{"create", "update", "patch"} {
 			no(manager, verb, "shortlinks.linkforge.io", "-n", "default")

@@ -10,7 +10,7 @@
 // Nothing on the pod network is trusted: an address is not an identity (a
 // pod may get a killed replica's IP), and any pod can send requests. Both
 // directions are authenticated with the installation's peer key, 32 random
-// bytes in a Secret that the first replica creates (Keyring), never on the
+// bytes in a Secret that the manager creates (KeyCreator), never on the
 // wire:
 //
 //   - A request names the holder it is for (the reservation's holder), a

@@ -26,7 +26,8 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
-// The first replica creates the key; the others read the same one.
+// A replica that may create the Secret (an admin's kubeconfig) creates it;
+// the others read the same key.
 func TestKeyringCreatesThenShares(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(newScheme()).Build()
 	first, second := NewKeyring(c, secretName, logr.Discard()), NewKeyring(c, secretName, logr.Discard())
@@ -83,5 +84,38 @@ func TestKeyringRefusesAShortKey(t *testing.T) {
 	cancel()
 	if err := k.Start(ctx); err != nil || k.Key() != nil {
 		t.Fatalf("a failing API server: %v, key %v", err, k.Key())
+	}
+}
+
+// A replica that may not create the Secret waits for the manager's;
+// a Secret of another type under the key's name (a ServiceAccount token
+// someone had minted there) is not taken for a key.
+func TestKeyringWaitsForTheManager(t *testing.T) {
+	base := fake.NewClientBuilder().WithScheme(newScheme()).Build()
+	forbidden := interceptor.NewClient(base, interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, secretName.Name, errors.New("no"))
+		},
+	})
+	k := NewKeyring(forbidden, secretName, logr.Discard())
+	if _, err := k.load(context.Background()); !apierrors.IsForbidden(err) {
+		t.Fatalf("before the manager: %v, want forbidden", err)
+	}
+	creator := &KeyCreator{Client: base, Secret: secretName, Log: logr.Discard()}
+	if err := creator.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := creator.Start(context.Background()); err != nil { // again: kept
+		t.Fatal(err)
+	}
+	if key, err := k.load(context.Background()); err != nil || key == nil {
+		t.Fatalf("after the manager: %v", err)
+	}
+
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: secretName.Name}, Type: corev1.SecretTypeServiceAccountToken,
+		Data: map[string][]byte{SecretKeyField: RandomKey()}}
+	c := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(token).Build()
+	if _, err := NewKeyring(c, types.NamespacedName{Namespace: "other", Name: secretName.Name}, logr.Discard()).load(context.Background()); err == nil || !strings.Contains(err.Error(), "not Opaque") {
+		t.Errorf("a token Secret: %v, want refused", err)
 	}
 }
