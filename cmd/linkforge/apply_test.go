@@ -325,7 +325,7 @@ func TestImportApplyNeverSurprises(t *testing.T) {
 	// --overwrite says so: b.csv takes promo, reported as overwritten.
 	code, stderr = importFile("b.csv", "--overwrite")
 	expect("b.csv --overwrite", code, 0, stderr,
-		`b.csv: line 2: overwritten: ShortLink `+ns+`/promo was not created by this import (imported from "`+source("a.csv")+`"); overwritten (--overwrite): url "https://a.example/promo" -> "https://b.example/promo", expiresAt "2027-01-01T00:00:00Z" -> (removed), maxUses "100" -> (removed), title "Spring promo" -> (removed)`+"\n",
+		`b.csv: line 2: overwritten: ShortLink `+ns+`/promo was not created by this import (imported from "`+source("a.csv")+`"); --overwrite changed url "https://a.example/promo" -> "https://b.example/promo", expiresAt "2027-01-01T00:00:00Z" -> (removed), maxUses "100" -> (removed), title "Spring promo" -> (removed)`+"\n",
 		": 0 created, 0 updated, 1 unchanged, 1 overwritten, 0 conflict(s) left as they are, 0 failed;")
 	if got := describe(get("promo")); got != "https://b.example/promo code=promo" {
 		t.Errorf("promo after b.csv --overwrite: %s", got)

@@ -249,9 +249,9 @@ func applyOne(ctx context.Context, cl client.Client, m importer.Manifest, force 
 
 // clusterLinks is what the import read of the namespaces it writes to.
 type clusterLinks struct {
-	// links are the ShortLinks of the manifests' names; nil when the
-	// import may not list them (then lookup gets each one).
-	links map[string]*live
+	// links are the ShortLinks of the manifests' names, as assess found
+	// them; nil when the import may not list them (then lookup gets each).
+	links map[string]*found
 	// codes maps namespace/code to the names of the links that hold it
 	// (spec.code, or the code it is served under).
 	codes map[string][]string
@@ -260,7 +260,7 @@ type clusterLinks struct {
 // lookup returns the link of m's name (nil: there is none) and the other
 // link that holds m's code (""). known is false when the cluster let the
 // import neither list nor get it.
-func (c *clusterLinks) lookup(ctx context.Context, cl client.Client, m importer.Manifest) (l *live, holder string, known bool, err error) {
+func (c *clusterLinks) lookup(ctx context.Context, cl client.Client, m importer.Manifest) (l *found, holder string, known bool, err error) {
 	if c.links != nil {
 		l = c.links[key(m)]
 		if m.Spec.Code != "" {
@@ -284,7 +284,7 @@ func (c *clusterLinks) lookup(ctx context.Context, cl client.Client, m importer.
 	case err != nil:
 		return nil, "", false, err
 	}
-	return liveFrom(u), "", true, nil
+	return assess(m, liveFrom(u)), "", true, nil
 }
 
 // listExisting lists the ShortLinks of the namespaces the manifests go to,
@@ -292,12 +292,12 @@ func (c *clusterLinks) lookup(ctx context.Context, cl client.Client, m importer.
 // Without list permission it returns no links: lookup gets each one.
 func listExisting(ctx context.Context, cl client.Client, manifests []importer.Manifest) (*clusterLinks, error) {
 	namespaces := map[string]bool{}
-	wanted := make(map[string]bool, len(manifests))
-	for _, m := range manifests {
+	wanted := make(map[string]int, len(manifests))
+	for i, m := range manifests {
 		namespaces[m.Metadata.Namespace] = true
-		wanted[key(m)] = true
+		wanted[key(m)] = i
 	}
-	found := &clusterLinks{links: map[string]*live{}, codes: map[string][]string{}}
+	read := &clusterLinks{links: map[string]*found{}, codes: map[string][]string{}}
 	for ns := range namespaces {
 		opts := []client.ListOption{client.InNamespace(ns), client.Limit(500)}
 		for {
@@ -315,16 +315,16 @@ func listExisting(ctx context.Context, cl client.Client, manifests []importer.Ma
 			for i := range list.Items {
 				u := &list.Items[i]
 				k := u.GetNamespace() + "/" + u.GetName()
-				if wanted[k] {
-					found.links[k] = liveFrom(u)
+				if i, ok := wanted[k]; ok {
+					read.links[k] = assess(manifests[i], liveFrom(u))
 				}
 				code, _, _ := unstructured.NestedString(u.Object, "spec", "code")
 				served, _, _ := unstructured.NestedString(u.Object, "status", "code")
 				for _, c := range []string{code, served} {
 					// Two holders are enough to name one that is not the
 					// manifest's own link.
-					if k := u.GetNamespace() + "/" + c; c != "" && len(found.codes[k]) < 2 && !contains(found.codes[k], u.GetName()) {
-						found.codes[k] = append(found.codes[k], u.GetName())
+					if k := u.GetNamespace() + "/" + c; c != "" && len(read.codes[k]) < 2 && !contains(read.codes[k], u.GetName()) {
+						read.codes[k] = append(read.codes[k], u.GetName())
 					}
 				}
 			}
@@ -334,7 +334,7 @@ func listExisting(ctx context.Context, cl client.Client, manifests []importer.Ma
 			opts = []client.ListOption{client.InNamespace(ns), client.Limit(500), client.Continue(list.GetContinue())}
 		}
 	}
-	return found, nil
+	return read, nil
 }
 
 // ErrNoCRD is what Apply returns when the cluster has no ShortLink CRD.

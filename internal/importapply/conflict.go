@@ -298,7 +298,7 @@ func (c Conflict) String() string {
 		parts[i] = change.String()
 	}
 	if c.Overwritten {
-		return fmt.Sprintf("ShortLink %s was not created by this import (%s); overwritten (--overwrite): %s", ref, c.Owner, strings.Join(parts, ", "))
+		return fmt.Sprintf("ShortLink %s was not created by this import (%s); --overwrite changed %s", ref, c.Owner, strings.Join(parts, ", "))
 	}
 	return fmt.Sprintf("ShortLink %s exists and was not created by this import (%s): left as it is; --overwrite would change %s", ref, c.Owner, strings.Join(parts, ", "))
 }
@@ -329,40 +329,48 @@ const (
 	toOverwrite         // a conflict applied: Options.Overwrite
 )
 
-// judge decides what to do with m, whose link is l (nil: there is none);
-// holder is the other link of the namespace that holds m's code, if any.
-func judge(m importer.Manifest, l *live, holder string, overwrite bool) (verdict, *Conflict) {
-	if m.Spec.Code != "" && holder != "" {
-		if code, _ := l.valueOrNil(specPath("code")); code != m.Spec.Code {
-			return toConflict, &Conflict{Manifest: m, HeldBy: holder}
-		}
-	}
-	if l == nil {
-		return toCreate, nil
-	}
-	diff := changes(m, l)
+// found is what the import needs to know of the link of a manifest's
+// name, decided as soon as the link is read, so that the import holds a
+// few words per link rather than the link.
+type found struct {
+	ours    bool     // it carries the manifest's source
+	changes []Change // what applying the manifest would change
+	owner   string   // whose it is, when not ours
+	code    string   // its spec.code
+}
+
+// assess reads l, the link of m's name, for judge.
+func assess(m importer.Manifest, l *live) *found {
+	f := &found{changes: changes(m, l)}
+	f.code, _ = l.value(specPath("code"))
 	source := m.Metadata.Annotations[importer.SourceAnnotation]
-	if source != "" && l.annotations[importer.SourceAnnotation] == source {
-		if len(diff) == 0 {
-			return toLeave, nil
-		}
-		return toUpdate, nil
+	f.ours = source != "" && l.annotations[importer.SourceAnnotation] == source
+	if !f.ours {
+		f.owner = owner(l)
 	}
-	if len(diff) == 0 {
+	return f
+}
+
+// judge decides what to do with m, whose link is f (nil: there is none);
+// holder is the other link of the namespace that holds m's code, if any.
+func judge(m importer.Manifest, f *found, holder string, overwrite bool) (verdict, *Conflict) {
+	if m.Spec.Code != "" && holder != "" && (f == nil || f.code != m.Spec.Code) {
+		return toConflict, &Conflict{Manifest: m, HeldBy: holder}
+	}
+	switch {
+	case f == nil:
+		return toCreate, nil
+	case f.ours && len(f.changes) == 0:
+		return toLeave, nil
+	case f.ours:
+		return toUpdate, nil
+	case len(f.changes) == 0:
 		return toMatch, nil
 	}
-	c := &Conflict{Manifest: m, Owner: owner(l), Changes: diff}
+	c := &Conflict{Manifest: m, Owner: f.owner, Changes: f.changes}
 	if overwrite {
 		c.Overwritten = true
 		return toOverwrite, c
 	}
 	return toConflict, c
-}
-
-// valueOrNil is value of a link that may not exist.
-func (l *live) valueOrNil(path string) (string, bool) {
-	if l == nil {
-		return "", false
-	}
-	return l.value(path)
 }

@@ -72,7 +72,7 @@ func TestJudge(t *testing.T) {
 		},
 		{
 			name: "--overwrite", m: manifest("https://b.example/", "promo", "b.csv@sha256:2", nil, nil), l: imported("a.csv@sha256:1"), overwrite: true, want: toOverwrite,
-			conflict: `overwritten (--overwrite): url "https://a.example/" -> "https://b.example/", maxUses "100" -> (removed), title "Spring" -> (removed)`,
+			conflict: `--overwrite changed url "https://a.example/" -> "https://b.example/", maxUses "100" -> (removed), title "Spring" -> (removed)`,
 		},
 		{name: "another file, the same link", m: manifest("https://a.example/", "promo", "b.csv@sha256:2", ptr(100), map[string]string{importer.TitleAnnotation: "Spring"}), l: imported("a.csv@sha256:1"), want: toMatch},
 		{
@@ -103,7 +103,11 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v, c := judge(tc.m, tc.l, tc.holder, tc.overwrite)
+			var f *found
+			if tc.l != nil {
+				f = assess(tc.m, tc.l)
+			}
+			v, c := judge(tc.m, f, tc.holder, tc.overwrite)
 			if v != tc.want {
 				t.Errorf("verdict %d, want %d (conflict %+v)", v, tc.want, c)
 			}
