@@ -13,4 +13,5 @@ func TestCluster(t *testing.T) {
 	t.Run("rollout restart of the redirectors during a burst of clicks", c.testRolloutRestart)
 	t.Run("the redirector holding a link's quota is deleted while it is clicked", c.testHolderDeleted)
 	t.Run("two managers: the leader's pod is deleted, the other leads and links converge", c.testLeaderFailover)
+	t.Run("uninstalled with kubectl delete, then installed with the packaged Helm chart", c.testUninstallThenHelm)
 }
