@@ -56,11 +56,17 @@ func main() {
 	}
 }
 
-// runUp brings the node up; on a failure or an interrupt it takes down
-// whatever it had started, so a failed up leaves nothing running.
+// runUp brings the node up; on a failure or an interrupt after its checks
+// it takes down whatever it had started, so a failed up leaves nothing
+// running.
 func runUp(cfg *config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A node that is already up, or a subnet in use, is refused before
+	// anything is made, and left alone.
+	if err := preflight(ctx, cfg); err != nil {
+		return err
+	}
 	err := up(ctx, cfg)
 	if err == nil {
 		return nil

@@ -31,11 +31,9 @@ const (
 // binaries are the programs the node runs from -bin.
 var binaries = []string{"etcd", apiserver, controllerManager, scheduler, kubelet, proxy, "kubectl"}
 
+// up starts the node (after preflight).
 func up(ctx context.Context, c *config) error {
 	started := time.Now()
-	if err := preflight(ctx, c); err != nil {
-		return err
-	}
 	for _, d := range []string{c.stateDir, c.runDir} {
 		if err := os.RemoveAll(d); err != nil {
 			return err
