@@ -54,7 +54,7 @@ func (c *cluster) testUninstallThenHelm(t *testing.T) {
 	g.Eventually(func() bool {
 		_, err := c.cs.CoreV1().Namespaces().Get(context.Background(), systemNS, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
-	}).WithTimeout(3 * time.Minute).Should(BeTrue(), "the namespace is gone")
+	}).WithTimeout(3*time.Minute).Should(BeTrue(), "the namespace is gone")
 	g.Expect(c.leftovers()).To(BeEmpty(), "nothing cluster-wide is left of the release")
 
 	charts, err := filepath.Glob(filepath.Join(root, "dist", "linkforge-*.tgz"))
