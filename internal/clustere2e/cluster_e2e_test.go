@@ -12,6 +12,7 @@ func TestCluster(t *testing.T) {
 	t.Run("metrics scraped from the pods' ports", c.testMetrics)
 	t.Run("rollout restart of the redirectors during a burst of clicks", c.testRolloutRestart)
 	t.Run("the redirector holding a link's quota is deleted while it is clicked", c.testHolderDeleted)
+	t.Run("kubectl linkforge against the node", c.testPlugin)
 	t.Run("two managers: the leader's pod is deleted, the other leads and links converge", c.testLeaderFailover)
 	t.Run("uninstalled with kubectl delete, then installed with the packaged Helm chart", c.testUninstallThenHelm)
 }
