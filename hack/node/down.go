@@ -325,6 +325,7 @@ func removeFiles(c *config) {
 		}
 	}
 	_ = os.RemoveAll(c.runDir)
+	_ = os.Remove(filepath.Dir(c.runDir)) // /run/linkforge-node, if no other node's
 }
 
 // leftovers lists what down should have removed and did not.
