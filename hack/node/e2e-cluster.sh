@@ -27,6 +27,13 @@ LINKFORGE_NODE_BIN=$(hack/node/binaries.sh)
 export LINKFORGE_NODE_BIN
 go build -o bin/node ./hack/node
 
+# bin/node up takes down what it started when it fails or is interrupted,
+# and touches nothing when it refuses (a node already up, the bridge or a
+# subnet in use): so the trap that takes the node down comes after it.
+up_started=$(date +%s)
+bin/node up
+log "node up in $(($(date +%s) - up_started))s"
+
 status=0
 down() {
 	status=${status:-$?}
@@ -43,9 +50,6 @@ trap 'status=$?; down' EXIT
 trap 'status=130; down' INT
 trap 'status=143; down' TERM
 
-up_started=$(date +%s)
-bin/node up
-log "node up in $(($(date +%s) - up_started))s"
 eval "$(bin/node env)"
 
 # As the README's Install section tells a user.
