@@ -230,27 +230,37 @@ func (s *summary) pkgLine(p *pkg) string {
 	return line
 }
 
-// report is the summary: a line for each package with tests, slowest first,
-// failures on top; one line naming the packages without tests.
+// report is the summary, to fit a screen: a line for each failed package,
+// then each package that took a second or more, slowest first; one line
+// naming the others that passed, one those without tests. Every
+// package's log is <dir>/<package>.log.
 func (s *summary) report() string {
 	var b strings.Builder
-	var tested []*pkg
-	var untested []string
+	var listed []*pkg
+	var quick, untested []string
 	for _, p := range s.order {
-		if !p.ran && p.result != fail {
+		switch {
+		case p.result == fail:
+			listed = append(listed, p)
+		case !p.ran:
 			untested = append(untested, p.name)
-			continue
+		case p.elapsed < 1 || p.cached:
+			quick = append(quick, p.name)
+		default:
+			listed = append(listed, p)
 		}
-		tested = append(tested, p)
 	}
-	sort.SliceStable(tested, func(i, j int) bool {
-		if fi, fj := tested[i].result == fail, tested[j].result == fail; fi != fj {
+	sort.SliceStable(listed, func(i, j int) bool {
+		if fi, fj := listed[i].result == fail, listed[j].result == fail; fi != fj {
 			return fi
 		}
-		return tested[i].elapsed > tested[j].elapsed
+		return listed[i].elapsed > listed[j].elapsed
 	})
-	for _, p := range tested {
+	for _, p := range listed {
 		b.WriteString(s.pkgLine(p) + "\n")
+	}
+	if len(quick) > 0 {
+		fmt.Fprintf(&b, "ok, under 1s or cached: %s\n", strings.Join(quick, " "))
 	}
 	if len(untested) > 0 {
 		fmt.Fprintf(&b, "no tests: %s\n", strings.Join(untested, " "))

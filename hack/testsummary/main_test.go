@@ -30,6 +30,9 @@ func TestSummary(t *testing.T) {
 		`{"Action":"fail","Package":"example.com/m/e","Elapsed":0.1}`,
 		`{"Action":"output","Package":"example.com/m/d","Output":"example.com/m/d\tcoverage: 0.0% of statements\n"}`,
 		`{"Action":"pass","Package":"example.com/m/d"}`,
+		`{"Action":"run","Package":"example.com/m/f","Test":"TestQuick"}`,
+		`{"Action":"pass","Package":"example.com/m/f","Test":"TestQuick"}`,
+		`{"Action":"pass","Package":"example.com/m/f","Elapsed":0.2}`,
 		`not an event`,
 	}, "\n") + "\n"
 
@@ -50,6 +53,7 @@ func TestSummary(t *testing.T) {
 		"FAIL  c ", "build failed: c [example.com/m/c.test]\n",
 		"FAIL  e ", "failed outside a test",
 		"ok    a ", filepath.Join(dir, "a.log"),
+		"ok, under 1s or cached: f\n",
 		"no tests: d\n",
 	} {
 		if !strings.Contains(report, want) {
