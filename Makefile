@@ -123,8 +123,17 @@ bench: envtest-assets build ## Run the benchmarks: code algorithm, controller an
 	go test ./internal/shortcode -run '^$$' -bench . -benchmem
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./controllers -run '^$$' -bench . -benchtime 1x -timeout 60m
 	go test ./internal/redirect -run '^$$' -bench CountingOverhead -benchtime 1x
-	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench 'UsesDrain|FirstClicks|BusyLimitedLinks' -benchtime 1x -timeout 30m
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench 'UsesDrain|FirstClicks|BusyLimitedLinks|UnreachableHolder|StopReturnsEverything' -benchtime 1x -timeout 30m
+	go test ./internal/peer -run '^$$' -bench Forward -count 3
 	hack/bench-redirect.sh
+
+.PHONY: node-binaries
+node-binaries: ## Build the real node's kubelet, kube-proxy, kube-controller-manager, kube-scheduler and kubectl into the envtest store (minutes, first run only).
+	@ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/node/binaries.sh >/dev/null
+
+.PHONY: e2e-cluster
+e2e-cluster: release node-binaries ## Run the release on a real single-node cluster (as root; installs containerd, runc, CNI plugins from Debian): install dist/install.yaml, run internal/clustere2e, take the node down. Not part of make test yet.
+	hack/node/e2e-cluster.sh
 
 .PHONY: bench-scale
 bench-scale: envtest-assets build ## Measure linkforge at N links (default 100000; N=10000 make bench-scale): local control plane, the real binaries (not part of make test).

@@ -1,3 +1,5 @@
+//go:build clustere2e
+
 package clustere2e
 
 import (
@@ -64,7 +66,7 @@ func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	kc := os.Getenv(kubeconfigEnv)
 	if kc == "" {
-		t.Skipf("no node: %s is unset (make e2e-cluster sets it)", kubeconfigEnv)
+		t.Fatalf("no node: %s is unset (make e2e-cluster sets it; these tests run only there, with -tags clustere2e)", kubeconfigEnv)
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {

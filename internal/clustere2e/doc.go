@@ -6,6 +6,7 @@
 //
 // `make e2e-cluster` (hack/node/e2e-cluster.sh) brings the node up with
 // hack/node, installs the release, runs these tests and takes the node
-// down. Without a node (LINKFORGE_CLUSTER_KUBECONFIG unset) every test
-// skips, so `go test ./...` passes on a machine that has none.
+// down. The tests build only with -tags clustere2e, as that script runs
+// them: `go test ./...` has none of them to skip, and without a node
+// (LINKFORGE_CLUSTER_KUBECONFIG unset) each fails at once.
 package clustere2e

@@ -1,3 +1,5 @@
+//go:build clustere2e
+
 package clustere2e
 
 import (
