@@ -1,0 +1,274 @@
+// Command callgrind-bench measures the redirect hit path in instructions
+// per request under callgrind (internal/hitpath): the redirector of
+// hack/redirector-bench (the production handler, index and server) with
+// counting uses on and off, the bare fasthttp floor (hack/fasthttp-floor)
+// and Debian's nginx, each answering the same fixed sequence of requests
+// over keep-alive connections from a client that is not under callgrind.
+// It prints instructions per request, the ratios, and the functions where
+// the redirector's instructions differ most from the floor's.
+//
+// Instruction counts do not depend on what else the machine runs: two runs
+// print the same numbers to within about 3 instructions per request for
+// the Go servers (their maps' random hash seeds) and one for nginx. It
+// takes 2-3 minutes, mostly learning each server's timers (10 s each) and
+// starting them under callgrind.
+//
+// Usage (from the repository; make bench runs it):
+//
+//	go run ./hack/callgrind-bench [-only redirector,floor] [-dir DIR] [-top 15]
+//
+// It installs valgrind and nginx with apt-get when they are missing (as
+// root). -dir keeps the callgrind outputs; DIR/<server>.phases lists the
+// files of each phase.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/linkforge/linkforge/internal/hitpath"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "callgrind-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	redirector := flag.String("redirector", "", "hack/redirector-bench binary (built if empty)")
+	floor := flag.String("floor", "", "hack/fasthttp-floor binary (built if empty)")
+	only := flag.String("only", "", "comma-separated servers to measure (redirector,nocount,floor,nginx); all if empty")
+	top := flag.Int("top", 15, "functions to list where the redirector spends more than the floor")
+	dir := flag.String("dir", "", "keep the callgrind outputs here (a temporary directory if empty)")
+	began := time.Now()
+	o := hitpath.Options{Log: func(f string, a ...any) {
+		fmt.Fprintf(os.Stderr, "callgrind-bench: %5.1fs "+f+"\n", append([]any{time.Since(began).Seconds()}, a...)...)
+	}}
+	flag.IntVar(&o.Conns, "conns", hitpath.BenchConns, "keep-alive connections")
+	flag.IntVar(&o.Short, "short", hitpath.BenchShort, "requests of the short phase")
+	flag.IntVar(&o.Long, "long", hitpath.BenchLong, "requests of the long phase")
+	flag.BoolVar(&o.Debug, "debug", false, "log every tick and segment")
+	links := flag.Int("links", hitpath.BenchLinks, fmt.Sprintf("links (over %d namespaces)", hitpath.BenchNamespaces))
+	flag.Parse()
+
+	if err := hitpath.CheckTools(); err != nil {
+		o.Log("%v; installing it", err)
+		if err := hitpath.Install("valgrind"); err != nil {
+			return err
+		}
+		if err := hitpath.CheckTools(); err != nil {
+			return err
+		}
+	}
+	work, err := os.MkdirTemp("", "callgrind-bench-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	if *dir == "" {
+		*dir = work
+	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	o.Dir = *dir
+	build := func(bin *string, pkg string) error {
+		if *bin != "" {
+			return nil
+		}
+		*bin = filepath.Join(work, filepath.Base(pkg))
+		cmd := exec.Command("go", "build", "-o", *bin, pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		return cmd.Run()
+	}
+	if err := build(redirector, "github.com/linkforge/linkforge/hack/redirector-bench"); err != nil {
+		return err
+	}
+	if err := build(floor, "github.com/linkforge/linkforge/hack/fasthttp-floor"); err != nil {
+		return err
+	}
+	table := filepath.Join(work, "links.txt")
+	if out, err := exec.Command(*redirector, hitpath.RedirectorArgs(*links, "--table="+table)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("writing the links: %v: %s", err, out)
+	}
+	if o.Links, err = hitpath.ReadLinks(table); err != nil {
+		return err
+	}
+
+	servers := []hitpath.Server{
+		hitpath.Redirector(*redirector, *links, "127.0.0.1:18180", "127.0.0.1:18181", true),
+		hitpath.Redirector(*redirector, *links, "127.0.0.1:18160", "127.0.0.1:18161", false),
+		hitpath.Floor(*floor, table, "127.0.0.1:18170"),
+	}
+	if want(*only, "nginx") {
+		ng, err := hitpath.Nginx(o.Links, work, "127.0.0.1:18190")
+		if err != nil {
+			return err
+		}
+		servers = append(servers, ng)
+	}
+	ctx := context.Background()
+	results := map[string]hitpath.Result{}
+	start := time.Now()
+	for _, s := range servers {
+		if !want(*only, s.Name) {
+			continue
+		}
+		r, err := hitpath.Measure(ctx, s, o)
+		if err != nil {
+			return err
+		}
+		results[s.Name] = r
+		if err := writeParts(r, o.Dir); err != nil {
+			return err
+		}
+		o.Log("%s: %.1f instructions per request", s.Name, r.PerRequest())
+	}
+
+	fmt.Printf("instructions per request under callgrind (%s, valgrind %s): %d links, %d keep-alive connections,\n",
+		goVersion(), valgrindVersion(), len(o.Links), o.Conns)
+	fmt.Printf("one request in flight; (Ir of %d requests - Ir of %d) / %d; %s, %s\n",
+		o.Long, o.Short, o.Long-o.Short, time.Since(start).Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Printf("  %-26s %9s   %s\n", "server", "Ir/request", "(Ir of the long phase in segments - of the short; an empty segment; phases measured again)")
+	for _, name := range []string{"redirector", "nocount", "floor", "nginx"} {
+		if r, ok := results[name]; ok {
+			fmt.Printf("  %-26s %9.1f   (%d in %d - %d in %d; %d; %d)\n", label(name), r.PerRequest(),
+				r.LongPart.Ir, r.LongSegments, r.ShortPart.Ir, r.ShortSegments, r.Segment.Ir, r.Attempts)
+		}
+	}
+	ratio := func(what, a, b, goal string) {
+		ra, oka := results[a]
+		rb, okb := results[b]
+		if oka && okb {
+			fmt.Printf("  %-34s %.3fx %s\n", what, ra.PerRequest()/rb.PerRequest(), goal)
+		}
+	}
+	fmt.Println("ratios of instructions per request:")
+	ratio("counting on / off", "redirector", "nocount", "(goal <= 1.03x)")
+	ratio("redirector / fasthttp floor", "redirector", "floor", "(goal <= 1.10x)")
+	ratio("redirector / nginx", "redirector", "nginx", "")
+	ratio("fasthttp floor / nginx", "floor", "nginx", "")
+	ratio("counting off / fasthttp floor", "nocount", "floor", "")
+
+	if r, ok := results["redirector"]; ok {
+		if f, ok := results["floor"]; ok && *top > 0 {
+			if err := aboveFloor(r, f, *top); err != nil {
+				return err
+			}
+		}
+	}
+	if *dir != work {
+		fmt.Printf("callgrind outputs in %s (<server>.phases lists each phase's files; callgrind_annotate reads each)\n", *dir)
+	}
+	return nil
+}
+
+// writeParts lists the callgrind outputs of each phase of r in
+// <dir>/<name>.phases: "long|short file", one a line.
+func writeParts(r hitpath.Result, dir string) error {
+	var b strings.Builder
+	for _, f := range r.LongPart.Files {
+		fmt.Fprintf(&b, "long %s\n", f)
+	}
+	for _, f := range r.ShortPart.Files {
+		fmt.Fprintf(&b, "short %s\n", f)
+	}
+	for _, f := range r.Segment.Files {
+		fmt.Fprintf(&b, "empty %s\n", f)
+	}
+	return os.WriteFile(filepath.Join(dir, r.Name+".phases"), []byte(b.String()), 0o644)
+}
+
+func goVersion() string {
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "go ?"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func valgrindVersion() string {
+	out, err := exec.Command("valgrind", "--version").Output()
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimPrefix(strings.TrimSpace(string(out)), "valgrind-")
+}
+
+func want(only, name string) bool {
+	if only == "" {
+		return true
+	}
+	for n := range strings.SplitSeq(only, ",") {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func label(name string) string {
+	switch name {
+	case "nocount":
+		return "redirector, counting off"
+	case "floor":
+		return "fasthttp floor"
+	}
+	return name
+}
+
+// aboveFloor lists the functions where the redirector spends the most
+// instructions per request more than the floor (self cost, from
+// both phases of both, by instruction address: hitpath.Profile).
+func aboveFloor(r, f hitpath.Result, top int) error {
+	rf, err := r.Functions()
+	if err != nil {
+		return err
+	}
+	ff, err := f.Functions()
+	if err != nil {
+		return err
+	}
+	type row struct {
+		fn        string
+		r, f, sum float64
+	}
+	var rows []row
+	var plus, minus float64
+	for fn, v := range rf {
+		rows = append(rows, row{fn, v, ff[fn], v - ff[fn]})
+	}
+	for fn, v := range ff {
+		if _, ok := rf[fn]; !ok {
+			rows = append(rows, row{fn, 0, v, -v})
+		}
+	}
+	for _, x := range rows {
+		if x.sum > 0 {
+			plus += x.sum
+		} else {
+			minus += x.sum
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].sum > rows[j].sum })
+	fmt.Printf("where the redirector's instructions per request differ from the floor's (self cost; %+.0f in functions that cost more, %+.0f in those that cost less):\n", plus, minus)
+	fmt.Printf("  %9s %9s %9s  %s\n", "extra", "redirect", "floor", "function")
+	for _, x := range rows[:min(top, len(rows))] {
+		fmt.Printf("  %+9.1f %9.1f %9.1f  %s\n", x.sum, x.r, x.f, x.fn)
+	}
+	fmt.Println("  ...")
+	for _, x := range rows[max(len(rows)-5, 0):] {
+		if x.sum < -0.5 {
+			fmt.Printf("  %+9.1f %9.1f %9.1f  %s\n", x.sum, x.r, x.f, x.fn)
+		}
+	}
+	return nil
+}

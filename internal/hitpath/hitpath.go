@@ -1,0 +1,714 @@
+package hitpath
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Link is one short link of the fixed request sequence: GET /Namespace/Code
+// must answer 302 with Location URL.
+type Link struct{ Namespace, Code, URL string }
+
+// ReadLinks reads a table of "namespace code url" lines (hack/redirector-bench --table).
+func ReadLinks(path string) ([]Link, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var links []Link
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			links = append(links, Link{f[0], f[1], f[2]})
+		}
+	}
+	if len(links) == 0 {
+		return nil, fmt.Errorf("%s: no links", path)
+	}
+	return links, nil
+}
+
+// Server is a server to measure: a command that serves the links on Addr.
+type Server struct {
+	Name string
+	// Command and its arguments, run under callgrind.
+	Command []string
+	// Env is added to the environment (GOMAXPROCS and the like: see GoEnv).
+	Env []string
+	// Addr is where it answers (127.0.0.1:port).
+	Addr string
+	// Symbols is the binary whose symbol table names its functions by
+	// address ("": callgrind's names; see Profile).
+	Symbols string
+}
+
+// GoEnv is the environment of a Go server under callgrind (see the package doc).
+var GoEnv = []string{"GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1,schedtrace=2147483647", "GOGC=off"}
+
+// Options of a measurement.
+type Options struct {
+	Links []Link
+	// Conns is the number of keep-alive connections (default BenchConns).
+	Conns int
+	// Short and Long are the requests of the two phases (default
+	// BenchShort, BenchLong).
+	Short, Long int
+	// Dir receives the callgrind outputs and the server's log.
+	Dir string
+	// Ready bounds the wait for the server's first 302 (default 3 minutes:
+	// startup under callgrind is slow).
+	Ready time.Duration
+	// Debug logs every tick and segment.
+	Debug bool
+	// Learn is how long the idle server is watched to learn its timers
+	// (default LearnAll). A timer not learnt that ticks in a measured
+	// segment makes the phase be measured again.
+	Learn time.Duration
+	// Log, if set, receives progress lines.
+	Log func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Conns <= 0 {
+		o.Conns = BenchConns
+	}
+	if o.Short <= 0 {
+		o.Short = BenchShort
+	}
+	if o.Long <= o.Short {
+		o.Long = max(BenchLong, o.Short+1)
+	}
+	if o.Ready <= 0 {
+		o.Ready = 3 * time.Minute
+	}
+	if o.Learn <= 0 {
+		o.Learn = LearnAll
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	return o
+}
+
+// Result is the measurement of one server.
+type Result struct {
+	Name string
+	// Symbols is the binary whose symbols name the functions ("": callgrind's names).
+	Symbols     string
+	Short, Long int
+	// ShortPart and LongPart are the callgrind outputs of the two phases,
+	// each the sum of its segments.
+	ShortPart, LongPart Part
+	// ShortSegments and LongSegments are the segments of each phase.
+	ShortSegments, LongSegments int
+	// Segment is an empty segment: what each segment counts beyond its
+	// requests (the zero's interruption of the server's waits).
+	Segment Part
+	// Attempts are the phases measured again because a timer ran in one
+	// of their segments.
+	Attempts int
+}
+
+// PerRequest is the instructions per request: (Ir(Long) - Ir(Short)) /
+// (Long - Short), each phase less an empty segment's instructions per
+// segment.
+func (r Result) PerRequest() float64 {
+	long := r.LongPart.Ir - int64(r.LongSegments)*r.Segment.Ir
+	short := r.ShortPart.Ir - int64(r.ShortSegments)*r.Segment.Ir
+	return float64(long-short) / float64(r.Long-r.Short)
+}
+
+// Functions is the self cost per request of each function: the difference
+// of the two phases' profiles (see Profile), each less an empty segment's
+// per segment, per request.
+func (r Result) Functions() (map[string]float64, error) {
+	out := map[string]float64{}
+	n := float64(r.Long - r.Short)
+	for _, p := range []struct {
+		files []string
+		k     float64
+	}{
+		{r.LongPart.Files, 1},
+		{r.ShortPart.Files, -1},
+		{r.Segment.Files, float64(r.ShortSegments - r.LongSegments)},
+	} {
+		fns, err := Profile(r.Symbols, p.files...)
+		if err != nil {
+			return nil, err
+		}
+		for f, v := range fns {
+			out[f] += p.k * float64(v) / n
+		}
+	}
+	return out, nil
+}
+
+// CheckTools reports what is missing to measure: valgrind (callgrind) and vgdb.
+func CheckTools() error {
+	var missing []string
+	for _, t := range []string{"valgrind", "vgdb"} {
+		if _, err := exec.LookPath(t); err != nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s not found: install valgrind (apt-get install -y valgrind)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// session is one server under callgrind and its client.
+type session struct {
+	o     Options
+	name  string
+	pid   int
+	out   string // callgrind's output file (dumps are <out>.<part>-<thread>)
+	part  int    // dumps so far
+	c     *client
+	w     *watcher
+	ticks *ticks
+}
+
+// Measure runs srv under callgrind and measures its two phases.
+func Measure(ctx context.Context, srv Server, o Options) (Result, error) {
+	o = o.withDefaults()
+	res := Result{Name: srv.Name, Symbols: srv.Symbols, Short: o.Short, Long: o.Long}
+	if err := CheckTools(); err != nil {
+		return res, err
+	}
+	if len(o.Links) == 0 {
+		return res, errors.New("no links")
+	}
+	// A server already on the address would be measured instead.
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", srv.Name, err)
+	}
+	_ = ln.Close()
+	s := &session{o: o, name: srv.Name, out: filepath.Join(o.Dir, srv.Name+".callgrind")}
+	logPath := filepath.Join(o.Dir, srv.Name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = logf.Close() }()
+	args := append([]string{
+		"--tool=callgrind",
+		"--callgrind-out-file=" + s.out,
+		// A file per thread, each readable alone: the Go runtime's sysmon
+		// thread is left out (see ReadPart).
+		"--separate-threads=yes", "--compress-strings=no", "--compress-pos=no",
+		// Costs by instruction address (see Profile).
+		"--dump-instr=yes", "--dump-line=no",
+	}, srv.Command...)
+	cmd := exec.Command("valgrind", args...)
+	cmd.Env = append(os.Environ(), srv.Env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group (killed whole at the end), and killed if this
+	// process dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return res, err
+	}
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		// SIGKILL: no dump at exit (the phases have theirs).
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}()
+	fail := func(err error) (Result, error) {
+		return res, fmt.Errorf("%s: %w (its log: %s)", srv.Name, err, logPath)
+	}
+	s.pid = cmd.Process.Pid
+	s.w = &watcher{procFiles: procFiles{pid: s.pid}}
+	defer s.w.close()
+	s.ticks = &ticks{w: s.w, log: s.log}
+	if o.Debug {
+		s.ticks.debug = s.log
+	}
+
+	s.log("starting under callgrind")
+	if s.c, err = newClient(ctx, srv.Addr, o, exited); err != nil {
+		select {
+		case <-exited:
+			return fail(fmt.Errorf("exited before serving: %v", exitErr))
+		default:
+		}
+		return fail(err)
+	}
+	defer s.c.close()
+	s.log("serving; warming up: a request for each of the %d links over %d connections", len(o.Links), o.Conns)
+	if err := s.c.warmup(ctx, s.w); err != nil {
+		return fail(err)
+	}
+	s.log("learning its timers (%s)", o.Learn)
+	if err := s.ticks.learn(ctx, o.Learn); err != nil {
+		return fail(err)
+	}
+	if res.Segment, err = s.emptySegment(ctx); err != nil {
+		return fail(err)
+	}
+	s.log("an empty segment: %d instructions", res.Segment.Ir)
+	// The long phase first: the tables of both then list the functions
+	// of the short one.
+	for _, ph := range []struct {
+		n        int
+		part     *Part
+		segments *int
+	}{{o.Long, &res.LongPart, &res.LongSegments}, {o.Short, &res.ShortPart, &res.ShortSegments}} {
+		for attempt := 1; ; attempt++ {
+			s.log("%d requests", ph.n)
+			parts, err := s.phase(ctx, ph.n)
+			if err != nil {
+				return fail(err)
+			}
+			sum := sumParts(parts)
+			if sum.Disturbed == 0 {
+				*ph.part, *ph.segments = sum, len(parts)
+				break
+			}
+			if attempt == maxAttempts {
+				return fail(fmt.Errorf("the clock disturbed the measured segments of %d attempts (timers, preemptions)", attempt))
+			}
+			res.Attempts++
+			s.log("a timer ran in a measured segment, or sysmon preempted (%d); again", sum.Disturbed)
+		}
+	}
+	return res, nil
+}
+
+func (s *session) log(format string, args ...any) { s.o.Log(s.name+": "+format, args...) }
+
+// zero begins a segment. A zero (and a dump) interrupts the server's
+// threads in their waits, and they run a little before they wait again:
+// after a zero that is counted, the same instructions every time (the
+// empty segment), after a dump it is not (it is settled before the zero).
+func (s *session) zero(ctx context.Context) error {
+	if err := s.control(ctx, "zero"); err != nil {
+		return err
+	}
+	return s.w.settle(ctx)
+}
+
+// control sends callgrind a command.
+func (s *session) control(ctx context.Context, command string) error {
+	start := time.Now()
+	err := control(ctx, s.pid, command)
+	if s.o.Debug {
+		s.log("vgdb %s took %s", command, time.Since(start).Round(time.Millisecond))
+	}
+	return err
+}
+
+// dump ends a segment.
+func (s *session) dump(ctx context.Context) (Part, error) {
+	start := time.Now()
+	if err := s.control(ctx, "dump"); err != nil {
+		return Part{}, err
+	}
+	s.part++
+	p, err := ReadPart(s.out, s.part)
+	if err != nil {
+		return p, err
+	}
+	// When the dump took effect: when its first file was written.
+	if fi, err := os.Stat(p.first); err == nil {
+		s.ticks.dumped(fi.ModTime().Sub(start), time.Now())
+		if s.o.Debug {
+			s.log("the dump took effect after %s", fi.ModTime().Sub(start).Round(time.Millisecond))
+		}
+	}
+	return p, s.w.settle(ctx)
+}
+
+// emptySegment measures a segment without requests, twice: both must
+// count the same instructions.
+func (s *session) emptySegment(ctx context.Context) (Part, error) {
+	var last Part
+	for attempt := 0; attempt < 2*maxAttempts; attempt++ {
+		if err := s.ticks.wait(ctx); err != nil {
+			return Part{}, err
+		}
+		if err := s.zero(ctx); err != nil {
+			return Part{}, err
+		}
+		p, err := s.dump(ctx)
+		if err != nil {
+			return Part{}, err
+		}
+		if p.Disturbed == 0 && p.Ir == last.Ir {
+			return p, nil
+		}
+		if p.Disturbed == 0 {
+			last = p
+		}
+	}
+	return Part{}, fmt.Errorf("empty segments do not count the same instructions (last %d)", last.Ir)
+}
+
+// phase drives requests 0 to n-1 of the sequence, in segments around the
+// ticks of the server's timers.
+func (s *session) phase(ctx context.Context, n int) ([]Part, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, phaseTimeout,
+		fmt.Errorf("a phase of %d requests took over %s: the machine is too busy, or the server's timers tick too often", n, phaseTimeout))
+	defer cancel()
+	var parts []Part
+	wrap := func(err error) error {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return err
+	}
+	if err := s.ticks.wait(ctx); err != nil {
+		return nil, wrap(err)
+	}
+	if err := s.zero(ctx); err != nil {
+		return nil, wrap(err)
+	}
+	inSegment := 0
+	for i := range n {
+		// A segment has a request at least, so that the phase goes on
+		// however busy the machine is: a tick that fires during it is
+		// found in the profile, and the phase is measured again.
+		if inSegment > 0 && s.ticks.soon() {
+			p, err := s.dump(ctx)
+			if err != nil {
+				return nil, wrap(err)
+			}
+			if s.o.Debug {
+				s.log("segment before request %d: %d requests, %d instructions, %d disturbances", i, inSegment, p.Ir, p.Disturbed)
+			}
+			parts = append(parts, p)
+			if err := s.ticks.wait(ctx); err != nil {
+				return nil, wrap(err)
+			}
+			if err := s.zero(ctx); err != nil {
+				return nil, wrap(err)
+			}
+			inSegment = 0
+		}
+		if err := s.c.request(i); err != nil {
+			return nil, wrap(err)
+		}
+		inSegment++
+		if err := s.w.settle(ctx); err != nil {
+			return nil, wrap(err)
+		}
+	}
+	p, err := s.dump(ctx)
+	return append(parts, p), wrap(err)
+}
+
+// phaseTimeout bounds a phase.
+const phaseTimeout = 10 * time.Minute
+
+// maxAttempts bounds the measurements of a phase that timers disturbed.
+const maxAttempts = 4
+
+// control sends callgrind a command (zero, dump) through vgdb, as
+// callgrind_control does, but at once: the server is idle, blocked in a
+// system call, and vgdb's default waits 100 ms before it interrupts it.
+func control(ctx context.Context, pid int, command string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "vgdb", "--pid="+strconv.Itoa(pid), "--max-invoke-ms=1", command).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("vgdb %s to %d: %v: %s", command, pid, err, out)
+	}
+	return nil
+}
+
+// Part is one dump of a callgrind run with --separate-threads: a file per
+// thread. The thread of the Go runtime's sysmon is not counted: it wakes on
+// its own clock (every 20 us to 10 ms while the program works), so what it
+// does depends on how long a request took, not on the request.
+type Part struct {
+	// Files are the outputs of the threads counted.
+	Files []string
+	// Ir is their instructions; Sysmon those of the sysmon thread.
+	Ir, Sysmon int64
+	// Disturbed is how often the Go runtime did something timed by the
+	// clock in the threads counted (calls of disturbances).
+	Disturbed int64
+	first     string // the first file written
+}
+
+// sumParts is the parts as one.
+func sumParts(parts []Part) Part {
+	var s Part
+	for _, p := range parts {
+		s.Files = append(s.Files, p.Files...)
+		s.Ir += p.Ir
+		s.Sysmon += p.Sysmon
+		s.Disturbed += p.Disturbed
+	}
+	return s
+}
+
+// ReadPart reads the dump part of the callgrind output out.
+func ReadPart(out string, part int) (Part, error) {
+	var p Part
+	files, err := filepath.Glob(out + "." + strconv.Itoa(part) + "-*")
+	if err != nil {
+		return p, err
+	}
+	if len(files) == 0 {
+		return p, fmt.Errorf("no callgrind output %s.%d-*", out, part)
+	}
+	p.first = files[0]
+	for _, f := range files {
+		t, err := totals(f)
+		if err != nil {
+			return p, err
+		}
+		if t.sysmon {
+			p.Sysmon += t.ir
+			continue
+		}
+		p.Ir += t.ir
+		p.Disturbed += t.disturbed
+		p.Files = append(p.Files, f)
+	}
+	return p, nil
+}
+
+// disturbances are what the Go runtime does when the clock says so, not a
+// request: a timer fires, sysmon has a goroutine that ran 10 ms stop
+// (preemption), or takes the processor of a thread 10 ms in a system call.
+// A segment in which one of them ran is measured again.
+var disturbances = map[string]bool{
+	"runtime.(*timer).unlockAndRun": true,
+	"runtime.gopreempt_m":           true,
+	"runtime.preemptPark":           true,
+	"runtime.exitsyscallNoP":        true,
+}
+
+// threadTotals is what totals reads of the output of one thread.
+type threadTotals struct {
+	ir        int64
+	sysmon    bool  // the thread is the Go runtime's sysmon
+	disturbed int64 // calls of disturbances
+}
+
+// totals reads the instructions (Ir) of a callgrind output of one thread,
+// whether it is the Go runtime's sysmon, and the disturbances in it.
+func totals(path string) (threadTotals, error) {
+	var t threadTotals
+	f, err := os.Open(path)
+	if err != nil {
+		return t, err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	found, disturbance := false, false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "fn=runtime.sysmon":
+			t.sysmon = true
+		case strings.HasPrefix(line, "cfn="):
+			disturbance = disturbances[functionName(line[len("cfn="):])]
+		case disturbance && strings.HasPrefix(line, "calls="):
+			n, err := strconv.ParseInt(strings.Fields(line[len("calls="):])[0], 10, 64)
+			if err != nil {
+				return t, fmt.Errorf("%s: %q: %w", path, line, err)
+			}
+			t.disturbed += n
+		}
+		v, ok := strings.CutPrefix(line, "totals:")
+		if !ok {
+			v, ok = strings.CutPrefix(line, "summary:")
+		}
+		if ok && !found {
+			if t.ir, err = strconv.ParseInt(strings.Fields(v)[0], 10, 64); err != nil {
+				return t, fmt.Errorf("%s: %w", path, err)
+			}
+			found = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return t, err
+	}
+	if !found {
+		return t, fmt.Errorf("%s: no totals", path)
+	}
+	return t, nil
+}
+
+// client drives the request sequence.
+type client struct {
+	o     Options
+	addr  string
+	conns []net.Conn
+	rd    []*bufio.Reader
+	reqs  [][]byte // by link
+	want  [][]byte // Location by link
+}
+
+// newClient connects once the server accepts (a refused connection costs
+// the server nothing) and until its first answer is a redirect.
+func newClient(ctx context.Context, addr string, o Options, exited <-chan struct{}) (*client, error) {
+	c := &client{o: o, addr: addr}
+	for _, l := range o.Links {
+		c.reqs = append(c.reqs, []byte("GET /"+l.Namespace+"/"+l.Code+" HTTP/1.1\r\nHost: "+addr+
+			"\r\nUser-Agent: hitpath\r\nAccept: */*\r\n\r\n"))
+		c.want = append(c.want, []byte(l.URL))
+	}
+	deadline := time.Now().Add(o.Ready)
+	for {
+		select {
+		case <-exited:
+			return nil, errors.New("exited before serving")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		default:
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no redirect from %s within %s", addr, o.Ready)
+		}
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		c.conns, c.rd = []net.Conn{nc}, []*bufio.Reader{bufio.NewReader(nc)}
+		// Until the index is synced the redirector answers 503.
+		status, _, closed, err := c.roundTrip(0, 0)
+		if err == nil && status == 302 {
+			break
+		}
+		c.close()
+		if err == nil && status == 503 && !closed {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		return nil, fmt.Errorf("first answer: status %d", status)
+	}
+	for len(c.conns) < o.Conns {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		c.conns = append(c.conns, nc)
+		c.rd = append(c.rd, bufio.NewReader(nc))
+	}
+	return c, nil
+}
+
+func (c *client) close() {
+	for _, nc := range c.conns {
+		_ = nc.Close()
+	}
+	c.conns, c.rd = nil, nil
+}
+
+// warmup sends a request for each link, in the order of the sequence,
+// each once the server is idle after the one before: every link has been
+// used (counted) before the phases, and the connections are in the same
+// state after it every time.
+func (c *client) warmup(ctx context.Context, w *watcher) error {
+	for i := range max(len(c.reqs), len(c.conns)) {
+		if err := w.settle(ctx); err != nil {
+			return err
+		}
+		if err := c.request(i); err != nil {
+			return err
+		}
+	}
+	return w.settle(ctx)
+}
+
+// request sends request i of the sequence (link i mod links, connection i
+// mod conns) and checks its answer.
+func (c *client) request(i int) error {
+	return c.check(i%len(c.conns), i)
+}
+
+func (c *client) check(conn, i int) error {
+	link := i % len(c.reqs)
+	status, loc, closed, err := c.roundTrip(conn, link)
+	switch {
+	case err != nil:
+		return err
+	case status != 302 || !bytes.Equal(loc, c.want[link]):
+		return fmt.Errorf("GET /%s/%s: %d %q, want 302 %q", c.o.Links[link].Namespace, c.o.Links[link].Code, status, loc, c.want[link])
+	case closed:
+		return fmt.Errorf("GET /%s/%s: the server closed the connection", c.o.Links[link].Namespace, c.o.Links[link].Code)
+	}
+	return nil
+}
+
+// roundTrip sends the request of link on connection conn and reads the
+// answer: its status, Location, and whether it closes the connection.
+func (c *client) roundTrip(conn, link int) (status int, location []byte, closed bool, err error) {
+	nc, rd := c.conns[conn], c.rd[conn]
+	if err := nc.SetDeadline(time.Now().Add(2 * time.Minute)); err != nil {
+		return 0, nil, false, err
+	}
+	if _, err := nc.Write(c.reqs[link]); err != nil {
+		return 0, nil, false, err
+	}
+	length := -1
+	for first := true; ; first = false {
+		line, err := rd.ReadSlice('\n')
+		if err != nil {
+			return 0, nil, false, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if first {
+			f := bytes.Fields(line)
+			if len(f) < 2 {
+				return 0, nil, false, fmt.Errorf("bad status line %q", line)
+			}
+			if status, err = strconv.Atoi(string(f[1])); err != nil {
+				return 0, nil, false, fmt.Errorf("bad status line %q", line)
+			}
+			continue
+		}
+		if len(line) == 0 {
+			break
+		}
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		v = bytes.TrimSpace(v)
+		switch strings.ToLower(string(k)) {
+		case "location":
+			location = bytes.Clone(v)
+		case "content-length":
+			if length, err = strconv.Atoi(string(v)); err != nil {
+				return 0, nil, false, fmt.Errorf("bad Content-Length %q", v)
+			}
+		case "connection":
+			closed = bytes.EqualFold(v, []byte("close"))
+		}
+	}
+	if length < 0 {
+		return 0, nil, false, errors.New("no Content-Length")
+	}
+	if _, err := rd.Discard(length); err != nil {
+		return 0, nil, false, err
+	}
+	if rd.Buffered() > 0 {
+		return 0, nil, false, errors.New("more bytes than the answer")
+	}
+	return status, location, closed, nil
+}

@@ -1,0 +1,133 @@
+package hitpath
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+)
+
+// The configuration of hack/callgrind-bench and of the budget test: the
+// budget is recorded for it.
+const (
+	BenchLinks      = 256
+	BenchNamespaces = 8
+	BenchConns      = 8
+	BenchShort      = 100
+	BenchLong       = 620
+)
+
+// RedirectorArgs are hack/redirector-bench's arguments for links links over
+// BenchNamespaces namespaces, and more.
+func RedirectorArgs(links int, more ...string) []string {
+	return append([]string{"--links=" + strconv.Itoa(links), "--namespaces=" + strconv.Itoa(BenchNamespaces)}, more...)
+}
+
+// Redirector is hack/redirector-bench (binary bin) serving links synthetic
+// links on addr, its probes on probe, counting uses or not.
+func Redirector(bin string, links int, addr, probe string, countUses bool) Server {
+	name := "redirector"
+	if !countUses {
+		name = "nocount"
+	}
+	return Server{
+		Name: name,
+		Command: append([]string{bin}, RedirectorArgs(links, "--bind-address="+addr,
+			"--health-probe-bind-address="+probe, "--count-uses="+strconv.FormatBool(countUses))...),
+		Env:     GoEnv,
+		Addr:    addr,
+		Symbols: bin,
+	}
+}
+
+// Floor is hack/fasthttp-floor (binary bin) serving the links of table on addr.
+func Floor(bin, table, addr string) Server {
+	return Server{Name: "floor", Command: []string{bin, "--bind-address=" + addr, "--table=" + table}, Env: GoEnv, Addr: addr, Symbols: bin}
+}
+
+// Nginx is nginx answering `return 302` from a map of the links, configured
+// as in hack/bench-redirect.sh (one process, no access log, unlimited
+// keep-alive requests), its files in dir. It installs Debian's nginx with
+// apt-get if there is none.
+func Nginx(links []Link, dir, addr string) (Server, error) {
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+			bin = "/usr/sbin/nginx"
+		} else {
+			if err := Install("nginx"); err != nil {
+				return Server{}, err
+			}
+			bin = "/usr/sbin/nginx"
+		}
+	}
+	ndir := filepath.Join(dir, "nginx")
+	if err := os.MkdirAll(ndir, 0o755); err != nil {
+		return Server{}, err
+	}
+	f, err := os.Create(filepath.Join(ndir, "map.conf"))
+	if err != nil {
+		return Server{}, err
+	}
+	w := bufio.NewWriter(f)
+	_, _ = fmt.Fprintln(w, "map $uri $target {\n    default \"\";")
+	for _, l := range links {
+		_, _ = fmt.Fprintf(w, "    /%s/%s \"%s\";\n", l.Namespace, l.Code, l.URL)
+	}
+	_, _ = fmt.Fprintln(w, "}") // a write error shows in Flush
+	if err := w.Flush(); err != nil {
+		return Server{}, err
+	}
+	if err := f.Close(); err != nil {
+		return Server{}, err
+	}
+	conf := filepath.Join(ndir, "nginx.conf")
+	err = os.WriteFile(conf, []byte(`daemon off;
+master_process off;
+worker_processes 1;
+pid `+ndir+`/nginx.pid;
+error_log `+ndir+`/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    server_tokens off;
+    keepalive_requests 100000000;
+    keepalive_timeout 120s;
+    map_hash_max_size 262144;
+    map_hash_bucket_size 256;
+    client_body_temp_path `+ndir+`;
+    proxy_temp_path `+ndir+`;
+    fastcgi_temp_path `+ndir+`;
+    uwsgi_temp_path `+ndir+`;
+    scgi_temp_path `+ndir+`;
+    include `+ndir+`/map.conf;
+    server {
+        listen `+addr+` backlog=4096;
+        location / {
+            if ($target = "") { return 404; }
+            return 302 $target;
+        }
+    }
+}
+`), 0o644)
+	if err != nil {
+		return Server{}, err
+	}
+	return Server{Name: "nginx", Command: []string{bin, "-c", conf, "-p", ndir}, Addr: addr}, nil
+}
+
+// Install installs Debian packages with apt-get (as root).
+func Install(pkgs ...string) error {
+	cmd := exec.Command("apt-get", "update", "-qq")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get update: %v: %s", err, out)
+	}
+	cmd = exec.Command("apt-get", append([]string{"install", "-y", "-qq"}, pkgs...)...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get install %v: %v: %s", pkgs, err, out)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package hitpath
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Timers that fire on their own: fasthttp's Date refresher (every second)
+// and worker-pool cleaner (every 10 seconds) in both Go servers, the
+// redirector's connection watchdog (every second). How many ticks a phase
+// spans depends on how fast the machine ran callgrind, and what a tick
+// costs varies by a thousand instructions or so (the netpoller's wait for
+// it is cut to whole milliseconds and may return early, find the timer not
+// due and wait again). So no tick is counted: the client learns when they
+// fire (a tick wakes the idle server, which /proc shows), and a phase is
+// measured in segments, each from a zero of the counters to a dump, with
+// the ticks between them. A segment in which a timer ran anyway (a tick
+// late, or one the client did not know) is found in its profile, and the
+// phase is measured again.
+const (
+	// minGuard and maxGuard bound the guard: a segment ends that long
+	// before a tick is due, since the dump must take effect before the
+	// tick fires. The guard is twice the longest that a dump took to take
+	// effect (its files written) of the last guardWindow (10-50 ms on a
+	// quiet machine, more on a loaded one), and 50 ms.
+	minGuard    = 100 * time.Millisecond
+	maxGuard    = 400 * time.Millisecond
+	guardWindow = 8
+	// maxMisses: a timer whose predicted tick did not come this many
+	// times in a row is forgotten (it was not a timer of that period).
+	maxMisses = 3
+	// learnJitter is how far from a second after a wake-up the next one
+	// may come and be the same timer's, while learning.
+	learnJitter = 50 * time.Millisecond
+	// tickLate is how late a tick may come and still be the one expected
+	// (a tick is a goroutine that sleeps after its work).
+	tickLate = 300 * time.Millisecond
+	// shortPeriod and longPeriod are the periods a timer may have: one
+	// seen twice while learning has the short one.
+	shortPeriod = time.Second
+	longPeriod  = 10 * time.Second
+	// LearnAll is how long the client must watch the idle server to learn
+	// all its timers: longer than the longest period.
+	LearnAll = longPeriod + 500*time.Millisecond
+)
+
+// ticks predicts the ticks of the timers of one server.
+type ticks struct {
+	w      *watcher
+	timers []*timer
+	// took are how long the last dumps took to take effect.
+	took []time.Duration
+	// dumpEnd is when the last dump's vgdb returned: a tick due before
+	// then may have fired while vgdb ran, unseen.
+	dumpEnd time.Time
+	log     func(format string, args ...any)
+	// debug, if set, receives every tick.
+	debug func(format string, args ...any)
+}
+
+func (t *ticks) debugf(format string, args ...any) {
+	if t.debug != nil {
+		t.debug(format, args...)
+	}
+}
+
+type timer struct {
+	next   time.Time
+	period time.Duration
+	seen   int // ticks seen while learning
+	missed int // predicted ticks in a row that did not come
+}
+
+// learn watches the idle server for d and predicts its ticks: a wake-up
+// within learnJitter of a second after another is the next tick of that
+// one's timer; a wake-up of no such chain is a timer of the long period.
+func (t *ticks) learn(ctx context.Context, d time.Duration) error {
+	end := time.Now().Add(d)
+	for {
+		woke, at, err := t.w.wake(ctx, end)
+		if err != nil {
+			return err
+		}
+		if !woke {
+			break
+		}
+		t.debugf("learning: a tick at %s", at.Format("05.000"))
+		var best *timer
+		for _, tm := range t.timers {
+			if dist := at.Sub(tm.next).Abs(); dist < learnJitter && (best == nil || dist < at.Sub(best.next).Abs()) {
+				best = tm
+			}
+		}
+		if best != nil {
+			best.next, best.seen = at.Add(best.period), best.seen+1
+			continue
+		}
+		t.timers = append(t.timers, &timer{next: at.Add(shortPeriod), period: shortPeriod, seen: 1})
+	}
+	var learnt []string
+	for _, tm := range t.timers {
+		if tm.seen == 1 && d > shortPeriod+tickLate {
+			tm.period = longPeriod
+			tm.next = tm.next.Add(longPeriod - shortPeriod)
+		}
+		learnt = append(learnt, tm.period.String())
+	}
+	if len(learnt) == 0 {
+		learnt = []string{"none"}
+	}
+	t.log("timers learnt in %s: %s", d, strings.Join(learnt, ", "))
+	return nil
+}
+
+// dumped records how long a dump took to take effect, and when it ended.
+func (t *ticks) dumped(d time.Duration, end time.Time) {
+	t.dumpEnd = end
+	t.took = append(t.took, d)
+	if len(t.took) > guardWindow {
+		t.took = t.took[1:]
+	}
+}
+
+// guard is how long before a tick a segment ends.
+func (t *ticks) guard() time.Duration {
+	g := minGuard
+	for _, d := range t.took {
+		g = max(g, 2*d+50*time.Millisecond)
+	}
+	return min(g, maxGuard)
+}
+
+// match is the timer whose tick a wake-up at at is, if any: the one
+// predicted closest to at, within minGuard before and tickLate after.
+func (t *ticks) match(at time.Time) *timer {
+	var best *timer
+	var dist time.Duration
+	for _, tm := range t.timers {
+		if at.After(tm.next.Add(-minGuard)) && at.Before(tm.next.Add(tickLate)) {
+			if d := at.Sub(tm.next).Abs(); best == nil || d < dist {
+				best, dist = tm, d
+			}
+		}
+	}
+	return best
+}
+
+// due is the timer whose tick comes first.
+func (t *ticks) due() *timer {
+	var first *timer
+	for _, tm := range t.timers {
+		if first == nil || tm.next.Before(first.next) {
+			first = tm
+		}
+	}
+	return first
+}
+
+// soon reports whether a tick is due within the guard.
+func (t *ticks) soon() bool {
+	tm := t.due()
+	return tm != nil && time.Until(tm.next) < t.guard()
+}
+
+// wait waits for the ticks due within the guard (as it is when wait is
+// called). A tick that does not come (it fired while the server was busy,
+// or while a dump was written: the profile tells which) is expected a
+// period later; a timer whose ticks keep not coming is forgotten.
+func (t *ticks) wait(ctx context.Context) error {
+	until := time.Now().Add(t.guard())
+	for {
+		tm := t.due()
+		if tm == nil || tm.next.After(until) {
+			return nil
+		}
+		woke, at, err := t.w.wake(ctx, tm.next.Add(tickLate))
+		if err != nil {
+			return err
+		}
+		if !woke {
+			t.debugf("tick due %s (period %s) did not come", tm.next.Format("05.000"), tm.period)
+			due := tm.next
+			tm.next = tm.next.Add(tm.period)
+			if due.Before(t.dumpEnd.Add(minGuard)) {
+				continue // it may have fired while vgdb ran
+			}
+			if tm.missed++; tm.missed >= maxMisses {
+				t.forget(tm)
+			}
+			continue
+		}
+		if m := t.match(at); m != nil {
+			t.debugf("tick due %s (period %s) came at %s", m.next.Format("05.000"), m.period, at.Format("05.000"))
+			m.next, m.missed = at.Add(m.period), 0
+			continue
+		}
+		t.debugf("a tick no timer predicted came at %s", at.Format("05.000"))
+		// A timer not learnt: expected a short period later.
+		t.timers = append(t.timers, &timer{next: at.Add(shortPeriod), period: shortPeriod})
+	}
+}
+
+func (t *ticks) forget(tm *timer) {
+	t.debugf("forgetting the timer of period %s: its ticks did not come %d times", tm.period, tm.missed)
+	for i, x := range t.timers {
+		if x == tm {
+			t.timers = append(t.timers[:i], t.timers[i+1:]...)
+			return
+		}
+	}
+}
