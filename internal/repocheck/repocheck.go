@@ -1,6 +1,8 @@
 // Package repocheck keeps the repository a repository of source: no tracked
-// file is larger than MaxSize, and none is an executable or other binary
-// unless it is a known asset (its test runs the check on this repository).
+// file is larger than MaxSize, none is an executable or other binary unless
+// it is a known asset, and the binary `go build` makes of every command in
+// cmd/ and hack/ is ignored by git (its tests run the checks on this
+// repository).
 package repocheck
 
 import (
@@ -13,6 +15,8 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -49,6 +53,57 @@ func Check(root string, assets []string) ([]Problem, error) {
 		problems = append(problems, p...)
 	}
 	return problems, nil
+}
+
+var packageMain = regexp.MustCompile(`(?m)^package main\b`)
+
+// UnignoredCommands returns the names of the commands (package main) in cmd/
+// and hack/ whose binary, as `go build ./cmd/<name>` leaves it in root, git
+// would not ignore.
+func UnignoredCommands(root string) ([]string, error) {
+	files, err := trackedFiles(root)
+	if err != nil {
+		return nil, err
+	}
+	commands := map[string]bool{}
+	for _, f := range files {
+		if !strings.HasPrefix(f, "cmd/") && !strings.HasPrefix(f, "hack/") ||
+			!strings.HasSuffix(f, ".go") || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		if packageMain.Match(data) {
+			commands[path.Base(path.Dir(f))] = true
+		}
+	}
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	// Prints the ignored ones; exits 1 when none is.
+	cmd := exec.Command("git", "check-ignore", "--stdin")
+	cmd.Dir = root
+	cmd.Stdin = strings.NewReader(strings.Join(names, "\n") + "\n")
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
+		return nil, fmt.Errorf("git check-ignore in %s: %w", root, err)
+	}
+	for _, name := range strings.Fields(string(out)) {
+		delete(commands, name)
+	}
+	var unignored []string
+	for name := range commands {
+		unignored = append(unignored, name)
+	}
+	sort.Strings(unignored)
+	return unignored, nil
 }
 
 func trackedFiles(root string) ([]string, error) {

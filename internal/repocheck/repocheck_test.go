@@ -31,6 +31,16 @@ func TestTrackedFiles(t *testing.T) {
 	}
 }
 
+func TestCommandsIgnored(t *testing.T) {
+	names, err := UnignoredCommands(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		t.Errorf("`go build` of the command %s leaves a binary %s in the root that git does not ignore: add /%s to .gitignore", name, name, name)
+	}
+}
+
 // The check itself, on a repository of its own: a big file, executables and
 // a file with NUL bytes are reported; text, an allowed asset, a Java class
 // file, an untracked binary and a tracked file deleted from the tree are not.
@@ -100,6 +110,40 @@ func TestCheckReports(t *testing.T) {
 		if _, ok := want[name]; !ok {
 			t.Errorf("%s reported, want not: %s", name, text)
 		}
+	}
+}
+
+func TestUnignoredCommands(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		".gitignore":           "/ignored\n",
+		"cmd/ignored/main.go":  "package main\n",
+		"hack/tool/main.go":    "// Command tool.\npackage main\n",
+		"hack/lib/lib.go":      "package lib\n",
+		"hack/lib/lib_test.go": "package main\n",
+		"internal/x/main.go":   "package main\n",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "."}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	got, err := UnignoredCommands(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "tool" {
+		t.Errorf("UnignoredCommands = %q, want [tool]", got)
 	}
 }
 
