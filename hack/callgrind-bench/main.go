@@ -48,6 +48,7 @@ func run() error {
 	floor := flag.String("floor", "", "hack/fasthttp-floor binary (built if empty)")
 	only := flag.String("only", "", "comma-separated servers to measure (redirector,nocount,floor,nginx); all if empty")
 	top := flag.Int("top", 15, "functions to list where the redirector spends more than the floor")
+	list := flag.Int("functions", 0, "also list each server's costliest functions, this many")
 	dir := flag.String("dir", "", "keep the callgrind outputs here (a temporary directory if empty)")
 	began := time.Now()
 	o := hitpath.Options{Log: func(f string, a ...any) {
@@ -165,6 +166,15 @@ func run() error {
 			}
 		}
 	}
+	if *list > 0 {
+		for _, name := range []string{"redirector", "nocount", "floor", "nginx"} {
+			if r, ok := results[name]; ok {
+				if err := functions(r, *list); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	if *dir != work {
 		fmt.Printf("callgrind outputs in %s (<server>.phases lists each phase's files; callgrind_annotate reads each)\n", *dir)
 	}
@@ -223,6 +233,24 @@ func label(name string) string {
 		return "fasthttp floor"
 	}
 	return name
+}
+
+// functions lists the n functions of r that cost the most per request.
+func functions(r hitpath.Result, n int) error {
+	fns, err := r.Functions()
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(fns))
+	for f := range fns {
+		names = append(names, f)
+	}
+	sort.Slice(names, func(i, j int) bool { return fns[names[i]] > fns[names[j]] })
+	fmt.Printf("%s: the %d costliest functions (self cost per request, of %.0f):\n", label(r.Name), n, r.PerRequest())
+	for _, f := range names[:min(n, len(names))] {
+		fmt.Printf("  %9.1f  %s\n", fns[f], f)
+	}
+	return nil
 }
 
 // aboveFloor lists the functions where the redirector spends the most

@@ -50,6 +50,14 @@ type Server struct {
 	// Symbols is the binary whose symbol table names its functions by
 	// address ("": callgrind's names; see Profile).
 	Symbols string
+	// Timers: it has timers of its own (Go servers: see ticks.go), which
+	// the client learns before measuring.
+	Timers bool
+	// Seconds: it does some work on its first event of each new second
+	// (nginx formats its cached time strings), so the client ends a
+	// segment before each second begins and, between segments, sends a
+	// request on a connection of its own to have that work done.
+	Seconds bool
 }
 
 // GoEnv is the environment of a Go server under callgrind (see the package doc).
@@ -240,7 +248,7 @@ func Measure(ctx context.Context, srv Server, o Options) (Result, error) {
 	}
 
 	s.log("starting under callgrind")
-	if s.c, err = newClient(ctx, srv.Addr, o, exited); err != nil {
+	if s.c, err = newClient(ctx, srv.Addr, o, exited, srv.Seconds); err != nil {
 		select {
 		case <-exited:
 			return fail(fmt.Errorf("exited before serving: %v", exitErr))
@@ -253,9 +261,19 @@ func Measure(ctx context.Context, srv Server, o Options) (Result, error) {
 	if err := s.c.warmup(ctx, s.w); err != nil {
 		return fail(err)
 	}
-	s.log("learning its timers (%s)", o.Learn)
-	if err := s.ticks.learn(ctx, o.Learn); err != nil {
-		return fail(err)
+	if srv.Timers {
+		s.log("learning its timers (%s)", o.Learn)
+		if err := s.ticks.learn(ctx, o.Learn); err != nil {
+			return fail(err)
+		}
+	}
+	if srv.Seconds {
+		s.ticks.seconds(func(ctx context.Context) error {
+			if err := s.c.poke(); err != nil {
+				return err
+			}
+			return s.w.settle(ctx)
+		})
 	}
 	if res.Segment, err = s.emptySegment(ctx); err != nil {
 		return fail(err)
@@ -554,13 +572,16 @@ type client struct {
 	addr  string
 	conns []net.Conn
 	rd    []*bufio.Reader
-	reqs  [][]byte // by link
-	want  [][]byte // Location by link
+	// spare is a connection outside the sequence (Server.Seconds).
+	spare   net.Conn
+	spareRd *bufio.Reader
+	reqs    [][]byte // by link
+	want    [][]byte // Location by link
 }
 
 // newClient connects once the server accepts (a refused connection costs
 // the server nothing) and until its first answer is a redirect.
-func newClient(ctx context.Context, addr string, o Options, exited <-chan struct{}) (*client, error) {
+func newClient(ctx context.Context, addr string, o Options, exited <-chan struct{}, spare bool) (*client, error) {
 	c := &client{o: o, addr: addr}
 	for _, l := range o.Links {
 		c.reqs = append(c.reqs, []byte("GET /"+l.Namespace+"/"+l.Code+" HTTP/1.1\r\nHost: "+addr+
@@ -586,7 +607,7 @@ func newClient(ctx context.Context, addr string, o Options, exited <-chan struct
 		}
 		c.conns, c.rd = []net.Conn{nc}, []*bufio.Reader{bufio.NewReader(nc)}
 		// Until the index is synced the redirector answers 503.
-		status, _, closed, err := c.roundTrip(0, 0)
+		status, _, closed, err := c.roundTrip(c.conns[0], c.rd[0], 0)
 		if err == nil && status == 302 {
 			break
 		}
@@ -601,7 +622,11 @@ func newClient(ctx context.Context, addr string, o Options, exited <-chan struct
 		}
 		return nil, fmt.Errorf("first answer: status %d", status)
 	}
-	for len(c.conns) < o.Conns {
+	n := o.Conns
+	if spare {
+		n++ // the last one, for pokes
+	}
+	for len(c.conns) < n {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			return nil, err
@@ -609,14 +634,34 @@ func newClient(ctx context.Context, addr string, o Options, exited <-chan struct
 		c.conns = append(c.conns, nc)
 		c.rd = append(c.rd, bufio.NewReader(nc))
 	}
+	if spare {
+		last := len(c.conns) - 1
+		c.spare, c.spareRd = c.conns[last], c.rd[last]
+		c.conns, c.rd = c.conns[:last], c.rd[:last]
+	}
 	return c, nil
+}
+
+// poke sends a request on the spare connection, outside the sequence.
+func (c *client) poke() error {
+	status, _, closed, err := c.roundTrip(c.spare, c.spareRd, 0)
+	switch {
+	case err != nil:
+		return err
+	case status != 302 || closed:
+		return fmt.Errorf("poke: %d (closed: %v)", status, closed)
+	}
+	return nil
 }
 
 func (c *client) close() {
 	for _, nc := range c.conns {
 		_ = nc.Close()
 	}
-	c.conns, c.rd = nil, nil
+	if c.spare != nil {
+		_ = c.spare.Close()
+	}
+	c.conns, c.rd, c.spare = nil, nil, nil
 }
 
 // warmup sends a request for each link, in the order of the sequence,
@@ -643,7 +688,7 @@ func (c *client) request(i int) error {
 
 func (c *client) check(conn, i int) error {
 	link := i % len(c.reqs)
-	status, loc, closed, err := c.roundTrip(conn, link)
+	status, loc, closed, err := c.roundTrip(c.conns[conn], c.rd[conn], link)
 	switch {
 	case err != nil:
 		return err
@@ -655,10 +700,9 @@ func (c *client) check(conn, i int) error {
 	return nil
 }
 
-// roundTrip sends the request of link on connection conn and reads the
+// roundTrip sends the request of link on a connection and reads the
 // answer: its status, Location, and whether it closes the connection.
-func (c *client) roundTrip(conn, link int) (status int, location []byte, closed bool, err error) {
-	nc, rd := c.conns[conn], c.rd[conn]
+func (c *client) roundTrip(nc net.Conn, rd *bufio.Reader, link int) (status int, location []byte, closed bool, err error) {
 	if err := nc.SetDeadline(time.Now().Add(2 * time.Minute)); err != nil {
 		return 0, nil, false, err
 	}

@@ -39,12 +39,14 @@ func Redirector(bin string, links int, addr, probe string, countUses bool) Serve
 		Env:     GoEnv,
 		Addr:    addr,
 		Symbols: bin,
+		Timers:  true,
 	}
 }
 
 // Floor is hack/fasthttp-floor (binary bin) serving the links of table on addr.
 func Floor(bin, table, addr string) Server {
-	return Server{Name: "floor", Command: []string{bin, "--bind-address=" + addr, "--table=" + table}, Env: GoEnv, Addr: addr, Symbols: bin}
+	return Server{Name: "floor", Command: []string{bin, "--bind-address=" + addr, "--table=" + table},
+		Env: GoEnv, Addr: addr, Symbols: bin, Timers: true}
 }
 
 // Nginx is nginx answering `return 302` from a map of the links, configured
@@ -115,7 +117,9 @@ http {
 	if err != nil {
 		return Server{}, err
 	}
-	return Server{Name: "nginx", Command: []string{bin, "-c", conf, "-p", ndir}, Addr: addr}, nil
+	// No timers, but a new second's first event formats nginx's cached
+	// time strings (ngx_time_update).
+	return Server{Name: "nginx", Command: []string{bin, "-c", conf, "-p", ndir}, Addr: addr, Seconds: true}, nil
 }
 
 // Install installs Debian packages with apt-get (as root).

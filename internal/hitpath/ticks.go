@@ -70,7 +70,21 @@ type timer struct {
 	period time.Duration
 	seen   int // ticks seen while learning
 	missed int // predicted ticks in a row that did not come
+	// poke, if set, is the work the server does on its first event of a
+	// second, due at each whole second: it is triggered, not waited for.
+	poke func(context.Context) error
 }
+
+// seconds adds a tick at each whole second, at which poke has the server
+// do its work of a new second (Server.Seconds).
+func (t *ticks) seconds(poke func(context.Context) error) {
+	t.timers = append(t.timers, &timer{next: nextSecond(time.Now()), period: time.Second, poke: poke})
+}
+
+// pokeAfter is how long after a second begins the poke is sent.
+const pokeAfter = 5 * time.Millisecond
+
+func nextSecond(t time.Time) time.Time { return t.Truncate(time.Second).Add(time.Second) }
 
 // learn watches the idle server for d and predicts its ticks: a wake-up
 // within learnJitter of a second after another is the next tick of that
@@ -137,6 +151,9 @@ func (t *ticks) match(at time.Time) *timer {
 	var best *timer
 	var dist time.Duration
 	for _, tm := range t.timers {
+		if tm.poke != nil {
+			continue
+		}
 		if at.After(tm.next.Add(-minGuard)) && at.Before(tm.next.Add(tickLate)) {
 			if d := at.Sub(tm.next).Abs(); best == nil || d < dist {
 				best, dist = tm, d
@@ -173,6 +190,16 @@ func (t *ticks) wait(ctx context.Context) error {
 		tm := t.due()
 		if tm == nil || tm.next.After(until) {
 			return nil
+		}
+		if tm.poke != nil {
+			if err := sleep(ctx, time.Until(tm.next.Add(pokeAfter))); err != nil {
+				return err
+			}
+			if err := tm.poke(ctx); err != nil {
+				return err
+			}
+			tm.next = nextSecond(time.Now())
+			continue
 		}
 		woke, at, err := t.w.wake(ctx, tm.next.Add(tickLate))
 		if err != nil {
