@@ -207,30 +207,57 @@ func serveError(ctx *fasthttp.RequestCtx, err error) {
 	writeAnswer(ctx, &answer{resp: resp, cacheControl: ccNoStore})
 }
 
+// Classes of the bytes of a request target, for requestTarget's fast path:
+// a control byte, space or DEL anywhere, or a '%' before the query, takes
+// the slow path (net/url); the first '?' starts the query.
+const (
+	targetCtl   uint8 = iota // < 0x21 or 0x7f
+	targetPlain              // any other byte
+	targetPct                // '%'
+	targetQuery              // '?'
+)
+
+var targetBytes = func() (t [256]uint8) {
+	for c := range t {
+		if c >= 0x21 && c != 0x7f {
+			t[c] = targetPlain
+		}
+	}
+	t['%'], t['?'] = targetPct, targetQuery
+	return t
+}()
+
 // requestTarget reads a request target as net/http does (url.ParseRequestURI):
 // the path it routes on (decoded), the raw query, and the host, which is the
 // target's own for an absolute-form target and the Host header's otherwise.
 // The common case, an origin-form target without escapes or control bytes
-// before its query, is sliced directly, without allocating. ok is false for a
-// target net/url rejects (400).
+// before its query (nor control bytes in it), is sliced directly, without
+// allocating, by one look at a table per byte. ok is false for a target
+// net/url rejects (400).
 func requestTarget(target, hostHeader string) (path, rawQuery, host string, ok bool) {
-	plain, q := len(target) > 0 && target[0] == '/', -1
-	for i := 0; plain && i < len(target); i++ {
-		switch c := target[i]; {
-		case c < 0x21 || c == 0x7f:
-			plain = false
-		case c == '%' && q < 0:
-			plain = false
-		case c == '?' && q < 0:
-			q = i
+	if len(target) == 0 || target[0] != '/' {
+		return parseTarget(target, hostHeader)
+	}
+	i := 1
+	for i < len(target) && targetBytes[target[i]] == targetPlain {
+		i++
+	}
+	if i == len(target) {
+		return target, "", hostHeader, true
+	}
+	if target[i] != '?' {
+		return parseTarget(target, hostHeader) // a control byte or an escape
+	}
+	for j := i + 1; j < len(target); j++ {
+		if targetBytes[target[j]] == targetCtl {
+			return parseTarget(target, hostHeader)
 		}
 	}
-	if plain {
-		if q < 0 {
-			return target, "", hostHeader, true
-		}
-		return target[:q], target[q+1:], hostHeader, true
-	}
+	return target[:i], target[i+1:], hostHeader, true
+}
+
+// parseTarget is requestTarget's slow path: net/url.
+func parseTarget(target, hostHeader string) (path, rawQuery, host string, ok bool) {
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
 		return "", "", "", false
