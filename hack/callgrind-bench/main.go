@@ -43,7 +43,7 @@ func main() {
 	}
 }
 
-func run() error {
+func run() error { //nolint:gocyclo // the benchmark's steps, one after another
 	redirector := flag.String("redirector", "", "hack/redirector-bench binary (built if empty)")
 	floor := flag.String("floor", "", "hack/fasthttp-floor binary (built if empty)")
 	only := flag.String("only", "", "comma-separated servers to measure (redirector,nocount,floor,nginx); all if empty")
@@ -139,7 +139,7 @@ func run() error {
 	fmt.Printf("one request in flight; (Ir of %d requests - Ir of %d) / %d; %s, %s\n",
 		o.Long, o.Short, o.Long-o.Short, time.Since(start).Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Printf("  %-26s %9s   %s\n", "server", "Ir/request", "(Ir of the long phase in segments - of the short; an empty segment; phases measured again)")
-	for _, name := range []string{"redirector", "nocount", "floor", "nginx"} {
+	for _, name := range []string{"redirector", "nocount", "floor", "nginx"} { //nolint:goconst // the servers' names
 		if r, ok := results[name]; ok {
 			fmt.Printf("  %-26s %9.1f   (%d in %d - %d in %d; %d; %d)\n", label(name), r.PerRequest(),
 				r.LongPart.Ir, r.LongSegments, r.ShortPart.Ir, r.ShortSegments, r.Segment.Ir, r.Attempts)
