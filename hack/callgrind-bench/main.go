@@ -18,8 +18,9 @@
 //	go run ./hack/callgrind-bench [-only redirector,floor] [-dir DIR] [-top 15]
 //
 // It installs valgrind and nginx with apt-get when they are missing (as
-// root). -dir keeps the callgrind outputs; DIR/<server>.phases lists the
-// files of each phase.
+// root). -dir keeps the callgrind outputs; DIR/<server>.json lists the
+// files of each phase, and -diff DIR1,DIR2 compares two runs kept so,
+// function by function.
 package main
 
 import (
@@ -43,23 +44,48 @@ func main() {
 	}
 }
 
-func run() error { //nolint:gocyclo // the benchmark's steps, one after another
-	redirector := flag.String("redirector", "", "hack/redirector-bench binary (built if empty)")
-	floor := flag.String("floor", "", "hack/fasthttp-floor binary (built if empty)")
-	only := flag.String("only", "", "comma-separated servers to measure (redirector,nocount,floor,nginx); all if empty")
-	top := flag.Int("top", 15, "functions to list where the redirector spends more than the floor")
-	list := flag.Int("functions", 0, "also list each server's costliest functions, this many")
-	dir := flag.String("dir", "", "keep the callgrind outputs here (a temporary directory if empty)")
+// The servers, in the order of the report.
+const (
+	redirector = "redirector"
+	nocount    = "nocount"
+	floor      = "floor"
+	nginx      = "nginx"
+)
+
+var names = []string{redirector, nocount, floor, nginx}
+
+// flags are the command line.
+type flags struct {
+	redirector, floor, only, diff, dir string
+	top, functions, links              int
+}
+
+func run() error {
+	var f flags
+	flag.StringVar(&f.redirector, "redirector", "", "hack/redirector-bench binary (built if empty)")
+	flag.StringVar(&f.floor, "floor", "", "hack/fasthttp-floor binary (built if empty)")
+	flag.StringVar(&f.only, "only", "", "comma-separated servers to measure (redirector,nocount,floor,nginx); all if empty")
+	flag.IntVar(&f.top, "top", 15, "functions to list where the redirector spends more than the floor")
+	flag.IntVar(&f.functions, "functions", 0, "also list each server's costliest functions, this many")
+	flag.StringVar(&f.diff, "diff", "", "DIR1,DIR2: compare, function by function, the runs kept in two -dir directories, and exit")
+	flag.StringVar(&f.dir, "dir", "", "keep the callgrind outputs here (a temporary directory if empty)")
 	began := time.Now()
-	o := hitpath.Options{Log: func(f string, a ...any) {
-		fmt.Fprintf(os.Stderr, "callgrind-bench: %5.1fs "+f+"\n", append([]any{time.Since(began).Seconds()}, a...)...)
+	o := hitpath.Options{Log: func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "callgrind-bench: %5.1fs "+format+"\n", append([]any{time.Since(began).Seconds()}, a...)...)
 	}}
 	flag.IntVar(&o.Conns, "conns", hitpath.BenchConns, "keep-alive connections")
 	flag.IntVar(&o.Short, "short", hitpath.BenchShort, "requests of the short phase")
 	flag.IntVar(&o.Long, "long", hitpath.BenchLong, "requests of the long phase")
 	flag.BoolVar(&o.Debug, "debug", false, "log every tick and segment")
-	links := flag.Int("links", hitpath.BenchLinks, fmt.Sprintf("links (over %d namespaces)", hitpath.BenchNamespaces))
+	flag.IntVar(&f.links, "links", hitpath.BenchLinks, fmt.Sprintf("links (over %d namespaces)", hitpath.BenchNamespaces))
 	flag.Parse()
+	if f.diff != "" {
+		a, b, ok := strings.Cut(f.diff, ",")
+		if !ok {
+			return fmt.Errorf("-diff wants DIR1,DIR2")
+		}
+		return compare(a, b, f.only, max(f.top, 1))
+	}
 
 	if err := hitpath.CheckTools(); err != nil {
 		o.Log("%v; installing it", err)
@@ -75,12 +101,40 @@ func run() error { //nolint:gocyclo // the benchmark's steps, one after another
 		return err
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	if *dir == "" {
-		*dir = work
-	} else if err := os.MkdirAll(*dir, 0o755); err != nil {
+	o.Dir = work
+	if f.dir != "" {
+		if err := os.MkdirAll(f.dir, 0o755); err != nil {
+			return err
+		}
+		o.Dir = f.dir
+	}
+	// The binaries are kept with the outputs: -diff reads their symbols.
+	servers, err := setup(&f, &o, o.Dir)
+	if err != nil {
 		return err
 	}
-	o.Dir = *dir
+	results := map[string]hitpath.Result{}
+	start := time.Now()
+	for _, s := range servers {
+		if !want(f.only, s.Name) {
+			continue
+		}
+		r, err := hitpath.Measure(context.Background(), s, o)
+		if err != nil {
+			return err
+		}
+		results[s.Name] = r
+		if err := r.Save(o.Dir); err != nil {
+			return err
+		}
+		o.Log("%s: %.1f instructions per request", s.Name, r.PerRequest())
+	}
+	return report(results, o, f, time.Since(start))
+}
+
+// setup builds the binaries that -redirector and -floor do not name,
+// writes the links, and returns the servers.
+func setup(f *flags, o *hitpath.Options, work string) ([]hitpath.Server, error) {
 	build := func(bin *string, pkg string) error {
 		if *bin != "" {
 			return nil
@@ -90,56 +144,43 @@ func run() error { //nolint:gocyclo // the benchmark's steps, one after another
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		return cmd.Run()
 	}
-	if err := build(redirector, "github.com/linkforge/linkforge/hack/redirector-bench"); err != nil {
-		return err
+	if err := build(&f.redirector, "github.com/linkforge/linkforge/hack/redirector-bench"); err != nil {
+		return nil, err
 	}
-	if err := build(floor, "github.com/linkforge/linkforge/hack/fasthttp-floor"); err != nil {
-		return err
+	if err := build(&f.floor, "github.com/linkforge/linkforge/hack/fasthttp-floor"); err != nil {
+		return nil, err
 	}
 	table := filepath.Join(work, "links.txt")
-	if out, err := exec.Command(*redirector, hitpath.RedirectorArgs(*links, "--table="+table)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("writing the links: %v: %s", err, out)
+	if out, err := exec.Command(f.redirector, hitpath.RedirectorArgs(f.links, "--table="+table)...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("writing the links: %v: %s", err, out)
 	}
+	var err error
 	if o.Links, err = hitpath.ReadLinks(table); err != nil {
-		return err
+		return nil, err
 	}
-
 	servers := []hitpath.Server{
-		hitpath.Redirector(*redirector, *links, "127.0.0.1:18180", "127.0.0.1:18181", true),
-		hitpath.Redirector(*redirector, *links, "127.0.0.1:18160", "127.0.0.1:18161", false),
-		hitpath.Floor(*floor, table, "127.0.0.1:18170"),
+		hitpath.Redirector(f.redirector, f.links, "127.0.0.1:18180", "127.0.0.1:18181", true),
+		hitpath.Redirector(f.redirector, f.links, "127.0.0.1:18160", "127.0.0.1:18161", false),
+		hitpath.Floor(f.floor, table, "127.0.0.1:18170"),
 	}
-	if want(*only, "nginx") {
+	if want(f.only, nginx) {
 		ng, err := hitpath.Nginx(o.Links, work, "127.0.0.1:18190")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		servers = append(servers, ng)
 	}
-	ctx := context.Background()
-	results := map[string]hitpath.Result{}
-	start := time.Now()
-	for _, s := range servers {
-		if !want(*only, s.Name) {
-			continue
-		}
-		r, err := hitpath.Measure(ctx, s, o)
-		if err != nil {
-			return err
-		}
-		results[s.Name] = r
-		if err := writeParts(r, o.Dir); err != nil {
-			return err
-		}
-		o.Log("%s: %.1f instructions per request", s.Name, r.PerRequest())
-	}
+	return servers, nil
+}
 
+// report prints the results.
+func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took time.Duration) error {
 	fmt.Printf("instructions per request under callgrind (%s, valgrind %s): %d links, %d keep-alive connections,\n",
 		goVersion(), valgrindVersion(), len(o.Links), o.Conns)
 	fmt.Printf("one request in flight; (Ir of %d requests - Ir of %d) / %d; %s, %s\n",
-		o.Long, o.Short, o.Long-o.Short, time.Since(start).Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+		o.Long, o.Short, o.Long-o.Short, took.Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Printf("  %-26s %9s   %s\n", "server", "Ir/request", "(Ir of the long phase in segments - of the short; an empty segment; phases measured again)")
-	for _, name := range []string{"redirector", "nocount", "floor", "nginx"} { //nolint:goconst // the servers' names
+	for _, name := range names {
 		if r, ok := results[name]; ok {
 			fmt.Printf("  %-26s %9.1f   (%d in %d - %d in %d; %d; %d)\n", label(name), r.PerRequest(),
 				r.LongPart.Ir, r.LongSegments, r.ShortPart.Ir, r.ShortSegments, r.Segment.Ir, r.Attempts)
@@ -153,48 +194,32 @@ func run() error { //nolint:gocyclo // the benchmark's steps, one after another
 		}
 	}
 	fmt.Println("ratios of instructions per request:")
-	ratio("counting on / off", "redirector", "nocount", "(goal <= 1.03x)")
-	ratio("redirector / fasthttp floor", "redirector", "floor", "(goal <= 1.10x)")
-	ratio("redirector / nginx", "redirector", "nginx", "")
-	ratio("fasthttp floor / nginx", "floor", "nginx", "")
-	ratio("counting off / fasthttp floor", "nocount", "floor", "")
+	ratio("counting on / off", redirector, nocount, "(goal <= 1.03x)")
+	ratio("redirector / fasthttp floor", redirector, floor, "(goal <= 1.10x)")
+	ratio("redirector / nginx", redirector, nginx, "")
+	ratio("fasthttp floor / nginx", floor, nginx, "")
+	ratio("counting off / fasthttp floor", nocount, floor, "")
 
-	if r, ok := results["redirector"]; ok {
-		if f, ok := results["floor"]; ok && *top > 0 {
-			if err := aboveFloor(r, f, *top); err != nil {
+	if r, ok := results[redirector]; ok {
+		if fl, ok := results[floor]; ok && f.top > 0 {
+			if err := aboveFloor(r, fl, f.top); err != nil {
 				return err
 			}
 		}
 	}
-	if *list > 0 {
-		for _, name := range []string{"redirector", "nocount", "floor", "nginx"} {
+	if f.functions > 0 {
+		for _, name := range names {
 			if r, ok := results[name]; ok {
-				if err := functions(r, *list); err != nil {
+				if err := functions(r, f.functions); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	if *dir != work {
-		fmt.Printf("callgrind outputs in %s (<server>.phases lists each phase's files; callgrind_annotate reads each)\n", *dir)
+	if f.dir != "" {
+		fmt.Printf("callgrind outputs in %s (<server>.json lists each phase's files; callgrind_annotate reads each)\n", o.Dir)
 	}
 	return nil
-}
-
-// writeParts lists the callgrind outputs of each phase of r in
-// <dir>/<name>.phases: "long|short file", one a line.
-func writeParts(r hitpath.Result, dir string) error {
-	var b strings.Builder
-	for _, f := range r.LongPart.Files {
-		fmt.Fprintf(&b, "long %s\n", f)
-	}
-	for _, f := range r.ShortPart.Files {
-		fmt.Fprintf(&b, "short %s\n", f)
-	}
-	for _, f := range r.Segment.Files {
-		fmt.Fprintf(&b, "empty %s\n", f)
-	}
-	return os.WriteFile(filepath.Join(dir, r.Name+".phases"), []byte(b.String()), 0o644)
 }
 
 func goVersion() string {
@@ -227,12 +252,56 @@ func want(only, name string) bool {
 
 func label(name string) string {
 	switch name {
-	case "nocount":
+	case nocount:
 		return "redirector, counting off"
-	case "floor":
+	case floor:
 		return "fasthttp floor"
 	}
 	return name
+}
+
+// compare lists, for each server measured in both directories, the
+// functions whose cost per request differs most between the two runs.
+func compare(dirA, dirB, only string, top int) error {
+	for _, name := range names {
+		if !want(only, name) {
+			continue
+		}
+		a, errA := hitpath.Load(dirA, name)
+		b, errB := hitpath.Load(dirB, name)
+		if errA != nil || errB != nil {
+			continue
+		}
+		fa, err := a.Functions()
+		if err != nil {
+			return err
+		}
+		fb, err := b.Functions()
+		if err != nil {
+			return err
+		}
+		type row struct {
+			fn   string
+			a, b float64
+		}
+		var rows []row
+		for f, v := range fa {
+			rows = append(rows, row{f, v, fb[f]})
+		}
+		for f, v := range fb {
+			if _, ok := fa[f]; !ok {
+				rows = append(rows, row{f, 0, v})
+			}
+		}
+		abs := func(x float64) float64 { return max(x, -x) }
+		sort.Slice(rows, func(i, j int) bool { return abs(rows[i].b-rows[i].a) > abs(rows[j].b-rows[j].a) })
+		fmt.Printf("%s: %.1f in %s, %.1f in %s (%+.1f)\n", label(name), a.PerRequest(), dirA, b.PerRequest(), dirB, b.PerRequest()-a.PerRequest())
+		fmt.Printf("  %9s %9s %9s  %s\n", "change", "first", "second", "function")
+		for _, x := range rows[:min(top, len(rows))] {
+			fmt.Printf("  %+9.1f %9.1f %9.1f  %s\n", x.b-x.a, x.a, x.b, x.fn)
+		}
+	}
+	return nil
 }
 
 // functions lists the n functions of r that cost the most per request.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -82,6 +83,12 @@ type Options struct {
 	// (default LearnAll). A timer not learnt that ticks in a measured
 	// segment makes the phase be measured again.
 	Learn time.Duration
+	// Attempts bounds the measurements of a phase that the clock disturbed
+	// (default 6); then the measurement fails, unless AcceptDisturbed,
+	// when the last is kept (a disturbance is a timer's tick or a
+	// preemption: a few thousand instructions, a few a request).
+	Attempts        int
+	AcceptDisturbed bool
 	// Log, if set, receives progress lines.
 	Log func(format string, args ...any)
 }
@@ -101,6 +108,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Learn <= 0 {
 		o.Learn = LearnAll
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = 6
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
@@ -125,6 +135,8 @@ type Result struct {
 	// Attempts are the phases measured again because a timer ran in one
 	// of their segments.
 	Attempts int
+	// Disturbed is the disturbances kept (Options.AcceptDisturbed).
+	Disturbed int64
 }
 
 // PerRequest is the instructions per request: (Ir(Long) - Ir(Short)) /
@@ -159,6 +171,25 @@ func (r Result) Functions() (map[string]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// Save writes r as <dir>/<name>.json, for Load.
+func (r Result) Save(dir string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, r.Name+".json"), data, 0o644)
+}
+
+// Load reads the result of server name that Save wrote in dir.
+func Load(dir, name string) (Result, error) {
+	var r Result
+	data, err := os.ReadFile(filepath.Join(dir, name+".json"))
+	if err != nil {
+		return r, err
+	}
+	return r, json.Unmarshal(data, &r)
 }
 
 // CheckTools reports what is missing to measure: valgrind (callgrind) and vgdb.
@@ -293,17 +324,18 @@ func Measure(ctx context.Context, srv Server, o Options) (Result, error) {
 				return fail(err)
 			}
 			sum := sumParts(parts)
-			if sum.Disturbed == 0 {
+			if sum.Disturbed == 0 || attempt == o.Attempts && o.AcceptDisturbed {
 				*ph.part, *ph.segments = sum, len(parts)
 				break
 			}
-			if attempt == maxAttempts {
+			if attempt == o.Attempts {
 				return fail(fmt.Errorf("the clock disturbed the measured segments of %d attempts (timers, preemptions)", attempt))
 			}
 			res.Attempts++
 			s.log("a timer ran in a measured segment, or sysmon preempted (%d); again", sum.Disturbed)
 		}
 	}
+	res.Disturbed = res.LongPart.Disturbed + res.ShortPart.Disturbed
 	return res, nil
 }
 
@@ -355,7 +387,7 @@ func (s *session) dump(ctx context.Context) (Part, error) {
 // count the same instructions.
 func (s *session) emptySegment(ctx context.Context) (Part, error) {
 	var last Part
-	for attempt := 0; attempt < 2*maxAttempts; attempt++ {
+	for attempt := 0; attempt < 12; attempt++ {
 		if err := s.ticks.wait(ctx); err != nil {
 			return Part{}, err
 		}
@@ -431,9 +463,6 @@ func (s *session) phase(ctx context.Context, n int) ([]Part, error) {
 
 // phaseTimeout bounds a phase.
 const phaseTimeout = 10 * time.Minute
-
-// maxAttempts bounds the measurements of a phase that timers disturbed.
-const maxAttempts = 4
 
 // control sends callgrind a command (zero, dump) through vgdb, as
 // callgrind_control does, but at once: the server is idle, blocked in a

@@ -27,15 +27,21 @@ const (
 	minGuard    = 100 * time.Millisecond
 	maxGuard    = 400 * time.Millisecond
 	guardWindow = 8
-	// maxMisses: a timer whose predicted tick did not come this many
-	// times in a row is forgotten (it was not a timer of that period).
+	// maxMisses: a timer seen fewer than confirmed times whose predicted
+	// tick did not come this many times in a row is forgotten (it was not
+	// a timer of that period). A confirmed one is kept: its tick may come
+	// in the same wake-up as another timer's, which is then all that is
+	// seen.
 	maxMisses = 3
+	confirmed = 3
 	// learnJitter is how far from a second after a wake-up the next one
-	// may come and be the same timer's, while learning.
-	learnJitter = 50 * time.Millisecond
+	// may come and be the same timer's, while learning (a timer that
+	// sleeps a second after its work comes later and later, by up to a
+	// hundred milliseconds on a loaded machine).
+	learnJitter = 150 * time.Millisecond
 	// tickLate is how late a tick may come and still be the one expected
 	// (a tick is a goroutine that sleeps after its work).
-	tickLate = 300 * time.Millisecond
+	tickLate = 400 * time.Millisecond
 	// shortPeriod and longPeriod are the periods a timer may have: one
 	// seen twice while learning has the short one.
 	shortPeriod = time.Second
@@ -88,7 +94,8 @@ func nextSecond(t time.Time) time.Time { return t.Truncate(time.Second).Add(time
 
 // learn watches the idle server for d and predicts its ticks: a wake-up
 // within learnJitter of a second after another is the next tick of that
-// one's timer; a wake-up of no such chain is a timer of the long period.
+// one's timer (of the closest, if two); a timer seen once has the long
+// period.
 func (t *ticks) learn(ctx context.Context, d time.Duration) error {
 	end := time.Now().Add(d)
 	for {
@@ -212,14 +219,14 @@ func (t *ticks) wait(ctx context.Context) error {
 			if due.Before(t.dumpEnd.Add(minGuard)) {
 				continue // it may have fired while vgdb ran
 			}
-			if tm.missed++; tm.missed >= maxMisses {
+			if tm.missed++; tm.missed >= maxMisses && tm.seen < confirmed {
 				t.forget(tm)
 			}
 			continue
 		}
 		if m := t.match(at); m != nil {
 			t.debugf("tick due %s (period %s) came at %s", m.next.Format("05.000"), m.period, at.Format("05.000"))
-			m.next, m.missed = at.Add(m.period), 0
+			m.next, m.missed, m.seen = at.Add(m.period), 0, m.seen+1
 			continue
 		}
 		t.debugf("a tick no timer predicted came at %s", at.Format("05.000"))
