@@ -31,6 +31,14 @@
 # ShortLink and its store entry, the index entry
 # and its map slot, and the Go heap's headroom and fragmentation around them.
 #
+# CPU time varies with whatever else the machine runs (rounds of one run
+# spread by 10-30%); instructions do not. hack/callgrind-bench measures the
+# same servers in instructions per request under callgrind, repeatably, and
+# internal/hitpath's TestRedirectorInstructionBudget holds the redirector to
+# a budget in them. This script measures what instructions cannot: system
+# calls' cost in the kernel, cache misses (100,000 links), the read yield
+# under load, and memory per link.
+#
 # Usage: hack/bench-redirect.sh            (defaults below; about 4 minutes)
 #        N=100000 DURATION=15s ROUNDS=3 CONNS=64 hack/bench-redirect.sh
 # Needs nginx and wrk (installed with apt-get if missing) and taskset.

@@ -5,7 +5,9 @@
 // library needs to give those answers: the map is keyed by the request
 // target as sent (no URI parsing or path normalization), and the headers
 // are set by their canonical names (SetCanonical, as the redirector does:
-// Set would normalize each name on every request). The redirector's cost
+// Set would normalize each name on every request). The server keeps
+// fasthttp's default settings, which read the clock for each request (70
+// instructions; the redirector sets LazyRequestTime). The redirector's cost
 // over it is what linkforge adds to the library, less what its yield
 // before a read saves (see internal/redirect/readyield.go; the floor reads
 // right after each response).
