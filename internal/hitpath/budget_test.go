@@ -74,14 +74,24 @@ func TestRedirectorInstructionBudget(t *testing.T) {
 	if *update {
 		o.Attempts, o.AcceptDisturbed = 0, false // a budget is recorded undisturbed
 	}
-	srv := Redirector(bin, BenchLinks, freeAddr(t), freeAddr(t), true)
-	r, err := Measure(context.Background(), srv, o)
-	if err != nil {
-		t.Fatal(err)
+	measure := func() (Result, float64) {
+		srv := Redirector(bin, BenchLinks, freeAddr(t), freeAddr(t), true)
+		r, err := Measure(context.Background(), srv, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Disturbed > 0 {
+			t.Logf("kept phases the clock disturbed %d times (each a few instructions a request): %.1f", r.Disturbed, r.PerRequest())
+		}
+		return r, r.PerRequest()
 	}
-	got := r.PerRequest()
-	if r.Disturbed > 0 {
-		t.Logf("kept phases the clock disturbed %d times (each a few instructions a request)", r.Disturbed)
+	r, got := measure()
+	// A disturbance only adds instructions: over the budget with some,
+	// measure again (twice at most) and keep the least.
+	for again := 0; again < 2 && !*update && got > budget*(1+tolerance) && r.Disturbed > 0; again++ {
+		if r2, got2 := measure(); got2 < got {
+			r, got = r2, got2
+		}
 	}
 
 	if *update {
