@@ -112,6 +112,14 @@ TEST_LOGS ?= bin/test-logs
 # end (go test runs as many packages at once as there are cores).
 TEST_FIRST = ./internal/e2e ./controllers
 
+# The Debian packages the Go tests run: valgrind for the hit path's
+# instruction budget (internal/hitpath). Installed only when missing (as root).
+.PHONY: test-packages
+test-packages: ## Install what the Go tests need from Debian when it is missing (valgrind).
+	@command -v valgrind >/dev/null && command -v vgdb >/dev/null || { \
+		echo "installing valgrind (apt-get)"; \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
+
 .PHONY: go-test
 go-test: ## Run the Go tests only, as make test does last (after its other stages, once), with a log per package.
 	go build -o bin/testsummary ./hack/testsummary
@@ -119,12 +127,13 @@ go-test: ## Run the Go tests only, as make test does last (after its other stage
 		go test -json $(TEST_FIRST) ./... -coverprofile cover.out | bin/testsummary -dir $(TEST_LOGS)/go
 
 .PHONY: bench
-bench: envtest-assets build ## Run the benchmarks: code algorithm, controller and reaper against envtest, counting uses, redirector vs nginx.
+bench: envtest-assets build ## Run the benchmarks: code algorithm, controller and reaper against envtest, counting uses, the hit path in instructions (callgrind), redirector vs nginx.
 	go test ./internal/shortcode -run '^$$' -bench . -benchmem
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./controllers -run '^$$' -bench . -benchtime 1x -timeout 60m
 	go test ./internal/redirect -run '^$$' -bench CountingOverhead -benchtime 1x
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench 'UsesDrain|FirstClicks|BusyLimitedLinks|UnreachableHolder|StopReturnsEverything' -benchtime 1x -timeout 30m
 	go test ./internal/peer -run '^$$' -bench Forward -count 3
+	go run ./hack/callgrind-bench
 	hack/bench-redirect.sh
 
 .PHONY: node-binaries
