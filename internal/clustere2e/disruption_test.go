@@ -248,13 +248,8 @@ func (c *cluster) testHolderDeleted(t *testing.T) {
 	c.dumpOnFailure()
 	ns := c.namespace("holder")
 	const maxUses = 300
-	targets := c.links(g, ns, 1, 0, maxUses)
+	targets := c.clickedLink(g, ns, maxUses)
 	tg := targets[0]
-	for i := 0; i < 5; i++ {
-		status, _, err := click(http.MethodGet, tg.url)
-		g.Expect(err).NotTo(HaveOccurred())
-		tg.counts[status]++
-	}
 	holder := c.holder(g, ns, tg.name)
 	t.Logf("deleting %s, which holds quota", holder)
 
@@ -270,6 +265,18 @@ func (c *cluster) testHolderDeleted(t *testing.T) {
 	g.Expect(b.unexpects).To(BeEmpty())
 	g.Expect(tg.counts[http.StatusFound]).To(BeNumerically("<=", maxUses))
 	c.finish(g, ns, targets)
+}
+
+// clickedLink makes one limited link and clicks it five times, so that a
+// redirector holds its quota.
+func (c *cluster) clickedLink(g *WithT, ns string, maxUses int) []*target {
+	targets := c.links(g, ns, 1, 0, maxUses)
+	for range 5 {
+		status, _, err := click(http.MethodGet, targets[0].url)
+		g.Expect(err).NotTo(HaveOccurred())
+		targets[0].counts[status]++
+	}
+	return targets
 }
 
 // holder waits until a redirector holds quota of the link, and returns its
@@ -308,13 +315,8 @@ func (c *cluster) testHolderKilled(t *testing.T) {
 	c.dumpOnFailure()
 	ns := c.namespace("killed")
 	const maxUses = 200
-	targets := c.links(g, ns, 1, 0, maxUses)
+	targets := c.clickedLink(g, ns, maxUses)
 	tg := targets[0]
-	for range 5 {
-		status, _, err := click(http.MethodGet, tg.url)
-		g.Expect(err).NotTo(HaveOccurred())
-		tg.counts[status]++
-	}
 	pod := c.holder(g, ns, tg.name)
 	p, err := c.cs.CoreV1().Pods(systemNS).Get(context.Background(), pod, metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
