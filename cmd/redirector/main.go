@@ -62,6 +62,8 @@ func run() error {
 		rootRedirect    string
 		notFoundRedir   string
 		goneRedirect    string
+		renderSlots     int
+		renderShare     float64
 		srvOpts         = redirect.DefaultServerOptions()
 		usesOpts        uses.Options
 		peerBind        string
@@ -109,7 +111,11 @@ func run() error {
 	flag.BoolVar(&peerOpts.allowLocal, "peer-allow-local", false,
 		"Forward to peer addresses on loopback and link-local networks. Off: a reservation naming one (127.0.0.1, 169.254.169.254, fe80::...) is not asked; for a single machine and tests.")
 	flag.StringVar(&publicBaseURL, "public-base-url", "",
-		"Public base URL of the redirector, e.g. https://go.example.com (as the manager's --redirect-base-url): the URL that QR codes of /<namespace>/<code> show. Empty: the request's own host.")
+		"Public base URL of the redirector, e.g. https://go.example.com (as the manager's --redirect-base-url): the URL that QR codes of /<namespace>/<code> show, never the request's Host. Empty: those QR codes answer 404 (/<code>/qr on a namespace's domain still works).")
+	flag.IntVar(&renderSlots, "render-concurrency", 0,
+		"QR codes and preview pages drawn at once; more are answered 503 with Retry-After, so they cannot starve the redirects. 0: half of GOMAXPROCS, at least 1.")
+	flag.Float64Var(&renderShare, "render-cpu-share", redirect.DefaultRenderCPUShare,
+		"Share of the CPUs (GOMAXPROCS) that drawing QR codes and preview pages may use over time, in (0, 1]; beyond it they are answered 503 with Retry-After.")
 	flag.StringVar(&rootRedirect, "root-redirect", "",
 		"Redirect GET / here (302) instead of answering 404, on hosts whose namespace sets no "+redirect.RootRedirectAnnotation+" annotation.")
 	flag.StringVar(&notFoundRedir, "not-found-redirect", "",
@@ -135,6 +141,15 @@ func run() error {
 	fallbacks, err := fallbackFlags(rootRedirect, notFoundRedir, goneRedirect)
 	if err != nil {
 		return err
+	}
+	if err := redirect.CheckFallbackLoops(fallbacks, publicBaseURL); err != nil {
+		return fmt.Errorf("--public-base-url=%s and the fallback flags: %w", publicBaseURL, err)
+	}
+	if renderSlots < 0 {
+		return fmt.Errorf("--render-concurrency=%d must not be negative", renderSlots)
+	}
+	if renderShare <= 0 || renderShare > 1 {
+		return fmt.Errorf("--render-cpu-share=%v must be more than 0 and at most 1", renderShare)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("redirector")
@@ -187,13 +202,15 @@ func run() error {
 	}
 
 	opts := redirect.Options{
-		TombstoneTTL:  tombstoneTTL,
-		Namespaces:    nsList,
-		Registry:      reg,
-		Gatherer:      reg,
-		Log:           log,
-		PublicBaseURL: publicBaseURL,
-		Fallbacks:     fallbacks,
+		TombstoneTTL:      tombstoneTTL,
+		Namespaces:        nsList,
+		Registry:          reg,
+		Gatherer:          reg,
+		Log:               log,
+		PublicBaseURL:     publicBaseURL,
+		Fallbacks:         fallbacks,
+		RenderConcurrency: renderSlots,
+		RenderCPUShare:    renderShare,
 	}
 	if accessLog {
 		opts.AccessLog = os.Stdout
@@ -269,6 +286,9 @@ func run() error {
 		stop()
 	}()
 
+	if publicBaseURL == "" {
+		log.Info("no --public-base-url: QR codes of /<namespace>/<code> answer 404, since the redirector draws only hosts it is told are its own")
+	}
 	log.Info("starting redirector", "version", version, "bind", bindAddr, "probes", probeAddr, "peer", usesOpts.Peer, "namespaces", nsList)
 	if err := mgr.Start(ctx); err != nil {
 		return err
