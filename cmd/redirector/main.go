@@ -138,18 +138,12 @@ func run() error {
 	if err := redirect.CheckPublicBaseURL(publicBaseURL); err != nil {
 		return fmt.Errorf("--public-base-url: %w", err)
 	}
-	fallbacks, err := fallbackFlags(rootRedirect, notFoundRedir, goneRedirect)
+	fallbacks, err := fallbackFlags(rootRedirect, notFoundRedir, goneRedirect, publicBaseURL)
 	if err != nil {
 		return err
 	}
-	if err := redirect.CheckFallbackLoops(fallbacks, publicBaseURL); err != nil {
-		return fmt.Errorf("--public-base-url=%s and the fallback flags: %w", publicBaseURL, err)
-	}
-	if renderSlots < 0 {
-		return fmt.Errorf("--render-concurrency=%d must not be negative", renderSlots)
-	}
-	if renderShare <= 0 || renderShare > 1 {
-		return fmt.Errorf("--render-cpu-share=%v must be more than 0 and at most 1", renderShare)
+	if err := checkRenderFlags(renderSlots, renderShare); err != nil {
+		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("redirector")
@@ -286,9 +280,6 @@ func run() error {
 		stop()
 	}()
 
-	if publicBaseURL == "" {
-		log.Info("no --public-base-url: QR codes of /<namespace>/<code> answer 404, since the redirector draws only hosts it is told are its own")
-	}
 	log.Info("starting redirector", "version", version, "bind", bindAddr, "probes", probeAddr, "peer", usesOpts.Peer, "namespaces", nsList)
 	if err := mgr.Start(ctx); err != nil {
 		return err
@@ -413,14 +404,33 @@ func (f peerFlags) keyring(cfg *rest.Config, log logr.Logger) (*peer.Keyring, er
 	return peer.NewKeyring(c, types.NamespacedName{Namespace: ns, Name: f.secret}, log), nil
 }
 
-// fallbackFlags checks the fallback URL flags, naming the one that is wrong.
-func fallbackFlags(root, notFound, gone string) (redirect.Fallbacks, error) {
+// fallbackFlags checks the fallback URL flags, naming the one that is
+// wrong, and refuses one on the redirector's own public host (a loop).
+func fallbackFlags(root, notFound, gone, publicBaseURL string) (redirect.Fallbacks, error) {
 	for name, u := range map[string]string{"root-redirect": root, "not-found-redirect": notFound, "gone-redirect": gone} {
 		if err := redirect.CheckFallbackURL(u); err != nil {
 			return redirect.Fallbacks{}, fmt.Errorf("--%s: %w", name, err)
 		}
 	}
-	return redirect.NewFallbacks(root, notFound, gone)
+	f, err := redirect.NewFallbacks(root, notFound, gone)
+	if err != nil {
+		return f, err
+	}
+	if err := redirect.CheckFallbackLoops(f, publicBaseURL); err != nil {
+		return redirect.Fallbacks{}, fmt.Errorf("--public-base-url=%s and the fallback flags: %w", publicBaseURL, err)
+	}
+	return f, nil
+}
+
+// checkRenderFlags refuses a render budget that cannot work.
+func checkRenderFlags(slots int, share float64) error {
+	if slots < 0 {
+		return fmt.Errorf("--render-concurrency=%d must not be negative", slots)
+	}
+	if share <= 0 || share > 1 {
+		return fmt.Errorf("--render-cpu-share=%v must be more than 0 and at most 1", share)
+	}
+	return nil
 }
 
 // kubeconfigFlag is controller-runtime's --kubeconfig ("": none given).

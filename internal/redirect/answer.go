@@ -6,6 +6,10 @@ import (
 	"github.com/linkforge/linkforge/internal/uses"
 )
 
+// methodHead is HEAD, which gets the headers of an answer: nothing is
+// drawn or rendered for it.
+const methodHead = "HEAD"
+
 // answer is what the redirect port answers to one request.
 type answer struct {
 	resp *canned
@@ -44,7 +48,7 @@ type requestClock interface{ Time() time.Time }
 // It neither keeps nor returns any of its string arguments, so a caller
 // may pass strings that alias a buffer it reuses afterwards.
 func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock) answer {
-	if method != "GET" && method != "HEAD" {
+	if method != "GET" && method != methodHead {
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
 	}
 	if !r.Ready() {
@@ -84,9 +88,9 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	}
 	switch rt.view {
 	case viewQR:
-		return r.qrAnswer(rt, e, host, rawQuery, method == "HEAD", at, now)
+		return r.qrAnswer(rt, e, host, rawQuery, method == methodHead, at, now)
 	case viewPreview:
-		return r.previewAnswer(rt, path[:len(path)-1], e, method == "HEAD", now)
+		return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
 	}
 	if method == "GET" && r.opts.Uses != nil && e.counter != nil {
 		// A use: a GET answered with a redirect. HEAD (link unfurlers) is not.
@@ -119,7 +123,7 @@ func (r *Redirector) notFound(rt route) answer {
 func (r *Redirector) gone(rt route, e *Link, method, path string, now int64) answer {
 	switch rt.view {
 	case viewPreview:
-		return r.previewAnswer(rt, path[:len(path)-1], e, method == "HEAD", now)
+		return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
 	case viewQR:
 		return answer{resp: respGone, cacheControl: ccNoStore}
 	}

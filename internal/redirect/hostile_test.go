@@ -71,8 +71,12 @@ func TestQRCodeCarriesOnlyHostsWeVouchFor(t *testing.T) {
 		"go.a.example:80x",
 		"user@go.a.example",
 	} {
-		for _, target := range []string{"/LUMLV6n3To/qr", "/LUMLV6n3To+"} {
-			ctx := requestCtx("GET", host, target)
+		for _, target := range []string{"/LUMLV6n3To/qr", "/LUMLV6n3To+", "HEAD /LUMLV6n3To/qr"} {
+			method := "GET"
+			if m, t, ok := strings.Cut(target, " "); ok {
+				method, target = m, t
+			}
+			ctx := requestCtx(method, host, target)
 			h.r.handle(ctx)
 			// Not the claimed domain: an unknown path, sent to the not-found fallback.
 			if loc := string(ctx.Response.Header.Peek("Location")); loc != "https://example.com/nf" {

@@ -153,7 +153,9 @@ func New(opts Options) *Redirector {
 	r.metrics = newMetrics(opts.Registry, r.index, r.domains, func() bool { return !r.draining.Load() && r.Ready() })
 	r.render = newRenderBudget(opts.RenderConcurrency, opts.RenderCPUShare, time.Now)
 	r.qr = newQRDrawer(r.render, r.metrics)
-	if opts.PublicBaseURL != "" {
+	if opts.PublicBaseURL == "" {
+		r.log.Info("no public base URL (--public-base-url): QR codes of /<namespace>/<code> answer 404, since the redirector draws only hosts it is told are its own")
+	} else {
 		// Checked by the caller (CheckPublicBaseURL); an invalid one is unused.
 		if u, err := url.Parse(opts.PublicBaseURL); err == nil && CheckPublicBaseURL(opts.PublicBaseURL) == nil {
 			r.publicBase = u
