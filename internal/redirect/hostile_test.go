@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,6 +169,7 @@ func TestRenderBudget(t *testing.T) {
 	now := epoch
 	b := newRenderBudget(2, 0.5, func() time.Time { return now })
 	b.rate = 0.5 // one CPU's half, whatever GOMAXPROCS is here
+	b.cpu = func() (time.Duration, bool) { return now.Sub(epoch), true } // renders take the CPU they take on the clock
 	r1, _, ok1 := b.acquire()
 	r2, _, ok2 := b.acquire()
 	_, retry, ok3 := b.acquire()
@@ -176,7 +178,7 @@ func TestRenderBudget(t *testing.T) {
 	}
 	now = now.Add(200 * time.Millisecond)
 	r1()
-	r2() // 400 ms of renders charged against a burst of 250 ms
+	r2() // 400 ms of CPU charged against a burst of 250 ms
 	_, retry, ok := b.acquire()
 	if ok || retry != time.Second {
 		t.Fatalf("over the burst: admitted %v, retry %v", ok, retry)
@@ -191,10 +193,26 @@ func TestRenderBudget(t *testing.T) {
 	release, _, _ := b.acquire()
 	now = now.Add(5 * time.Second)
 	release()
-	// 5 s charged, 2.5 s of it paid back while it ran: (2.5 s - the 250 ms
+	// 5 s of CPU charged, 2.5 s of it paid back while it ran: (2.5 s - the 250 ms
 	// burst) / 0.5 is 4.5 s.
 	if _, retry, ok := b.acquire(); ok || retry != 4500*time.Millisecond {
 		t.Errorf("after a 5 s render at half a CPU: admitted %v, retry after %v, want 4.5 s", ok, retry)
+	}
+	// The thread's CPU time, where the kernel gives it, not the wall time.
+	b.cpu = threadCPU
+	now = now.Add(time.Hour) // all paid back
+	release, _, ok = b.acquire()
+	if !ok {
+		t.Fatal("paid back: refused")
+	}
+	now = now.Add(10 * time.Second) // a render that waited 10 s for a CPU, burning none
+	release()
+	release, _, ok = b.acquire()
+	if !ok && runtime.GOOS == "linux" {
+		t.Error("a render charged its wall time, not its CPU time")
+	}
+	if ok {
+		release()
 	}
 }
 

@@ -15,10 +15,13 @@ import (
 //
 //   - at once: at most RenderConcurrency renders run; another is refused;
 //   - over time: renders may use RenderCPUShare of the CPUs (GOMAXPROCS)
-//     on average, with a burst of renderBurst. Each render's wall time is
-//     charged (on a busy CPU that is more than its CPU time, so the budget
-//     errs on the side of the redirects) and paid back at the share's rate;
-//     while the debt exceeds the burst, renders are refused.
+//     on average, with a burst of renderBurst. Each render's CPU time is
+//     charged (its goroutine is locked to its thread for the render, and
+//     the thread's CPU time read before and after; on other systems than
+//     Linux its wall time, which errs on the side of the redirects) and
+//     paid back at the share's rate; while the debt exceeds the burst,
+//     renders are refused. CPU time, not wall time: on a machine busy with
+//     other work a draw takes longer without costing the redirects more.
 //
 // A refused render is answered 503 with Retry-After, at once: nothing
 // queues. Drawings are cached and identical misses merged (qrcode.go), so
@@ -41,6 +44,9 @@ type renderBudget struct {
 	rate  float64 // seconds of render time paid back per second
 	burst time.Duration
 	now   func() time.Time
+	// cpu is the calling thread's CPU time (threadCPU); ok false: charge
+	// the wall time of now.
+	cpu func() (time.Duration, bool)
 
 	mu      sync.Mutex
 	running int
@@ -55,7 +61,7 @@ func newRenderBudget(slots int, share float64, now func() time.Time) *renderBudg
 	if share <= 0 || share > 1 {
 		share = DefaultRenderCPUShare
 	}
-	return &renderBudget{slots: slots, rate: share * float64(runtime.GOMAXPROCS(0)), burst: renderBurst, now: now}
+	return &renderBudget{slots: slots, rate: share * float64(runtime.GOMAXPROCS(0)), burst: renderBurst, now: now, cpu: threadCPU}
 }
 
 // acquire admits one render; ok false refuses it, and retryAfter is when
@@ -73,12 +79,21 @@ func (b *renderBudget) acquire() (release func(), retryAfter time.Duration, ok b
 		return nil, max(time.Second, time.Duration(float64(b.debt-b.burst)/b.rate)), false
 	}
 	b.running++
+	runtime.LockOSThread()
+	cpuStart, byCPU := b.cpu()
 	start := now
 	return func() {
+		var cost time.Duration
+		if cpuEnd, ok := b.cpu(); byCPU && ok {
+			cost = cpuEnd - cpuStart
+		} else {
+			cost = b.now().Sub(start)
+		}
+		runtime.UnlockOSThread()
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.running--
-		b.debt += max(b.now().Sub(start), 0)
+		b.debt += max(cost, 0)
 	}, 0, true
 }
 
