@@ -168,8 +168,10 @@ func TestQRCodeMergesIdenticalMisses(t *testing.T) {
 func TestRenderBudget(t *testing.T) {
 	now := epoch
 	b := newRenderBudget(2, 0.5, func() time.Time { return now })
-	b.rate = 0.5 // one CPU's half, whatever GOMAXPROCS is here
-	b.cpu = func() (time.Duration, bool) { return now.Sub(epoch), true } // renders take the CPU they take on the clock
+	// Half of one CPU, whatever GOMAXPROCS is here; renders burn the CPU
+	// time they take on the fake clock.
+	b.rate = 0.5
+	b.cpu = func() (time.Duration, bool) { return now.Sub(epoch), true }
 	r1, _, ok1 := b.acquire()
 	r2, _, ok2 := b.acquire()
 	_, retry, ok3 := b.acquire()
