@@ -125,7 +125,13 @@ func (c *Code) PNG(size, margin int) ([]byte, error) {
 	scale := c.scale(size, margin)
 	side := (c.n + 2*margin) * scale
 	stride := 1 + (side+7)/8 // the filter byte, then the pixels
-	raw := make([]byte, stride*side)
+	buf := rawRows.Get().(*[]byte)
+	defer rawRows.Put(buf)
+	if cap(*buf) < stride*side {
+		*buf = make([]byte, stride*side)
+	}
+	raw := (*buf)[:stride*side]
+	clear(raw)
 	for y := -margin; y < c.n+margin; y++ {
 		row := raw[(y+margin)*scale*stride:][:stride]
 		for px := range side {
@@ -159,6 +165,11 @@ func (c *Code) PNG(size, margin int) ([]byte, error) {
 	pngChunk(&b, "IEND", nil)
 	return b.Bytes(), nil
 }
+
+// rawRows keep the unpacked rows between drawings (up to 130 KB each):
+// a flood of drawings otherwise makes garbage the collector pays for,
+// outside any budget.
+var rawRows = sync.Pool{New: func() any { return new([]byte) }}
 
 // zlibWriters keep deflate's state (most of a megabyte) between drawings.
 var zlibWriters = sync.Pool{New: func() any { return zlib.NewWriter(nil) }}

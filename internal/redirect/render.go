@@ -29,7 +29,7 @@ import (
 
 // Defaults of Options.RenderConcurrency and Options.RenderCPUShare.
 const (
-	DefaultRenderCPUShare = 0.25
+	DefaultRenderCPUShare = 0.15
 	// renderBurst is the render time the budget lends before the share
 	// applies: a page of QR codes drawn at once is not refused.
 	renderBurst = 250 * time.Millisecond
