@@ -18,6 +18,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/valyala/fasthttp"
 
@@ -357,7 +358,7 @@ func TestServerHeadsAndVersions(t *testing.T) {
 // Defect 2: the epoll server kept a connection that never sent a byte for
 // the idle timeout (120s), not the header timeout.
 func TestServerTimeouts(t *testing.T) {
-	_, s, _ := serverHarness(t, func(o *ServerOptions) {
+	h, s, _ := serverHarness(t, func(o *ServerOptions) {
 		o.HeaderTimeout = 300 * time.Millisecond
 		// Far longer than the header timeout: the silent connection must not
 		// get the idle one.
@@ -382,6 +383,11 @@ func TestServerTimeouts(t *testing.T) {
 	slow.expectStatus(408, "slow headers")
 	slow.expectEOF("slow headers")
 	idle.expectEOF("idle connection")
+	// Counted (refused_requests_total): the slow one, and the silent one if
+	// it got a 408 too.
+	if n := testutil.ToFloat64(h.r.metrics.refused[http.StatusRequestTimeout]); n < 1 || n > 2 {
+		t.Errorf("refused_requests_total{code=\"408\"} = %v, want 1 or 2", n)
+	}
 }
 
 func TestServerGracefulShutdown(t *testing.T) {
