@@ -66,7 +66,9 @@ func (c *cluster) testUninstallThenHelm(t *testing.T) {
 	charts, err := filepath.Glob(filepath.Join(root, "dist", "linkforge-*.tgz"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(charts).To(HaveLen(1), "make release packages one chart")
-	c.helmUpgrade(t, g, charts[0], "--set", "destinationPolicy.enabled=true", "--wait", "--timeout=4m")
+	// As the README asks: baseURL set (QR codes of /<namespace>/<code> draw it).
+	c.helmUpgrade(t, g, charts[0], "--set", "destinationPolicy.enabled=true", "--set", "baseURL=http://go.linkforge.test",
+		"--wait", "--timeout=4m")
 
 	t.Run("smoke: pods", c.testPods)
 	t.Run("smoke: samples", c.testSamples)

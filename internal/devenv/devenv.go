@@ -255,7 +255,10 @@ func StartLinkforgeAs(ctx context.Context, cp *ControlPlane, kc Kubeconfigs, bin
 		return nil, err
 	}
 	if l.Redirector, err = Start("redirector", filepath.Join(logDir, "redirector.log"), filepath.Join(binDir, "redirector"),
-		"--kubeconfig", kc.Redirector, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local"); err != nil {
+		"--kubeconfig", kc.Redirector, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local",
+		// The public URL, as the manager's --redirect-base-url: QR codes of
+		// /<namespace>/<code> draw only it (docs/serving.md#qr-codes).
+		"--public-base-url", "http://"+l.RedirectAddr); err != nil {
 		return nil, errors.Join(err, l.Stop(10*time.Second))
 	}
 	for _, probe := range []string{l.ManagerProbes, l.RedirectorProbes} {
