@@ -184,10 +184,10 @@ func shortLinkRequestTo(urls []string) map[string]any {
 	spec := map[string]any{"url": urls[0]}
 	var rules, variants []any
 	for i, u := range urls[1:] {
-		switch {
-		case i == 1:
+		switch i {
+		case 1:
 			variants = append(variants, map[string]any{"url": u, "weight": int64(10)})
-		case i == 2:
+		case 2:
 			spec["expiredURL"] = u
 		default:
 			rules = append(rules, map[string]any{"url": u, "devices": []any{"ios"}})
@@ -446,7 +446,7 @@ func ptr(s string) *string { return &s }
 // a variant's, spec.expiredURL, a second rule's) beside corpus URLs that
 // come before it; for every stride-th URL only.
 func targetSets(stride int) [][]string {
-	var urls []string
+	urls := make([]string, 0, len(hostCorpus)*len(urlShapes))
 	for _, h := range hostCorpus {
 		for _, shape := range urlShapes {
 			urls = append(urls, fmt.Sprintf(shape, h))

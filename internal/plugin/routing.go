@@ -35,12 +35,15 @@ Rules and variants (docs/api.md, "Rules" and "Variants"):
   --forward-path               append the rest of the short URL's path to the target
 `
 
+// urlKey is the key of a rule's or a variant's target.
+const urlKey = "url"
+
 // parseRule reads one --rule.
 func parseRule(s string) (linkv1.RedirectRule, error) {
 	var r linkv1.RedirectRule
 	err := eachWord(s, func(key, value string) error {
 		switch key {
-		case "url":
+		case urlKey:
 			r.URL = linkv1.TargetURL(value)
 		case "device":
 			for _, d := range strings.Split(value, ",") {
@@ -90,7 +93,7 @@ func parseVariant(s string) (linkv1.Variant, error) {
 	var v linkv1.Variant
 	err := eachWord(s, func(key, value string) error {
 		switch key {
-		case "url":
+		case urlKey:
 			v.URL = linkv1.TargetURL(value)
 		case "weight":
 			w, err := strconv.ParseInt(strings.TrimSuffix(value, "%"), 10, 32)

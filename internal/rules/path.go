@@ -16,8 +16,8 @@ package rules
 // (spaces, '?', '#', non-ASCII bytes, a '%' that starts no encoding...) are
 // percent-encoded. It does not allocate beyond growing dst.
 func AppendPath(dst []byte, target string, rest []byte) []byte {
-	_, pathEnd := pathBounds(target)
-	dst = append(dst, target[:pathEnd]...)
+	end := pathEnd(target)
+	dst = append(dst, target[:end]...)
 	base := len(dst) // rest never removes a byte before here
 	seen, trailing := false, false
 	for len(rest) > 0 {
@@ -44,12 +44,12 @@ func AppendPath(dst []byte, target string, rest []byte) []byte {
 	if seen && trailing && len(dst) > 0 && dst[len(dst)-1] != '/' {
 		dst = append(dst, '/')
 	}
-	return append(dst, target[pathEnd:]...)
+	return append(dst, target[end:]...)
 }
 
-// pathBounds finds the path of an absolute URL: from the first '/' after
-// "scheme://authority" to the first '?' or '#'.
-func pathBounds(target string) (start, end int) {
+// pathEnd finds the end of an absolute URL's path: the first '?' or '#'
+// after "scheme://authority".
+func pathEnd(target string) int {
 	i := 0
 	for k := 0; k+2 < len(target); k++ {
 		if target[k] == ':' && target[k+1] == '/' && target[k+2] == '/' {
@@ -60,11 +60,10 @@ func pathBounds(target string) (start, end int) {
 	for i < len(target) && target[i] != '/' && target[i] != '?' && target[i] != '#' {
 		i++
 	}
-	start = i
 	for i < len(target) && target[i] != '?' && target[i] != '#' {
 		i++
 	}
-	return start, i
+	return i
 }
 
 // nextSegment splits rest at its first separator: '/', '\', %2F or %5C.

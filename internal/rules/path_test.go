@@ -65,8 +65,8 @@ func TestAppendPath(t *testing.T) {
 // separator that some server reads as one ('\', an encoded '/' or '\').
 func checkAppendPath(t *testing.T, target, rest string) {
 	got := string(AppendPath(nil, target, []byte(rest)))
-	_, pathEnd := pathBounds(target)
-	head, tail := target[:pathEnd], target[pathEnd:]
+	end := pathEnd(target)
+	head, tail := target[:end], target[end:]
 	if !strings.HasPrefix(got, head) || !strings.HasSuffix(got[len(head):], tail) {
 		t.Fatalf("AppendPath(%q, %q) = %q: not %q + added + %q", target, rest, got, head, tail)
 	}

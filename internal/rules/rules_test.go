@@ -43,7 +43,7 @@ func TestClassifyCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	counts := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
