@@ -78,86 +78,182 @@ var deviceTokens = []struct {
 // brands whose model names appear in Android agents ("CUBOT X19").
 var notBots = []string{"cubot"}
 
-// deviceToken is a token of deviceTokens with its group's rank (its index).
-type deviceToken struct {
-	text   string
-	rank   int
-	device Device
-}
-
-// tokensByFirstByte indexes deviceTokens by their first byte, so that
-// Classify reads the agent once and tries only the tokens that can start
-// at each byte.
-var tokensByFirstByte = func() (t [256][]deviceToken) {
-	for rank, group := range deviceTokens {
-		for _, tok := range group.tokens {
-			t[tok[0]] = append(t[tok[0]], deviceToken{text: tok, rank: rank, device: group.device})
-		}
-	}
-	return t
-}()
-
-// tokenPairs has bit a<<8|b set when a token starts with the bytes a, b:
-// most bytes of an agent start no token, and one load tells.
-var tokenPairs = func() (t [1 << 16 / 64]uint64) {
-	for _, group := range deviceTokens {
-		for _, tok := range group.tokens {
-			pair := uint(tok[0])<<8 | uint(tok[1])
-			t[pair/64] |= 1 << (pair % 64)
-		}
-	}
-	return t
-}()
-
-func init() {
-	for _, group := range deviceTokens {
-		for _, tok := range group.tokens {
-			if len(tok) < 3 || tok != strings.ToLower(tok) {
-				panic("rules: device token " + tok + " is not lower-case of at least three bytes")
-			}
-		}
-	}
-}
-
 // Classify reads the device class of a User-Agent: the class of the first
-// group of deviceTokens with a token in it. It reads the agent once and
-// does not allocate.
+// group of deviceTokens with a token in it (ASCII case ignored), an
+// occurrence of a bot token that ends one of notBots aside. It reads the
+// agent once, a table lookup per byte (tokenMatcher), and does not
+// allocate.
 func Classify(userAgent []byte) Device {
-	best, bestRank := DeviceUnknown, len(deviceTokens)
-	if len(userAgent) < 2 {
-		return DeviceUnknown
-	}
-	second := lowerTable[userAgent[0]]
-	for i := 0; i+1 < len(userAgent); i++ {
-		first := second
-		second = lowerTable[userAgent[i+1]]
-		if pair := uint(first)<<8 | uint(second); tokenPairs[pair>>6]&(1<<(pair&63)) == 0 {
+	// Locals, so that the loop keeps them in registers.
+	class, next := &matcher.class, matcher.next
+	best := matcher.none
+	row := 0
+	for _, c := range userAgent {
+		step := next[row+int(class[c])]
+		row = int(step &^ tokenEnds)
+		if step&tokenEnds == 0 {
 			continue
 		}
-		for _, tok := range tokensByFirstByte[first] {
-			if tok.text[1] != second || tok.rank >= bestRank || !hasPrefixFold(userAgent[i:], tok.text) {
+		if r := matcher.rankAt[row]; r < best {
+			if r == 0 {
+				return deviceTokens[0].device // the first group: nothing wins over it
+			}
+			best = r
+		}
+	}
+	if best == matcher.none {
+		return DeviceUnknown
+	}
+	return deviceTokens[best].device
+}
+
+// tokenEnds marks a step of tokenMatcher.next into a state where a token ends.
+const tokenEnds = 1 << 15
+
+// tokenMatcher is an Aho-Corasick automaton of deviceTokens and notBots,
+// made a DFA over byte classes: one step per byte of the agent, whatever
+// the number of tokens.
+type tokenMatcher struct {
+	// class maps a byte to its class: 0 for bytes no token holds, the
+	// same class for an ASCII letter in either case.
+	class   [256]uint8
+	classes int
+	// next[state*classes+class] is the state after reading a byte, as the
+	// offset of its row (state*classes), with tokenEnds set when a token
+	// may end there (rank is not none): a step is one load and no multiply.
+	next []uint16
+	// rankAt[row] is the lowest group rank of the tokens that end at the
+	// state of that row (tokenRank), by row offset, as next gives it.
+	rankAt []uint8
+	none   uint8
+}
+
+var matcher = buildMatcher()
+
+func buildMatcher() tokenMatcher {
+	m := tokenMatcher{none: uint8(len(deviceTokens))}
+	patterns := append(deviceTokenList(), notBots...)
+	m.setClasses(patterns)
+	prefixes, goTo := m.trie(patterns)
+	steps := m.steps(goTo)
+	n := len(prefixes)
+	if n*m.classes >= tokenEnds {
+		panic("rules: too many device token states")
+	}
+	rank := make([]uint8, n)
+	m.rankAt = make([]uint8, n*m.classes)
+	for s, prefix := range prefixes {
+		rank[s] = m.tokenRank(prefix)
+		m.rankAt[s*m.classes] = rank[s]
+	}
+	m.next = make([]uint16, len(steps))
+	for i, t := range steps {
+		m.next[i] = t * uint16(m.classes)
+		if rank[t] != m.none {
+			m.next[i] |= tokenEnds
+		}
+	}
+	return m
+}
+
+// deviceTokenList is every token of deviceTokens, checked lower-case.
+func deviceTokenList() []string {
+	var out []string
+	for _, group := range deviceTokens {
+		for _, tok := range group.tokens {
+			if tok == "" || tok != strings.ToLower(tok) {
+				panic("rules: device token " + tok + " is not lower-case")
+			}
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+// setClasses gives each byte the patterns hold a class, a letter's two
+// cases the same one.
+func (m *tokenMatcher) setClasses(patterns []string) {
+	m.classes = 1
+	for _, p := range patterns {
+		for i := 0; i < len(p); i++ {
+			if c := p[i]; m.class[c] == 0 {
+				m.class[c] = uint8(m.classes)
+				if 'a' <= c && c <= 'z' {
+					m.class[c-'a'+'A'] = uint8(m.classes)
+				}
+				m.classes++
+			}
+		}
+	}
+}
+
+// trie returns the prefixes of the patterns, state 0 the empty one, and
+// the trie's edges by class.
+func (m *tokenMatcher) trie(patterns []string) (prefixes []string, goTo []map[uint8]uint16) {
+	prefixes, goTo = []string{""}, []map[uint8]uint16{{}}
+	for _, p := range patterns {
+		s := 0
+		for i := 0; i < len(p); i++ {
+			cl := m.class[p[i]]
+			if t, ok := goTo[s][cl]; ok {
+				s = int(t)
 				continue
 			}
-			if tok.device == DeviceBot {
-				if endsNotBot(userAgent, i+len(tok.text)) {
-					continue
+			prefixes = append(prefixes, p[:i+1])
+			goTo = append(goTo, map[uint8]uint16{})
+			goTo[s][cl] = uint16(len(prefixes) - 1)
+			s = len(prefixes) - 1
+		}
+	}
+	return prefixes, goTo
+}
+
+// steps is the DFA: steps[state*classes+class] is the state of the
+// longest suffix of (prefix + byte) that is a prefix of a pattern. Built
+// breadth first, so that each state's fallback is complete before it.
+func (m *tokenMatcher) steps(goTo []map[uint8]uint16) []uint16 {
+	steps := make([]uint16, len(goTo)*m.classes)
+	fallback := make([]uint16, len(goTo))
+	queue := []int{0}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for cl := 0; cl < m.classes; cl++ {
+			t, ok := goTo[s][uint8(cl)]
+			switch {
+			case ok:
+				steps[s*m.classes+cl] = t
+				if s != 0 {
+					fallback[t] = steps[int(fallback[s])*m.classes+cl]
 				}
-				return DeviceBot // the first group: nothing can win over it
+				queue = append(queue, int(t))
+			case s != 0:
+				steps[s*m.classes+cl] = steps[int(fallback[s])*m.classes+cl]
 			}
-			best, bestRank = tok.device, tok.rank
+		}
+	}
+	return steps
+}
+
+// tokenRank is the lowest group rank of the tokens prefix ends with, a bot
+// token that ends one of notBots there aside; none if there is none.
+func (m *tokenMatcher) tokenRank(prefix string) uint8 {
+	best := m.none
+	for rank, group := range deviceTokens {
+		for _, tok := range group.tokens {
+			if !strings.HasSuffix(prefix, tok) || uint8(rank) >= best {
+				continue
+			}
+			inside := false
+			for _, nb := range notBots {
+				inside = inside || group.device == DeviceBot && strings.HasSuffix(prefix, nb) && strings.HasSuffix(nb, tok)
+			}
+			if !inside {
+				best = uint8(rank)
+			}
 		}
 	}
 	return best
-}
-
-// endsNotBot reports whether s[:end] ends with one of notBots.
-func endsNotBot(s []byte, end int) bool {
-	for _, name := range notBots {
-		if end >= len(name) && hasPrefixFold(s[end-len(name):], name) {
-			return true
-		}
-	}
-	return false
 }
 
 // hasPrefixFold reports whether s starts with the lower-case ASCII prefix.
@@ -172,13 +268,6 @@ func hasPrefixFold(s []byte, prefix string) bool {
 	}
 	return true
 }
-
-var lowerTable = func() (t [256]byte) {
-	for i := range t {
-		t[i] = lowerASCII(byte(i))
-	}
-	return t
-}()
 
 func lowerASCII(c byte) byte {
 	if 'A' <= c && c <= 'Z' {

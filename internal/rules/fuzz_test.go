@@ -38,10 +38,10 @@ func FuzzEvaluate(f *testing.F) {
 			t.Fatalf("Evaluate is not deterministic: %+v then %+v", got, again)
 		}
 		// The first matching rule by the conditions read one by one.
-		device, preferred := Classify(ua), PreferredLanguage(lang)
+		device := Classify(ua)
 		want := -1
 		for i := range c.rules {
-			if c.rules[i].matches(&facts, device, preferred) {
+			if c.rules[i].matches(&facts, &lazyFacts{}) {
 				want = i
 				break
 			}
@@ -57,6 +57,11 @@ func FuzzEvaluate(f *testing.F) {
 		}
 		if n := testing.AllocsPerRun(5, func() { Evaluate(&facts, c) }); n != 0 {
 			t.Fatalf("%v allocations", n)
+		}
+		// A device the redirector remembered gives the same choice.
+		facts.Device, facts.DeviceKnown = device, true
+		if remembered := Evaluate(&facts, c); remembered != got {
+			t.Fatalf("with the device given: %+v, classified: %+v", remembered, got)
 		}
 	})
 }

@@ -17,6 +17,9 @@ func PreferredLanguage(header []byte) []byte {
 		}
 		if q := quality(params); q > bestQ {
 			best, bestQ = tag, q
+			if q == 1000 {
+				break // nothing later wins over a first q=1, which browsers send first
+			}
 		}
 	}
 	if bestQ <= 0 {

@@ -1,14 +1,27 @@
 package rules
 
+import "bytes"
+
 // queryHolds reports whether a raw query string (no '?', percent-encoded,
 // pairs separated by '&') meets m: a pair named m.name, and with m.hasValue
 // one whose value is m.value. Names and values compare once decoded ('+'
 // is a space, as in a form), without allocating.
 func queryHolds(raw []byte, m *queryMatch) bool {
 	for len(raw) > 0 {
-		var pair []byte
-		pair, raw = cut(raw, '&')
-		key, value := cut(pair, '=')
+		pair := raw
+		if i := bytes.IndexByte(raw, '&'); i >= 0 {
+			pair, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		// Decoding only shortens: a key shorter than the name cannot match.
+		if len(pair) < len(m.name) {
+			continue
+		}
+		key, value := pair, []byte(nil)
+		if i := bytes.IndexByte(pair, '='); i >= 0 {
+			key, value = pair[:i], pair[i+1:]
+		}
 		if !decodedEqual(key, m.name) {
 			continue
 		}

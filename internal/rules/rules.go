@@ -38,6 +38,13 @@ type Facts struct {
 	// peer address, or the one a trusted proxy reports), in any stable
 	// form: with UserAgent, it picks the client's variant.
 	ClientAddr []byte
+	// Device, when DeviceKnown, is Classify(UserAgent) as the redirector
+	// remembered it (a keep-alive connection sends one User-Agent; reading
+	// a long agent costs more than the rest of a click), so that Evaluate
+	// need not read the agent again. Otherwise Evaluate classifies the
+	// agent when a rule first needs it.
+	Device      Device
+	DeviceKnown bool
 }
 
 // Choice is where a click goes.
@@ -75,8 +82,6 @@ type Compiled struct {
 	rules       []compiledRule
 	variants    []compiledVariant
 	seed        uint64
-	needDevice  bool
-	needLang    bool
 	expiredURL  string
 	forwardPath bool
 }
@@ -138,8 +143,6 @@ func Compile(spec *linkv1.ShortLinkSpec, seed string, locate func(string) string
 		if err != nil {
 			return nil, fmt.Errorf("spec.rules[%d]: %w", i, err)
 		}
-		c.needDevice = c.needDevice || r.devices != 0
-		c.needLang = c.needLang || len(r.languages) > 0
 		c.rules = append(c.rules, r)
 	}
 	var total uint64
@@ -226,15 +229,9 @@ func (c *Compiled) ForwardPath() bool { return c.forwardPath }
 // not allocate and reads each header at most once per rule.
 func Evaluate(f *Facts, c *Compiled) Choice {
 	if len(c.rules) > 0 {
-		device, lang := DeviceUnknown, []byte(nil)
-		if c.needDevice {
-			device = Classify(f.UserAgent)
-		}
-		if c.needLang {
-			lang = PreferredLanguage(f.AcceptLanguage)
-		}
+		lazy := lazyFacts{device: f.Device, deviceKnown: f.DeviceKnown}
 		for i := range c.rules {
-			if c.rules[i].matches(f, device, lang) {
+			if c.rules[i].matches(f, &lazy) {
 				return Choice{URL: c.rules[i].url, Rule: i, Variant: -1}
 			}
 		}
@@ -250,18 +247,37 @@ func Evaluate(f *Facts, c *Compiled) Choice {
 	return Choice{URL: c.defaultURL, Rule: -1, Variant: -1}
 }
 
-func (r *compiledRule) matches(f *Facts, device Device, lang []byte) bool {
-	if r.devices != 0 && r.devices&(1<<device) == 0 {
-		return false
+// lazyFacts are the facts Evaluate derives from the request, each at most
+// once, and only when a rule asks for it.
+type lazyFacts struct {
+	device      Device
+	deviceKnown bool
+	lang        []byte
+	langKnown   bool
+}
+
+func (l *lazyFacts) deviceOf(f *Facts) Device {
+	if !l.deviceKnown {
+		l.device, l.deviceKnown = Classify(f.UserAgent), true
 	}
+	return l.device
+}
+
+func (l *lazyFacts) languageOf(f *Facts) []byte {
+	if !l.langKnown {
+		l.lang, l.langKnown = PreferredLanguage(f.AcceptLanguage), true
+	}
+	return l.lang
+}
+
+// matches reports whether all of the rule's conditions hold, the cheap
+// ones read first.
+func (r *compiledRule) matches(f *Facts, lazy *lazyFacts) bool {
 	if r.hasAfter || r.hasBefore {
 		now := f.Now.UnixNano()
 		if r.hasAfter && now < r.after || r.hasBefore && now >= r.before {
 			return false
 		}
-	}
-	if len(r.languages) > 0 && !matchesAnyRange(lang, r.languages) {
-		return false
 	}
 	if len(r.countries) > 0 && !matchesCountry(f.Country, r.countries) {
 		return false
@@ -270,6 +286,12 @@ func (r *compiledRule) matches(f *Facts, device Device, lang []byte) bool {
 		if !queryHolds(f.RawQuery, &r.query[i]) {
 			return false
 		}
+	}
+	if len(r.languages) > 0 && !matchesAnyRange(lazy.languageOf(f), r.languages) {
+		return false
+	}
+	if r.devices != 0 && r.devices&(1<<lazy.deviceOf(f)) == 0 {
+		return false
 	}
 	for i := range r.headers {
 		if f.Headers == nil || string(f.Headers.Peek(r.headers[i].name)) != r.headers[i].value {

@@ -201,6 +201,8 @@ func TestEvaluate(t *testing.T) {
 		{"one of two conditions", func(f *Facts) { f.RawQuery = []byte("ref=x"); f.UserAgent = nil }, -1, ""},
 		{"a bot with ref", func(f *Facts) { f.RawQuery = []byte("ref"); f.UserAgent = []byte(botUA) }, 7, "https://example.com/ref"},
 		{"no header peeker", func(f *Facts) { f.Headers = nil }, -1, ""},
+		{"a device the redirector remembered", func(f *Facts) { f.Device, f.DeviceKnown = DeviceIOS, true }, 4, "https://apps.apple.com/app/x"},
+		{"a remembered device not known", func(f *Facts) { f.Device = DeviceIOS }, -1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := base
