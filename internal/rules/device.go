@@ -84,24 +84,33 @@ var notBots = []string{"cubot"}
 // agent once, a table lookup per byte (tokenMatcher), and does not
 // allocate.
 func Classify(userAgent []byte) Device {
-	// Locals, so that the loop keeps them in registers.
-	class, next := &matcher.class, matcher.next
-	best := matcher.none
-	row := 0
-	for _, c := range userAgent {
-		step := next[row+int(class[c])]
-		row = int(step &^ tokenEnds)
-		if step&tokenEnds == 0 {
-			continue
+	return matcher.classify(userAgent)
+}
+
+func (m *tokenMatcher) classify(userAgent []byte) Device {
+	next := m.next
+	best, row, i := m.none, 0, 0
+	for {
+		// The hot loop: a step per byte until a token may end.
+		for ; i < len(userAgent); i++ {
+			step := next[row+int(m.class[userAgent[i]])]
+			row = int(step &^ tokenEnds)
+			if step&tokenEnds != 0 {
+				break
+			}
 		}
-		if r := matcher.rankAt[row]; r < best {
+		if i >= len(userAgent) {
+			break
+		}
+		i++
+		if r := m.rankAt[row]; r < best {
 			if r == 0 {
 				return deviceTokens[0].device // the first group: nothing wins over it
 			}
 			best = r
 		}
 	}
-	if best == matcher.none {
+	if best == m.none {
 		return DeviceUnknown
 	}
 	return deviceTokens[best].device
