@@ -364,18 +364,23 @@ func BenchmarkEvaluate(b *testing.B) {
 		Country:        []byte("FR"),
 		ClientAddr:     []byte("198.51.100.23"),
 	}
+	remembered := f
+	remembered.Device, remembered.DeviceKnown = Classify(f.UserAgent), true
 	for _, bc := range []struct {
-		name string
-		spec *linkv1.ShortLinkSpec
+		name  string
+		spec  *linkv1.ShortLinkSpec
+		facts *Facts
 	}{
-		{"plain", &linkv1.ShortLinkSpec{URL: "https://example.com/default"}},
-		{"8rules3variants", eightRules()},
+		{"plain", &linkv1.ShortLinkSpec{URL: "https://example.com/default"}, &f},
+		{"8rules3variants", eightRules(), &f},
+		// The device class remembered by the redirector (Facts.Device).
+		{"8rules3variants-device-known", eightRules(), &remembered},
 	} {
 		c := mustCompile(b, bc.spec)
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				Evaluate(&f, c)
+				Evaluate(bc.facts, c)
 			}
 		})
 	}
