@@ -393,3 +393,34 @@ func BenchmarkClassify(b *testing.B) {
 		Classify(ua)
 	}
 }
+
+// TestEvaluateHostileFacts: oversized and malformed request facts are read
+// as the rules say, in one pass each, without allocating.
+func TestEvaluateHostileFacts(t *testing.T) {
+	c := mustCompile(t, eightRules())
+	huge := func(unit string, n int) []byte { return []byte(strings.Repeat(unit, n)) }
+	for _, tc := range []struct {
+		name string
+		f    Facts
+		rule int
+	}{
+		{"a 1 MiB agent ending in a bot token, ref present", Facts{UserAgent: append(huge("Mozilla ", 1<<17), "Googlebot"...), RawQuery: []byte("ref")}, 7},
+		{"a 1 MiB agent of NUL and 0xFF bytes", Facts{UserAgent: huge("\x00\xff", 1<<19)}, -1},
+		{"100,000 empty languages before German", Facts{AcceptLanguage: append(huge(",", 100000), "de"...)}, 6},
+		{"100,000 q=0 languages", Facts{AcceptLanguage: huge("de;q=0,", 100000)}, -1},
+		{"100,000 empty query pairs before beta=1", Facts{RawQuery: append(huge("&", 100000), "beta=1"...)}, 0},
+		{"a query of broken escapes", Facts{RawQuery: huge("%%zz=%", 50000)}, -1},
+		{"a country of 1 MiB", Facts{Country: huge("CH", 1<<19)}, -1},
+		{"invalid UTF-8 everywhere", Facts{UserAgent: []byte("\xc3\x28iPhone\xa0"), AcceptLanguage: []byte("\xe2\x82de"), RawQuery: []byte("b\xffeta=1")}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.f.Now = t0.Add(-time.Hour)
+			if got := Evaluate(&tc.f, c); got.Rule != tc.rule {
+				t.Errorf("rule %d, want %d", got.Rule, tc.rule)
+			}
+			if n := testing.AllocsPerRun(3, func() { Evaluate(&tc.f, c) }); n != 0 {
+				t.Errorf("%v allocations", n)
+			}
+		})
+	}
+}
