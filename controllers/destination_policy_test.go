@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -143,6 +144,23 @@ var _ = Describe("The destination policy", Ordered, func() {
 			Expect(k8sClient.Create(suiteCtx, l)).To(Succeed())
 			l.Spec.Rules[0].URL = evil
 			Expect(k8sClient.Update(suiteCtx, l)).To(MatchError(HaveSuffix(refused)), "an update to a refused target")
+		})
+
+		It("admits the largest link the CRD allows within the API server's CEL cost limits", func() {
+			ns := annotatedNamespace("allow-largest", "*.app.policy.example")
+			target := func(i int) linkv1.TargetURL {
+				u := fmt.Sprintf("https://h%d.app.policy.example/", i)
+				return linkv1.TargetURL(u + strings.Repeat("p", 2048-len(u)))
+			}
+			Expect(refusal(ns, string(target(0)), func(l *linkv1.ShortLink) {
+				for i := range linkv1.MaxRules {
+					l.Spec.Rules = append(l.Spec.Rules, linkv1.RedirectRule{URL: target(1 + i), Devices: []linkv1.DeviceClass{linkv1.DeviceIOS}})
+				}
+				for i := range linkv1.MaxVariants {
+					l.Spec.Variants = append(l.Spec.Variants, linkv1.Variant{URL: target(100 + i), Weight: 10})
+				}
+				l.Spec.ExpiredURL = target(200)
+			})).To(BeEmpty())
 		})
 
 		It("lets a namespace without the annotation link anywhere", func() {

@@ -642,3 +642,44 @@ func FuzzPoliciesMatchJudge(f *testing.F) {
 		checkAnnotation(t, annotationPolicy, annotation)
 	})
 }
+
+// TestPoliciesWithinCostOnTheLargestLink: a link with every target the CRD
+// allows (16 rules, 10 variants, an expiredURL, each 2048 bytes) stays
+// within the API server's cost limit of an expression, against a long
+// allow-list and deny-list.
+func TestPoliciesWithinCostOnTheLargestLink(t *testing.T) {
+	urls := make([]string, 0, 28)
+	for i := range 28 {
+		u := fmt.Sprintf("https://h%d.app.example.com/", i)
+		urls = append(urls, u+strings.Repeat("p", 2048-len(u)))
+	}
+	// shortLinkRequestTo places spec.url, a rule, a variant, the
+	// expiredURL, then rules (15 more here); 9 more variants reach the
+	// CRD's bounds.
+	act := shortLinkRequestTo(urls[:19])
+	spec := act["object"].(map[string]any)["spec"].(map[string]any)
+	variants := spec["variants"].([]any)
+	for _, u := range urls[19:] {
+		variants = append(variants, map[string]any{"url": u, "weight": int64(1)})
+	}
+	spec["variants"] = variants
+	if n, v := len(spec["rules"].([]any)), len(variants); n != 16 || v != 10 {
+		t.Fatalf("%d rules, %d variants", n, v)
+	}
+	var entries []string
+	for i := range 200 {
+		entries = append(entries, fmt.Sprintf("*.team%d.example.org", i))
+	}
+	act["namespaceObject"] = namespaceObject(ptr(strings.Join(entries, ", ") + ", *.app.example.com"))
+	if a, err := loadPolicy(t, "allowed_hosts_policy.yaml").eval(act); err != nil || a.denied {
+		t.Errorf("allowed-hosts: %+v, %v", a, err)
+	}
+	items := make([]any, 0, 1024)
+	for i := range 1024 {
+		items = append(items, fmt.Sprintf("*.denied%d.example.net", i))
+	}
+	act["params"] = map[string]any{"metadata": map[string]any{"name": "big"}, "spec": map[string]any{"hosts": items}}
+	if a, err := loadPolicy(t, "denied_hosts_policy.yaml").eval(act); err != nil || a.denied {
+		t.Errorf("denied-hosts: %+v, %v", a, err)
+	}
+}
