@@ -666,7 +666,7 @@ func TestPoliciesWithinCostOnTheLargestLink(t *testing.T) {
 	if n, v := len(spec["rules"].([]any)), len(variants); n != 16 || v != 10 {
 		t.Fatalf("%d rules, %d variants", n, v)
 	}
-	var entries []string
+	entries := make([]string, 0, 200)
 	for i := range 200 {
 		entries = append(entries, fmt.Sprintf("*.team%d.example.org", i))
 	}
