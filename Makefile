@@ -141,7 +141,7 @@ node-binaries: ## Build the real node's kubelet, kube-proxy, kube-controller-man
 	@ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/node/binaries.sh >/dev/null
 
 .PHONY: e2e-cluster
-e2e-cluster: release node-binaries ## Run the release on a real single-node cluster (as root; installs containerd, runc, CNI plugins from Debian): install dist/install.yaml, run internal/clustere2e, take the node down. Not part of make test yet.
+e2e-cluster: release node-binaries ## Run the release on a real single-node cluster (as root; installs containerd, runc, CNI plugins from Debian): install the previous release (v0.3.0) and upgrade it to dist/install.yaml, run internal/clustere2e, take the node down. The last stage of make test.
 	hack/node/e2e-cluster.sh
 
 .PHONY: bench-scale

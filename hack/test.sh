@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make test: the stages below, each a make target, timed and logged to
 # $TEST_LOGS/make/<stage>.log, then the Go tests (make go-test: a log per
-# package), then a summary, also when a stage fails. Exits non-zero if any
-# stage failed.
+# package), then the release on a real node (make e2e-cluster), then a
+# summary, also when a stage fails. Exits non-zero if any stage failed.
 #
 # The builds of the tools and of the envtest control plane depend on nothing
 # else, so they run beside the project's stages: on two cores one lane links
@@ -22,7 +22,7 @@ set -m
 # Background lanes (the tools, envtest's kube-apiserver and etcd), then the
 # main lane. The summary lists stages in this order.
 TOOLS=(test-packages golangci-lint crd-ref-docs helm ko kustomize)
-MAIN=(controller-gen manifests generate fmt vet lint api-docs-check build images release image-binaries go-test)
+MAIN=(controller-gen manifests generate fmt vet lint api-docs-check build images release image-binaries go-test e2e-cluster)
 
 done_flags=() # -o <target> for every stage of the main lane done so far
 
@@ -51,7 +51,7 @@ summary() {
 		echo
 		echo "=== make test: $([ "$status" = 0 ] && echo ok || echo FAIL) in $(($(date +%s) - started))s (logs in $LOGS)"
 		printf '%-16s %-8s %6s  %s\n' stage result time log
-		for name in tools envtest-assets "${MAIN[@]}"; do
+		for name in tools envtest-assets node-binaries "${MAIN[@]}"; do
 			log="$LOGS/make/$name.log"
 			if [ -f "$LOGS/make/$name.result" ]; then
 				read -r result secs <"$LOGS/make/$name.result"
@@ -63,8 +63,8 @@ summary() {
 			fi
 			printf '%-16s %-8s %6s  %s\n' "$name" "$result" "$secs" "$log"
 		done
-		echo "(tools: ${TOOLS[*]}; they and envtest-assets ran beside the others)"
-		for name in tools envtest-assets "${MAIN[@]}"; do
+		echo "(tools: ${TOOLS[*]}; they, envtest-assets and node-binaries ran beside the others)"
+		for name in tools envtest-assets node-binaries "${MAIN[@]}"; do
 			if [ "$name" != go-test ] && grep -qs '^FAIL' "$LOGS/make/$name.result"; then
 				echo
 				echo "--- $name failed; the end of $LOGS/make/$name.log:"
@@ -85,15 +85,28 @@ trap 'exit 143' TERM
 
 stage tools "${TOOLS[@]}" </dev/null &
 tools=$!
-stage envtest-assets envtest-assets </dev/null &
+# The control plane for envtest, then the real node's binaries (for
+# e2e-cluster), which go-test does not wait for.
+{ stage envtest-assets envtest-assets && stage node-binaries node-binaries; } </dev/null &
 envtest=$!
 
 for target in "${MAIN[@]}"; do
 	# A lane that failed stops the run at the next stage, as make would.
-	grep -qs '^FAIL' "$LOGS/make/tools.result" "$LOGS/make/envtest-assets.result" && exit 1
+	grep -qs '^FAIL' "$LOGS/make/tools.result" "$LOGS/make/envtest-assets.result" "$LOGS/make/node-binaries.result" && exit 1
 	case $target in
 	lint) wait "$tools" || exit 1 ;; # the tools lane has built all the tools by now
-	go-test) wait "$envtest" || exit 1 ;;
+	go-test)
+		# envtest-assets is done when its result is written (the lane goes on).
+		while [ ! -f "$LOGS/make/envtest-assets.result" ]; do
+			kill -0 "$envtest" 2>/dev/null || break
+			sleep 1
+		done
+		grep -qs '^ok' "$LOGS/make/envtest-assets.result" || exit 1
+		;;
+	e2e-cluster)
+		wait "$envtest" || exit 1
+		done_flags+=(-o node-binaries)
+		;;
 	esac
 	stage "$target" "$target" || exit 1
 	done_flags+=(-o "$target")

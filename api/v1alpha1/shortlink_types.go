@@ -399,6 +399,16 @@ type UseReservation struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}$`
 	Peer string `json:"peer,omitempty"`
 
+	// peerProtocol is the protocol the holder speaks at peer: hmac-v1,
+	// requests and answers authenticated with the installation's peer key.
+	// The other replicas forward uses only to a holder that speaks theirs:
+	// a holder of an earlier release (none) would serve a use its answer
+	// cannot prove, and that use would be lost to the link.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z0-9-]+$`
+	PeerProtocol string `json:"peerProtocol,omitempty"`
+
 	// returnRequested is set by another replica that could not reach the
 	// holder at its peer address (or got no authenticated answer there):
 	// the holder returns the unused quota at once, so that the clicks on
@@ -406,6 +416,10 @@ type UseReservation struct {
 	// +optional
 	ReturnRequested bool `json:"returnRequested,omitempty"`
 }
+
+// PeerProtocolHMACv1 is the peer port's protocol since the peer key
+// (internal/peer): every request and answer carries an HMAC-SHA256.
+const PeerProtocolHMACv1 = "hmac-v1"
 
 // ShortLink is a short code in a namespace that redirects to a URL.
 // +kubebuilder:object:root=true

@@ -15,6 +15,13 @@
 # LINKFORGE_NODE_SERVICE_SUBNET, LINKFORGE_NODE_PORT_BASE, ...: bin/node up -h).
 # CLUSTER_E2E_RUN is a go test -run pattern; CLUSTER_E2E_KEEP=1 leaves the
 # node up afterwards (take it down with bin/node down).
+#
+# The suite starts from the previous release, as a user upgrading would:
+# UPGRADE_FROM (a commit; default the one tagged v0.3.0, the last release)
+# is built with its own Makefile (hack/node/previous-release.sh), its images
+# imported beside this tree's, its dist/install.yaml applied; the suite's
+# first test upgrades to this tree's release, its last one does the same
+# with the Helm charts.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -26,6 +33,13 @@ started=$(date +%s)
 LINKFORGE_NODE_BIN=$(hack/node/binaries.sh)
 export LINKFORGE_NODE_BIN
 go build -o bin/node ./hack/node
+# v0.3.0: the last commit of the third wave, the release before the peer key.
+UPGRADE_FROM=${UPGRADE_FROM:-dfe35de5b9f6d0ac06d71d13fc04d4458fff779d}
+UPGRADE_FROM_VERSION=${UPGRADE_FROM_VERSION:-v0.3.0}
+prev_started=$(date +%s)
+LINKFORGE_PREVIOUS_RELEASE=$(hack/node/previous-release.sh "$UPGRADE_FROM" "$UPGRADE_FROM_VERSION")
+export LINKFORGE_PREVIOUS_RELEASE UPGRADE_FROM_VERSION
+log "previous release $UPGRADE_FROM_VERSION ($UPGRADE_FROM) in $(($(date +%s) - prev_started))s: $LINKFORGE_PREVIOUS_RELEASE/dist"
 
 # bin/node up takes down what it started when it fails or is interrupted,
 # and touches nothing when it refuses (a node already up, the bridge or a
@@ -52,9 +66,11 @@ trap 'status=143; down' TERM
 
 eval "$(bin/node env)"
 
-# As the README's Install section tells a user.
+# The previous release, as the README's Install section told its users; the
+# suite's first test upgrades it to this one the same way.
+bin/node import -images "$LINKFORGE_PREVIOUS_RELEASE/dist/images"
 install_started=$(date +%s)
-KUBECONFIG=$LINKFORGE_CLUSTER_KUBECONFIG "$LINKFORGE_CLUSTER_KUBECTL" apply --server-side -f dist/install.yaml
-log "release applied in $(($(date +%s) - install_started))s"
+KUBECONFIG=$LINKFORGE_CLUSTER_KUBECONFIG "$LINKFORGE_CLUSTER_KUBECTL" apply --server-side -f "$LINKFORGE_PREVIOUS_RELEASE/dist/install.yaml"
+log "previous release applied in $(($(date +%s) - install_started))s"
 
 go test -tags clustere2e ./internal/clustere2e -count=1 -v -timeout 30m ${CLUSTER_E2E_RUN:+-run "$CLUSTER_E2E_RUN"}

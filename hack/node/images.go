@@ -165,6 +165,12 @@ func importImages(ctx context.Context, c *config) error {
 	if _, err := ctr(ctx, c, "images", "import", "--platform", "linux/amd64", pause); err != nil {
 		return err
 	}
+	return importLayouts(ctx, c)
+}
+
+// importLayouts imports the images of -images into the running node's
+// containerd (node import: another release's images, for the upgrade test).
+func importLayouts(ctx context.Context, c *config) error {
 	if c.imagesDir == "" {
 		return nil
 	}

@@ -8,6 +8,8 @@
 //	node up [flags]     install what is missing, start the node, import the images
 //	node down [flags]   stop everything up started and remove what it made
 //	node env [flags]    print the variables the suite reads (KUBECONFIG, ...)
+//	node import [flags] import the images of -images into the running node
+//	                    (another release's, for the upgrade test)
 //
 // Networking stays on this machine: a host bridge with a private subnet of
 // its own (refused when anything on the machine already uses it), the CNI
@@ -48,6 +50,8 @@ func main() {
 		err = down(context.Background(), cfg)
 	case "env":
 		cfg.printEnv(os.Stdout)
+	case "import":
+		err = importLayouts(context.Background(), cfg)
 	default:
 		usage()
 	}
@@ -83,7 +87,7 @@ func runUp(cfg *config) error {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: node up|down|env [flags]; node up -h for the flags")
+	fmt.Fprintln(os.Stderr, "usage: node up|down|env|import [flags]; node up -h for the flags")
 	os.Exit(2)
 }
 

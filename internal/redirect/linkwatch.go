@@ -71,13 +71,14 @@ func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 		var r struct {
 			Holder          string `json:"holder"`
 			Peer            string `json:"peer"`
+			PeerProtocol    string `json:"peerProtocol"`
 			Quota           int64  `json:"quota"`
 			ReturnRequested bool   `json:"returnRequested"`
 		}
 		if err := json.UnmarshalDecode(dec, &r, decodeOptions); err != nil {
 			return err
 		}
-		if c := (linkv1.UseReservation{Holder: r.Holder, Peer: r.Peer, Quota: r.Quota, ReturnRequested: r.ReturnRequested}); forwardsBefore(c, best) {
+		if c := (linkv1.UseReservation{Holder: r.Holder, Peer: r.Peer, PeerProtocol: r.PeerProtocol, Quota: r.Quota, ReturnRequested: r.ReturnRequested}); forwardsBefore(c, best) {
 			best = c
 		}
 		marked = marked || r.ReturnRequested

@@ -101,7 +101,7 @@ func wireLinks() []*linkv1.ShortLink {
 		l.Status.UseReservations = []linkv1.UseReservation{
 			{Holder: "redirector-0-1f2e", Quota: 2, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.1:8082"},
 			{Holder: "redirector-1-9a0b", Quota: 3, ExpiresAt: metav1.NewMicroTime(at.Time)},
-			{Holder: "redirector-2-77c1", Quota: 5, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.3:8082"},
+			{Holder: "redirector-2-77c1", Quota: 5, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.3:8082", PeerProtocol: linkv1.PeerProtocolHMACv1},
 			{Holder: "redirector-3-0d0d", Quota: 5, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.4:8082"},
 		}
 	})
@@ -109,7 +109,7 @@ func wireLinks() []*linkv1.ShortLink {
 		l.Spec.MaxUses = ptr.To[int64](10)
 		l.Status.UseReservations = []linkv1.UseReservation{
 			{Holder: "redirector-0-1f2e", Quota: 6, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.1:8082", ReturnRequested: true},
-			{Holder: "redirector-2-77c1", Quota: 2, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.3:8082"},
+			{Holder: "redirector-2-77c1", Quota: 2, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.3:8082", PeerProtocol: linkv1.PeerProtocolHMACv1},
 		}
 	})
 	add("only-marked", func(l *linkv1.ShortLink) {

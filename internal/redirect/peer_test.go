@@ -18,7 +18,16 @@ import (
 
 func TestForwardTo(t *testing.T) {
 	res := func(quota int64, addr string) linkv1.UseReservation {
-		return linkv1.UseReservation{Holder: "h" + addr, Quota: quota, Peer: addr}
+		r := linkv1.UseReservation{Holder: "h" + addr, Quota: quota, Peer: addr}
+		if addr != "" {
+			r.PeerProtocol = linkv1.PeerProtocolHMACv1
+		}
+		return r
+	}
+	previousRelease := func(quota int64, addr string) linkv1.UseReservation {
+		r := res(quota, addr)
+		r.PeerProtocol = ""
+		return r
 	}
 	marked := func(quota int64, addr string) linkv1.UseReservation {
 		r := res(quota, addr)
@@ -38,6 +47,9 @@ func TestForwardTo(t *testing.T) {
 		{"an empty reservation's peer", []linkv1.UseReservation{res(0, "a:1")}, "a:1"},
 		{"one asked to return is skipped", []linkv1.UseReservation{marked(9, "a:1"), res(1, "b:1")}, "b:1"},
 		{"only one asked to return", []linkv1.UseReservation{marked(9, "a:1")}, ""},
+		{"a previous release's holder (no protocol) is skipped", []linkv1.UseReservation{previousRelease(9, "a:1"), res(1, "b:1")}, "b:1"},
+		{"only a previous release's holder", []linkv1.UseReservation{previousRelease(9, "a:1")}, ""},
+		{"another protocol is skipped", []linkv1.UseReservation{func() linkv1.UseReservation { r := res(9, "a:1"); r.PeerProtocol = "hmac-v2"; return r }()}, ""},
 	} {
 		if got := forwardTo(tc.rs); got.Peer != tc.want || got.Peer != "" && got.Holder != "h"+tc.want {
 			t.Errorf("%s: %q (%s), want %q", tc.name, got.Peer, got.Holder, tc.want)

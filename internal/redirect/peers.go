@@ -44,10 +44,12 @@ func forwardTo(rs []linkv1.UseReservation) linkv1.UseReservation {
 }
 
 // forwardsBefore reports whether r is a better peer to forward to than
-// best: it has a peer and is not asked to return, and best has none or
-// less quota.
+// best: it has a peer that speaks this release's peer protocol (an earlier
+// release's holder would serve a use it cannot prove, and the use would
+// be lost) and is not asked to return, and best has none or less quota.
 func forwardsBefore(r, best linkv1.UseReservation) bool {
-	return r.Peer != "" && !r.ReturnRequested && (best.Peer == "" || r.Quota > best.Quota)
+	return r.Peer != "" && r.PeerProtocol == linkv1.PeerProtocolHMACv1 && !r.ReturnRequested &&
+		(best.Peer == "" || r.Quota > best.Quota)
 }
 
 // peerID is a holder in the process' peer table (0: none). A Link keeps

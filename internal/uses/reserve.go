@@ -389,9 +389,11 @@ func (u *Uses) withMine(c *Counter, reservations []linkv1.UseReservation, mine i
 		// Each write's marker is its own, even within a microsecond.
 		expires = c.heldExpires.Add(time.Microsecond)
 	}
-	return append(reservations, linkv1.UseReservation{
-		Holder: u.opts.Holder, Quota: mine, ExpiresAt: metav1.NewMicroTime(expires), Peer: u.peer(),
-	}), expires
+	mineR := linkv1.UseReservation{Holder: u.opts.Holder, Quota: mine, ExpiresAt: metav1.NewMicroTime(expires), Peer: u.peer()}
+	if mineR.Peer != "" {
+		mineR.PeerProtocol = linkv1.PeerProtocolHMACv1
+	}
+	return append(reservations, mineR), expires
 }
 
 // askReturn marks the reservation of holder (the one a forward could not
