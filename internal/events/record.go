@@ -1,0 +1,215 @@
+package events
+
+import (
+	"net"
+	"net/netip"
+)
+
+// NoRule is Record.Rule when the link has no rule or variant that chose the
+// target.
+const NoRule = -1
+
+// Sizes of a Record's copies of request bytes. The request's buffers are
+// reused by the next request, so what a Record keeps of them is copied into
+// arrays of a fixed size: a Record is a value with no pointer to the request.
+const (
+	// MaxCodeLen is the longest code kept (spec.code's limit); a longer
+	// requested code (an orphan) is cut to it.
+	MaxCodeLen = 64
+	// MaxRefererHostLen is the longest Referer host kept: a DNS name's
+	// limit. A longer host is no name and is left out.
+	MaxRefererHostLen = 253
+	// MaxUserAgentLen is how much of a User-Agent is kept for classifying
+	// it: all of a shorter one, else its first userAgentHead and last
+	// MaxUserAgentLen-userAgentHead bytes, where browsers and bots put the
+	// words the classes are read from.
+	MaxUserAgentLen = 256
+	userAgentHead   = 192
+	countryLen      = 2
+)
+
+// Record is what the redirector hands over for one answered request: a value
+// of a fixed size (no allocation to build or hand over), copied into the
+// pipeline's ring by Offer.
+//
+// The string fields must be strings that already exist and do not change
+// (the index's interned namespace, the link's name, uid, code and target):
+// Offer copies their headers, not their bytes. What comes from the request
+// goes through the setters, which copy the bytes.
+type Record struct {
+	// Time of the answer in Unix nanoseconds; Offer reads the clock when it
+	// is 0.
+	Time int64
+	// Namespace, Name and UID of the link that answered; empty for an orphan
+	// (a code no link holds).
+	Namespace, Name, UID string
+	// Target is the URL the link chose, without the request's query that
+	// the link may forward (a query can carry personal data).
+	Target string
+	// Status is the HTTP status of the answer.
+	Status uint16
+	// Rule is the index of the link's rule or variant that chose Target, or
+	// NoRule.
+	Rule int16
+	// Client is the client's address, anonymized when the event is built
+	// unless Config.KeepClientAddress.
+	Client netip.Addr
+
+	codeLen    uint8
+	refererLen uint8
+	uaLen      uint16
+	code       [MaxCodeLen]byte
+	referer    [MaxRefererHostLen]byte
+	country    [countryLen]byte
+	userAgent  [MaxUserAgentLen]byte
+}
+
+// SetCode copies the code requested (the link's code, or an orphan's path).
+func (r *Record) SetCode(code []byte) {
+	r.codeLen = uint8(copy(r.code[:], code))
+}
+
+// SetCodeString is SetCode for a code held as a string.
+func (r *Record) SetCodeString(code string) {
+	r.codeLen = uint8(copy(r.code[:], code))
+}
+
+// Code is the code SetCode kept.
+func (r *Record) Code() string { return string(r.code[:r.codeLen]) }
+
+// SetReferer keeps the host of a Referer header's URL (no scheme, user,
+// port, path or query): where the click came from, without what page. A
+// value with no host (a relative or malformed one) or a host longer than
+// MaxRefererHostLen keeps none.
+func (r *Record) SetReferer(referer []byte) {
+	r.refererLen = uint8(copy(r.referer[:], refererHost(referer)))
+}
+
+// RefererHost is the host SetReferer kept, as sent (the event lower-cases
+// it).
+func (r *Record) RefererHost() string { return string(r.referer[:r.refererLen]) }
+
+// refererHost returns the host of an absolute URL, or nil.
+func refererHost(u []byte) []byte {
+	// scheme "://"
+	i := 0
+	for i < len(u) && u[i] != ':' {
+		c := u[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return nil
+		}
+		i++
+	}
+	if i == 0 || len(u) < i+3 || u[i+1] != '/' || u[i+2] != '/' {
+		return nil
+	}
+	auth := u[i+3:]
+	for j, c := range auth {
+		if c == '/' || c == '?' || c == '#' {
+			auth = auth[:j]
+			break
+		}
+	}
+	for j := len(auth) - 1; j >= 0; j-- { // user info ends at the last '@'
+		if auth[j] == '@' {
+			auth = auth[j+1:]
+			break
+		}
+	}
+	host := auth
+	if len(host) > 0 && host[0] == '[' { // an IPv6 literal keeps its brackets
+		for j, c := range host {
+			if c == ']' {
+				host = host[:j+1]
+				break
+			}
+		}
+		if host[len(host)-1] != ']' {
+			return nil
+		}
+	} else {
+		for j, c := range host {
+			if c == ':' {
+				host = host[:j]
+				break
+			}
+		}
+	}
+	if len(host) == 0 || len(host) > MaxRefererHostLen {
+		return nil
+	}
+	for _, c := range host {
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' {
+			return nil // no name: control bytes, spaces, non-ASCII
+		}
+	}
+	return host
+}
+
+// SetUserAgent keeps what the event's User-Agent class is read from: all of
+// a User-Agent up to MaxUserAgentLen bytes, else its head and tail.
+func (r *Record) SetUserAgent(ua []byte) {
+	if len(ua) <= MaxUserAgentLen {
+		r.uaLen = uint16(copy(r.userAgent[:], ua))
+		return
+	}
+	copy(r.userAgent[:userAgentHead], ua)
+	copy(r.userAgent[userAgentHead:], ua[len(ua)-(MaxUserAgentLen-userAgentHead):])
+	r.uaLen = MaxUserAgentLen
+}
+
+// UserAgent is what SetUserAgent kept.
+func (r *Record) UserAgent() string { return string(r.userAgent[:r.uaLen]) }
+
+// SetCountry keeps a country header's value when it is a two-character
+// code (ISO 3166-1 alpha-2, or a proxy's own such as XX or T1), upper-cased;
+// anything else keeps none.
+func (r *Record) SetCountry(v []byte) {
+	r.country = [countryLen]byte{}
+	if len(v) != countryLen {
+		return
+	}
+	var c [countryLen]byte
+	for i, b := range v {
+		switch {
+		case 'a' <= b && b <= 'z':
+			c[i] = b - 'a' + 'A'
+		case 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+			c[i] = b
+		default:
+			return
+		}
+	}
+	r.country = c
+}
+
+// Country is what SetCountry kept.
+func (r *Record) Country() string {
+	if r.country[0] == 0 {
+		return ""
+	}
+	return string(r.country[:])
+}
+
+// SetClientIP sets Client from a net.IP (fasthttp's RemoteIP), IPv4-mapped
+// IPv6 addresses as IPv4.
+func (r *Record) SetClientIP(ip net.IP) {
+	a, _ := netip.AddrFromSlice(ip)
+	r.Client = a.Unmap()
+}
+
+// anonymize returns a with its host bits cleared: an IPv4 address to its
+// /24, an IPv6 address to its /48, the prefixes that name a network, not a
+// subscriber.
+func anonymize(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	bits := 48
+	if a.Is4() {
+		bits = 24
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return p.Addr()
+}
