@@ -51,7 +51,7 @@ func checkEvent(t *testing.T, e cloudevents.Event, i int) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-func code(i int) string  { r := record(i); return r.Code() }
+func code(i int) string { r := record(i); return r.Code() }
 
 // TestBatchesReachTheSDKReceiver: batched mode, decoded by the SDK's batch
 // reader, signed and with the bearer token.
@@ -62,7 +62,7 @@ func TestBatchesReachTheSDKReceiver(t *testing.T) {
 	cfg.CloudEvents.SigningKey, cfg.CloudEvents.BearerToken = key, "t0ken"
 	p := start(t, cfg)
 	offer(t, p, 0, 25)
-	waitFor(t, func() bool { return len(recv.accepted(allOK)) == 25 }, "25 events received")
+	waitFor(t, func() bool { return countsOf(p, SinkCloudEvents).sent == 25 }, "25 events sent")
 	for i, e := range recv.accepted(allOK) {
 		checkEvent(t, e, i)
 	}
@@ -227,12 +227,15 @@ func TestRetriesWithTheSameEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		statuses []int
-		header   http.Header
+		header   func() http.Header
 		minGap   time.Duration // between the failed answer and the retry
 	}{
 		{"5xx", []int{500, 502, 503, 504}, nil, 0},
-		{"429 Retry-After seconds", []int{429}, http.Header{"Retry-After": {"1"}}, time.Second},
-		{"503 Retry-After date", []int{503}, http.Header{"Retry-After": {time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)}}, time.Second},
+		{"429 Retry-After seconds", []int{429}, func() http.Header { return http.Header{"Retry-After": {"1"}} }, time.Second},
+		{"503 Retry-After date", []int{503}, func() http.Header {
+			// at least 2s from now: the date has whole seconds
+			return http.Header{"Retry-After": {time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat)}}
+		}, 2 * time.Second},
 		{"408", []int{408}, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -243,7 +246,12 @@ func TestRetriesWithTheSameEvents(t *testing.T) {
 				}
 				return http.StatusOK
 			}
-			recv.respond = func(n int) (int, http.Header) { return statusOf(n), tc.header }
+			recv.respond = func(n int) (int, http.Header) {
+				if tc.header == nil {
+					return statusOf(n), nil
+				}
+				return statusOf(n), tc.header()
+			}
 			cfg := testConfig(recv.URL)
 			cfg.CloudEvents.SigningKey = []byte("0123456789abcdef")
 			p := start(t, cfg)

@@ -101,8 +101,8 @@ func build(rec *Record, id string, keepClient bool) Event {
 	if e.Rule < NoRule {
 		e.Rule = NoRule
 	}
-	if rec.refererLen > 0 {
-		e.RefererHost = strings.ToLower(rec.RefererHost())
+	if host := rec.RefererHost(); host != "" {
+		e.RefererHost = strings.ToLower(host)
 	}
 	e.Bot, e.Device = classify(rec.userAgent[:rec.uaLen])
 	if rec.Client.IsValid() {

@@ -81,6 +81,13 @@ func New(cfg Config) (*Pipeline, error) {
 		}
 		sinks = append(sinks, s)
 	}
+	p := newPipeline(c, sinks)
+	p.start()
+	return p, nil
+}
+
+// newPipeline returns a Pipeline of sinks, not started.
+func newPipeline(c Config, sinks []sink) *Pipeline {
 	p := &Pipeline{
 		cfg: c, ring: newRing(c.HandoffBuffer), ids: newIDSource(),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), batched: make(chan struct{}),
@@ -93,14 +100,20 @@ func New(cfg Config) (*Pipeline, error) {
 		names[i], depths[i] = s.name(), func() float64 { return float64(r.buf.len()) }
 	}
 	p.m = newMetrics(c.Registerer, names, func() float64 { return float64(p.ring.depth()) }, depths)
-	p.sinkCtx, p.cancelSink = context.WithCancel(context.Background())
 	for _, r := range p.sinks {
 		r.m = p.m.sinks[r.sink.name()]
+	}
+	p.sinkCtx, p.cancelSink = context.WithCancel(context.Background())
+	return p
+}
+
+// start starts the batcher and the sinks' senders.
+func (p *Pipeline) start() {
+	for _, r := range p.sinks {
 		p.sinksDone.Add(1)
 		go p.deliver(r)
 	}
 	go p.batch()
-	return p, nil
 }
 
 // Offer hands rec over and returns at once: false when the hand-off ring is

@@ -16,8 +16,10 @@ const (
 	// MaxCodeLen is the longest code kept (spec.code's limit); a longer
 	// requested code (an orphan) is cut to it.
 	MaxCodeLen = 64
-	// MaxRefererHostLen is the longest Referer host kept: a DNS name's
-	// limit. A longer host is no name and is left out.
+	// MaxRefererLen is how much of a Referer is kept, its host read from
+	// it off the hit path: a host that does not end within it is left out.
+	MaxRefererLen = 256
+	// MaxRefererHostLen is the longest Referer host: a DNS name's limit.
 	MaxRefererHostLen = 253
 	// MaxUserAgentLen is how much of a User-Agent is kept for classifying
 	// it: all of a shorter one, else its first userAgentHead and last
@@ -56,11 +58,12 @@ type Record struct {
 	Client netip.Addr
 
 	codeLen    uint8
-	refererLen uint8
+	refererCut bool // the Referer was longer than MaxRefererLen
+	refererLen uint16
 	uaLen      uint16
-	code       [MaxCodeLen]byte
-	referer    [MaxRefererHostLen]byte
 	country    [countryLen]byte
+	code       [MaxCodeLen]byte
+	referer    [MaxRefererLen]byte
 	userAgent  [MaxUserAgentLen]byte
 }
 
@@ -77,20 +80,24 @@ func (r *Record) SetCodeString(code string) {
 // Code is the code SetCode kept.
 func (r *Record) Code() string { return string(r.code[:r.codeLen]) }
 
-// SetReferer keeps the host of a Referer header's URL (no scheme, user,
-// port, path or query): where the click came from, without what page. A
-// value with no host (a relative or malformed one) or a host longer than
-// MaxRefererHostLen keeps none.
+// SetReferer keeps the start of a Referer header: the event has its host
+// (no scheme, user, port, path or query), where the click came from without
+// what page. A value with no host (a relative or malformed one), or whose
+// host does not end within MaxRefererLen bytes, gives none.
 func (r *Record) SetReferer(referer []byte) {
-	r.refererLen = uint8(copy(r.referer[:], refererHost(referer)))
+	r.refererLen = uint16(copy(r.referer[:], referer))
+	r.refererCut = len(referer) > MaxRefererLen
 }
 
-// RefererHost is the host SetReferer kept, as sent (the event lower-cases
-// it).
-func (r *Record) RefererHost() string { return string(r.referer[:r.refererLen]) }
+// RefererHost is the host of the Referer SetReferer kept, as sent (the
+// event lower-cases it).
+func (r *Record) RefererHost() string {
+	return string(refererHost(r.referer[:r.refererLen], !r.refererCut))
+}
 
-// refererHost returns the host of an absolute URL, or nil.
-func refererHost(u []byte) []byte {
+// refererHost returns the host of an absolute URL, or nil. When u is not
+// all of the URL (complete false), a host must end within it.
+func refererHost(u []byte, complete bool) []byte {
 	// scheme "://"
 	i := 0
 	for i < len(u) && u[i] != ':' {
@@ -103,12 +110,15 @@ func refererHost(u []byte) []byte {
 	if i == 0 || len(u) < i+3 || u[i+1] != '/' || u[i+2] != '/' {
 		return nil
 	}
-	auth := u[i+3:]
+	auth, ended := u[i+3:], complete
 	for j, c := range auth {
 		if c == '/' || c == '?' || c == '#' {
-			auth = auth[:j]
+			auth, ended = auth[:j], true
 			break
 		}
+	}
+	if !ended {
+		return nil
 	}
 	for j := len(auth) - 1; j >= 0; j-- { // user info ends at the last '@'
 		if auth[j] == '@' {
@@ -161,34 +171,30 @@ func (r *Record) SetUserAgent(ua []byte) {
 // UserAgent is what SetUserAgent kept.
 func (r *Record) UserAgent() string { return string(r.userAgent[:r.uaLen]) }
 
-// SetCountry keeps a country header's value when it is a two-character
-// code (ISO 3166-1 alpha-2, or a proxy's own such as XX or T1), upper-cased;
-// anything else keeps none.
+// SetCountry keeps a country header's value: the event has it when it is
+// a two-character code (ISO 3166-1 alpha-2, or a proxy's own such as XX or
+// T1), upper-cased; anything else gives none.
 func (r *Record) SetCountry(v []byte) {
 	r.country = [countryLen]byte{}
-	if len(v) != countryLen {
-		return
+	if len(v) == countryLen {
+		r.country = [countryLen]byte(v)
 	}
+}
+
+// Country is the code SetCountry kept, or "".
+func (r *Record) Country() string {
 	var c [countryLen]byte
-	for i, b := range v {
+	for i, b := range r.country {
 		switch {
 		case 'a' <= b && b <= 'z':
 			c[i] = b - 'a' + 'A'
 		case 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
 			c[i] = b
 		default:
-			return
+			return ""
 		}
 	}
-	r.country = c
-}
-
-// Country is what SetCountry kept.
-func (r *Record) Country() string {
-	if r.country[0] == 0 {
-		return ""
-	}
-	return string(r.country[:])
+	return string(c[:])
 }
 
 // SetClientIP sets Client from a net.IP (fasthttp's RemoteIP), IPv4-mapped
