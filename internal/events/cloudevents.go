@@ -3,7 +3,6 @@ package events
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -74,11 +73,8 @@ func CloudEvent(e *Event, source string) (cloudevents.Event, error) {
 	ce.SetType(EventType)
 	ce.SetTime(e.Time)
 	ce.SetSubject(e.Subject())
-	data, err := json.Marshal(e)
-	if err != nil {
-		return ce, err
-	}
-	if err := ce.SetData(cloudevents.ApplicationJSON, data); err != nil {
+	// The event itself, not its bytes: the SDK writes bytes as data_base64.
+	if err := ce.SetData(cloudevents.ApplicationJSON, e); err != nil {
 		return ce, err
 	}
 	return ce, ce.Validate()

@@ -250,4 +250,3 @@ func TestSinksAreIndependent(t *testing.T) {
 	ceCounts.conserved(t)
 	countsOf(p, SinkOTLP).conserved(t)
 }
-
