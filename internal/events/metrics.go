@@ -25,6 +25,9 @@ const (
 
 var dropReasons = []string{DropHandoffFull, DropBufferFull, DropShutdown}
 
+// sinkLabel names the sink of a metric: cloudevents or otlp.
+const sinkLabel = "sink"
+
 // metrics of the pipeline. For each sink, at every moment (give or take
 // the updates in flight):
 //
@@ -54,24 +57,25 @@ func newMetrics(reg prometheus.Registerer, sinks []string, handoffDepth func() f
 	sent := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "sent_total",
 		Help: "Click events the sink's receiver acknowledged (2xx), by sink.",
-	}, []string{"sink"})
+	}, []string{sinkLabel})
 	failed := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "failed_total",
 		Help: "Click events the sink's receiver refused with a status that is not retried, or that could not be encoded, by sink.",
-	}, []string{"sink"})
+	}, []string{sinkLabel})
 	retries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "retries_total",
 		Help: "Requests to the sink retried after a network error, a timeout, 429 or a retried 5xx, by sink.",
-	}, []string{"sink"})
+	}, []string{sinkLabel})
 	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "dropped_total",
 		Help: "Click events the sink will never get, by sink and reason: handoff_full (the batcher fell behind), buffer_full (the sink down or slow and its buffer full), shutdown.",
-	}, []string{"sink", "reason"})
-	collectors := []prometheus.Collector{offered, sent, failed, retries, dropped,
+	}, []string{sinkLabel, "reason"})
+	collectors := make([]prometheus.Collector, 0, 6+len(sinks))
+	collectors = append(collectors, offered, sent, failed, retries, dropped,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "handoff_depth",
 			Help: "Click events between the redirector and the batcher (at most the hand-off ring's size).",
-		}, handoffDepth)}
+		}, handoffDepth))
 	m := &metrics{offered: offered, sinks: map[string]*sinkMetrics{}}
 	for i, s := range sinks {
 		sm := &sinkMetrics{
@@ -87,7 +91,7 @@ func newMetrics(reg prometheus.Registerer, sinks []string, handoffDepth func() f
 		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "buffer_depth",
 			Help:        "Click events in the sink's buffer, the batch being sent included (at most --events-buffer).",
-			ConstLabels: prometheus.Labels{"sink": s},
+			ConstLabels: prometheus.Labels{sinkLabel: s},
 		}, bufferDepth[i]))
 	}
 	if reg != nil {

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"net"
 	"net/netip"
 )
@@ -98,62 +99,68 @@ func (r *Record) RefererHost() string {
 // refererHost returns the host of an absolute URL, or nil. When u is not
 // all of the URL (complete false), a host must end within it.
 func refererHost(u []byte, complete bool) []byte {
-	// scheme "://"
-	i := 0
-	for i < len(u) && u[i] != ':' {
-		c := u[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
-			return nil
-		}
-		i++
-	}
-	if i == 0 || len(u) < i+3 || u[i+1] != '/' || u[i+2] != '/' {
+	rest := afterScheme(u)
+	if rest == nil {
 		return nil
 	}
-	auth, ended := u[i+3:], complete
-	for j, c := range auth {
-		if c == '/' || c == '?' || c == '#' {
-			auth, ended = auth[:j], true
-			break
-		}
+	auth, ended := rest, complete
+	if i := bytes.IndexAny(rest, "/?#"); i >= 0 {
+		auth, ended = rest[:i], true
 	}
 	if !ended {
 		return nil
 	}
-	for j := len(auth) - 1; j >= 0; j-- { // user info ends at the last '@'
-		if auth[j] == '@' {
-			auth = auth[j+1:]
-			break
-		}
+	if i := bytes.LastIndexByte(auth, '@'); i >= 0 { // user info ends at the last '@'
+		auth = auth[i+1:]
 	}
-	host := auth
-	if len(host) > 0 && host[0] == '[' { // an IPv6 literal keeps its brackets
-		for j, c := range host {
-			if c == ']' {
-				host = host[:j+1]
-				break
-			}
-		}
-		if host[len(host)-1] != ']' {
-			return nil
-		}
-	} else {
-		for j, c := range host {
-			if c == ':' {
-				host = host[:j]
-				break
-			}
-		}
-	}
-	if len(host) == 0 || len(host) > MaxRefererHostLen {
+	host := hostOf(auth)
+	if len(host) == 0 || len(host) > MaxRefererHostLen || !printable(host) {
 		return nil
 	}
-	for _, c := range host {
-		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' {
-			return nil // no name: control bytes, spaces, non-ASCII
+	return host
+}
+
+// afterScheme returns what follows "scheme://" in u, or nil.
+func afterScheme(u []byte) []byte {
+	i := bytes.IndexByte(u, ':')
+	if i <= 0 || !bytes.HasPrefix(u[i:], []byte("://")) {
+		return nil
+	}
+	for j, c := range u[:i] {
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		later := '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.' // not first
+		if !letter && (j == 0 || !later) {
+			return nil
 		}
 	}
-	return host
+	return u[i+3:]
+}
+
+// hostOf returns the host of an authority without its port; an IPv6
+// literal keeps its brackets.
+func hostOf(auth []byte) []byte {
+	if len(auth) > 0 && auth[0] == '[' {
+		i := bytes.IndexByte(auth, ']')
+		if i < 0 {
+			return nil
+		}
+		return auth[:i+1]
+	}
+	if i := bytes.IndexByte(auth, ':'); i >= 0 {
+		return auth[:i]
+	}
+	return auth
+}
+
+// printable reports whether host has only visible ASCII, none of the bytes
+// that would make it markup: a name, not garbage.
+func printable(host []byte) bool {
+	for _, c := range host {
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' {
+			return false
+		}
+	}
+	return true
 }
 
 // SetUserAgent keeps what the event's User-Agent class is read from: all of

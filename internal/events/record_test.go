@@ -189,7 +189,7 @@ func TestIDsAreUniqueUUIDv8(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	if newIDSource().next() == newIDSource().next() {
+	if a, b := newIDSource(), newIDSource(); a.next() == b.next() {
 		t.Error("two pipelines made the same first id")
 	}
 }

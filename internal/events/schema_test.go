@@ -67,7 +67,7 @@ func TestEmittedEventsMatchTheSchema(t *testing.T) {
 		}
 	}
 	waitFor(t, func() bool { return countsOf(p, SinkCloudEvents).sent == 3 }, "3 events sent")
-	var raw []json.RawMessage
+	raw := make([]json.RawMessage, 0, 3)
 	for _, req := range recv.got() {
 		var batch []json.RawMessage
 		if err := json.Unmarshal(req.body, &batch); err != nil {
