@@ -82,7 +82,9 @@ func newOTLPSink(c *Config) (*otlpSink, error) {
 		otlploghttp.WithEndpointURL(u.String()),
 		otlploghttp.WithHTTPClient(client),
 		otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false}),
-		otlploghttp.WithHeaders(headers),
+	}
+	if len(headers) > 0 { // else OTEL_EXPORTER_OTLP_(LOGS_)HEADERS may set them
+		opts = append(opts, otlploghttp.WithHeaders(headers))
 	}
 	if c.OTLP.Gzip {
 		opts = append(opts, otlploghttp.WithCompression(otlploghttp.GzipCompression))
