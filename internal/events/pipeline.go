@@ -155,20 +155,22 @@ func (p *Pipeline) batch() {
 	for {
 		select {
 		case <-p.wake:
+			p.drain(false) // full batches; the rest waits for the tick
 		case <-t.C:
+			p.drain(true)
 		case <-p.stop:
-			p.drain()
+			p.drain(true)
 			return
 		}
-		p.drain()
 	}
 }
 
-// drain moves every record in the ring to the sinks' buffers.
-func (p *Pipeline) drain() {
+// drain moves the records in the ring to the sinks' buffers: all of them,
+// or only full batches.
+func (p *Pipeline) drain(all bool) {
 	for {
 		n := min(p.ring.depth(), p.cfg.MaxBatch)
-		if n <= 0 {
+		if n <= 0 || !all && n < p.cfg.MaxBatch {
 			return
 		}
 		events := make([]Event, 0, n)
