@@ -101,6 +101,7 @@ func newOTLPSink(c *Config) (*otlpSink, error) {
 	provider := sdklog.NewLoggerProvider(
 		sdklog.WithResource(resource.NewSchemaless(attrs...)),
 		sdklog.WithProcessor(records),
+		sdklog.WithAllowKeyDuplication(), // our keys are distinct: no map to deduplicate them
 	)
 	return &otlpSink{
 		exporter: exp, provider: provider, records: records, answers: answers,
