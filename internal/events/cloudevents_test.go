@@ -215,8 +215,10 @@ func TestOfferNeverBlocks(t *testing.T) {
 	}
 	waitFor(t, func() bool { return p.ring.depth() == 0 }, "the batcher empties the ring")
 	c := countsOf(p, SinkCloudEvents)
-	if c.offered != goroutines*each || c.depth != 100 || c.handoffFull+c.bufferFull != goroutines*each-100 {
-		t.Errorf("counts %+v: want all offered, 100 buffered, the rest dropped", c)
+	// How many the batcher took during the flood depends on the scheduler;
+	// the buffer's bound does not.
+	if c.offered != goroutines*each || c.depth < 1 || c.depth > 100 || c.handoffFull+c.bufferFull != goroutines*each-c.depth {
+		t.Errorf("counts %+v: want all offered, 1 to 100 buffered, the rest dropped", c)
 	}
 	c.conserved(t)
 }
