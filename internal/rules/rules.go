@@ -84,7 +84,24 @@ type Compiled struct {
 	seed        uint64
 	expiredURL  string
 	forwardPath bool
+	// reads are the facts some rule or the split reads; splitURLs the
+	// status.variantUses keys of the split, spec.url first.
+	reads     Fact
+	splitURLs []string
 }
+
+// Fact is a fact of a request that a link's routing reads, so that the
+// redirector gathers only those (a header lookup or a clock read is a
+// good part of a plain redirect).
+type Fact uint8
+
+const (
+	FactDevice   Fact = 1 << iota // Facts.Device or UserAgent: a devices condition
+	FactLanguage                  // Facts.AcceptLanguage: a languages condition
+	FactTime                      // Facts.Now: an after or before condition
+	FactCountry                   // Facts.Country: a countries condition
+	FactClient                    // Facts.ClientAddr and UserAgent: the split
+)
 
 type compiledRule struct {
 	url       string
@@ -153,6 +170,16 @@ func Compile(spec *linkv1.ShortLinkSpec, seed string, locate func(string) string
 		total += uint64(v.Weight)
 		c.variants = append(c.variants, compiledVariant{url: locate(string(v.URL)), key: string(v.URL), upTo: total})
 	}
+	for i := range c.rules {
+		c.reads |= c.rules[i].reads()
+	}
+	if len(c.variants) > 0 {
+		c.reads |= FactClient
+		c.splitURLs = append(c.splitURLs, c.defaultKey)
+		for _, v := range c.variants {
+			c.splitURLs = append(c.splitURLs, v.key)
+		}
+	}
 	if total > 100 {
 		return nil, fmt.Errorf("the weights of spec.variants add up to %d: they are percentages, spec.url takes what they leave of 100", total)
 	}
@@ -208,6 +235,37 @@ func compileRule(r *linkv1.RedirectRule, locate func(string) string) (compiledRu
 	}
 	return out, nil
 }
+
+// reads are the facts the rule's conditions read.
+func (r *compiledRule) reads() Fact {
+	var f Fact
+	if r.devices != 0 {
+		f |= FactDevice
+	}
+	if len(r.languages) > 0 {
+		f |= FactLanguage
+	}
+	if r.hasAfter || r.hasBefore {
+		f |= FactTime
+	}
+	if len(r.countries) > 0 {
+		f |= FactCountry
+	}
+	return f
+}
+
+// Reads are the facts Evaluate may read of this link's clicks: a fact not
+// in it may be left empty in Facts. (RawQuery and Headers are always read
+// as given.)
+func (c *Compiled) Reads() Fact { return c.reads }
+
+// SplitURLs are the status.variantUses keys of the split in the order of
+// SplitSlot: spec.url, then each variant's url as written (none without
+// variants). The caller must not modify it.
+func (c *Compiled) SplitURLs() []string { return c.splitURLs }
+
+// SplitSlot is the index in SplitURLs of a split click's destination.
+func SplitSlot(ch Choice) int { return ch.Variant + 1 }
 
 // Plain reports whether every click goes to spec.url: no rules, no variants.
 func (c *Compiled) Plain() bool { return len(c.rules) == 0 && len(c.variants) == 0 }
