@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,9 +130,12 @@ type Redirector struct {
 	publicBase *url.URL
 	metrics    *metrics
 	devices    *deviceMemo
-	clock      clock.PassiveClock
-	log        logr.Logger
-	opts       Options
+	// countryHeader and clientHeader are Options.CountryHeader and
+	// ClientAddressHeader in canonical form (PeekCanonical).
+	countryHeader, clientHeader string
+	clock                       clock.PassiveClock
+	log                         logr.Logger
+	opts                        Options
 
 	allowedNS  map[string]bool
 	namespaces sync.Map // name -> *corev1.Namespace (stripped), for events
@@ -162,6 +167,8 @@ func New(opts Options) *Redirector {
 		linkInformers: 1,
 		refusedLog:    sampler{every: refusedLogEvery},
 		devices:       newDeviceMemo(),
+		countryHeader: canonicalHeader(opts.CountryHeader),
+		clientHeader:  canonicalHeader(opts.ClientAddressHeader),
 	}
 	r.domains = NewDomains(r.domainConflict)
 	r.fallbacks = newFallbackTable()
@@ -186,6 +193,11 @@ func New(opts Options) *Redirector {
 		}
 	}
 	return r
+}
+
+// canonicalHeader is a header name as fasthttp stores a request's.
+func canonicalHeader(name string) string {
+	return textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))
 }
 
 // Close writes out the access log's queued records and stops its writer.

@@ -28,8 +28,19 @@ type requestContext interface {
 
 func (c ctxClock) requestCtx() *fasthttp.RequestCtx { return c.ctx }
 
-// headerAcceptLanguage is read for languages conditions.
-const headerAcceptLanguage = "Accept-Language"
+// headerAcceptLanguage is read for languages conditions, in canonical
+// form: fasthttp stores the names of a request's headers so, and
+// PeekCanonical spares the normalization of the name that Peek does on
+// every call (a sixth of what a link with rules cost a click).
+var headerAcceptLanguage = []byte("Accept-Language")
+
+// canonicalHeaders is a request's headers as rules.Facts.Headers: the
+// rules ask for canonical names.
+type canonicalHeaders fasthttp.RequestHeader
+
+func (h *canonicalHeaders) Peek(name string) []byte {
+	return (*fasthttp.RequestHeader)(h).PeekCanonical(sbytes(name))
+}
 
 // facts gathers what c's rules read of the request (rules.Compiled.Reads);
 // now is the time answer decided on, 0 if it read none.
@@ -48,7 +59,7 @@ func (r *Redirector) facts(c *rules.Compiled, at requestClock, rawQuery string, 
 	}
 	ctx := rc.requestCtx()
 	h := &ctx.Request.Header
-	f.Headers = h
+	f.Headers = (*canonicalHeaders)(h)
 	if reads&(rules.FactDevice|rules.FactClient) != 0 {
 		f.UserAgent = h.UserAgent()
 	}
@@ -56,10 +67,10 @@ func (r *Redirector) facts(c *rules.Compiled, at requestClock, rawQuery string, 
 		f.Device, f.DeviceKnown = r.devices.classify(f.UserAgent), true
 	}
 	if reads&rules.FactLanguage != 0 {
-		f.AcceptLanguage = h.Peek(headerAcceptLanguage)
+		f.AcceptLanguage = h.PeekCanonical(headerAcceptLanguage)
 	}
 	if reads&rules.FactCountry != 0 && r.opts.CountryHeader != "" {
-		f.Country = h.Peek(r.opts.CountryHeader)
+		f.Country = h.PeekCanonical(sbytes(r.countryHeader))
 	}
 	if reads&rules.FactClient != 0 {
 		f.ClientAddr = r.clientAddr(ctx)
@@ -72,8 +83,8 @@ func (r *Redirector) facts(c *rules.Compiled, at requestClock, rawQuery string, 
 // request has it, else the peer's IP address (its port changes with every
 // connection, so it is left out).
 func (r *Redirector) clientAddr(ctx *fasthttp.RequestCtx) []byte {
-	if r.opts.ClientAddressHeader != "" {
-		if v := ctx.Request.Header.Peek(r.opts.ClientAddressHeader); len(v) > 0 {
+	if r.clientHeader != "" {
+		if v := ctx.Request.Header.PeekCanonical(sbytes(r.clientHeader)); len(v) > 0 {
 			return v
 		}
 	}

@@ -14,8 +14,10 @@ func queryHolds(raw []byte, m *queryMatch) bool {
 		} else {
 			raw = nil
 		}
-		// Decoding only shortens: a key shorter than the name cannot match.
-		if len(pair) < len(m.name) {
+		// Decoding only shortens: a key shorter than the name cannot match;
+		// nor can one whose first byte is plain and not the name's (most
+		// pairs of a query, at the cost of a comparison).
+		if len(pair) < len(m.name) || pair[0] != m.name[0] && pair[0] != '%' && pair[0] != '+' {
 			continue
 		}
 		key, value := pair, []byte(nil)

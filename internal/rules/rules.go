@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"net/textproto"
 	"strings"
 	"time"
 
@@ -26,7 +27,9 @@ type Facts struct {
 	// percent-encoded (queryParams conditions).
 	RawQuery []byte
 	// Headers reads the other request headers (headers conditions); nil
-	// matches no headers condition.
+	// matches no headers condition. It is asked for names in canonical
+	// form (textproto.CanonicalMIMEHeaderKey: X-Campaign), so it may look
+	// them up as they are (fasthttp's PeekCanonical).
 	Headers HeaderPeeker
 	// Now is the redirector's clock (after and before conditions).
 	Now time.Time
@@ -215,7 +218,9 @@ func compileRule(r *linkv1.RedirectRule, locate func(string) string) (compiledRu
 		if h.Name == "" {
 			return out, fmt.Errorf("a headers condition needs a name")
 		}
-		out.headers = append(out.headers, headerMatch{name: h.Name, value: h.Value})
+		// Canonical (X-Campaign), so that a peeker can look it up as its
+		// server stores names, without normalizing it per click.
+		out.headers = append(out.headers, headerMatch{name: textproto.CanonicalMIMEHeaderKey(h.Name), value: h.Value})
 	}
 	if r.After != nil {
 		out.after, out.hasAfter = r.After.UnixNano(), true
