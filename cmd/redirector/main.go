@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -148,10 +149,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := checkRenderFlags(renderSlots, renderShare); err != nil {
-		return err
-	}
-	if err := checkHeaderFlags(map[string]string{"country-header": countryHeader, "client-address-header": clientHeader}); err != nil {
+	if err := errors.Join(checkRenderFlags(renderSlots, renderShare), checkRequestFlags(countryHeader, clientHeader)); err != nil {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -442,6 +440,11 @@ func checkRenderFlags(slots int, share float64) error {
 		return fmt.Errorf("--render-cpu-share=%v must be more than 0 and at most 1", share)
 	}
 	return nil
+}
+
+// checkRequestFlags checks the flags that name request headers.
+func checkRequestFlags(countryHeader, clientHeader string) error {
+	return checkHeaderFlags(map[string]string{"country-header": countryHeader, "client-address-header": clientHeader})
 }
 
 // checkHeaderFlags refuses a header name flag (by flag name) that is not

@@ -7,8 +7,11 @@ import (
 )
 
 // methodHead is HEAD, which gets the headers of an answer: nothing is
-// drawn or rendered for it.
-const methodHead = "HEAD"
+// drawn or rendered for it; methodGet is GET, the method of a use.
+const (
+	methodHead = "HEAD"
+	methodGet  = "GET"
+)
 
 // answer is what the redirect port answers to one request.
 type answer struct {
@@ -48,7 +51,7 @@ type requestClock interface{ Time() time.Time }
 // It neither keeps nor returns any of its string arguments, so a caller
 // may pass strings that alias a buffer it reuses afterwards.
 func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock) answer {
-	if method != "GET" && method != methodHead {
+	if method != methodGet && method != methodHead {
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
 	}
 	if !r.Ready() {
@@ -111,7 +114,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 			return r.notFound(rt)
 		}
 	}
-	if method == "GET" && r.opts.Uses != nil && e.counter != nil {
+	if method == methodGet && r.opts.Uses != nil && e.counter != nil {
 		// A use: a GET answered with a redirect. HEAD (link unfurlers) is not.
 		// A split click is counted first, so the write of its use has it.
 		if slot >= 0 {
@@ -130,11 +133,8 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 			}
 		}
 	}
-	if slot >= 0 {
-		if method == "GET" {
-			r.metrics.split[slot].Inc()
-		}
-	} else if location == "" {
+	r.splitClicked(slot, method)
+	if location == "" {
 		location = e.target(rawQuery)
 	}
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location}

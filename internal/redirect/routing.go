@@ -184,6 +184,14 @@ func (r *Redirector) routedLocation(e *Link, ch rules.Choice, rt route, rawQuery
 	return target
 }
 
+// splitClicked counts a GET sent to slot of its link's split (none if
+// slot is -1) in the metric.
+func (r *Redirector) splitClicked(slot int, method string) {
+	if slot >= 0 && method == methodGet {
+		r.metrics.split[slot].Inc()
+	}
+}
+
 // forwardRoute names the link of a path with more after its code
 // (/<namespace>/<code>/rest, or /<code>/rest on a namespace's host) when
 // that link forwards paths (spec.forwardPath): asked only when the path

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,6 +243,48 @@ func TestEvaluatePlainAndTrimmed(t *testing.T) {
 		t.Errorf("accessors: %q %v %d %d", c.ExpiredURL(), c.ForwardPath(), c.Rules(), c.Variants())
 	}
 }
+
+// Reads names the facts a link's routing reads, so that the redirector
+// gathers no other; SplitURLs are status.variantUses' keys by SplitSlot.
+func TestReadsAndSplitURLs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		spec *linkv1.ShortLinkSpec
+		want Fact
+	}{
+		{"plain", &linkv1.ShortLinkSpec{URL: "https://e.com/"}, 0},
+		{"query and header", &linkv1.ShortLinkSpec{URL: "https://e.com/", Rules: []linkv1.RedirectRule{
+			{URL: "https://e.com/q", QueryParams: []linkv1.QueryParamMatch{{Name: "b"}}, Headers: []linkv1.HeaderMatch{{Name: "x-a", Value: "1"}}}}}, 0},
+		{"eight rules", eightRules(), FactDevice | FactLanguage | FactTime | FactCountry | FactClient},
+		{"split only", &linkv1.ShortLinkSpec{URL: "https://e.com/", Variants: []linkv1.Variant{{URL: "https://e.com/b", Weight: 5}}}, FactClient},
+	} {
+		c2 := mustCompile(t, c.spec)
+		if got := c2.Reads(); got != c.want {
+			t.Errorf("%s: reads %b, want %b", c.name, got, c.want)
+		}
+	}
+	spec := &linkv1.ShortLinkSpec{URL: " https://e.com/a", Variants: []linkv1.Variant{{URL: "https://e.com/b", Weight: 30}, {URL: "https://e.com/c", Weight: 30}}}
+	c := mustCompile(t, spec)
+	if got := c.SplitURLs(); !slices.Equal(got, []string{" https://e.com/a", "https://e.com/b", "https://e.com/c"}) {
+		t.Errorf("SplitURLs %q", got)
+	}
+	for _, ch := range []Choice{{Variant: -1, Rule: -1}, {Variant: 0, Rule: -1}, {Variant: 1, Rule: -1}} {
+		if got := c.SplitURLs()[SplitSlot(ch)]; got != c.SplitURL(ch) {
+			t.Errorf("slot of %+v: %q, SplitURL %q", ch, got, c.SplitURL(ch))
+		}
+	}
+	// Header names are asked for in canonical form.
+	c = mustCompile(t, &linkv1.ShortLinkSpec{URL: "https://e.com/", Rules: []linkv1.RedirectRule{
+		{URL: "https://e.com/h", Headers: []linkv1.HeaderMatch{{Name: "x-campaign", Value: "spring"}}}}})
+	asked := ""
+	if got := Evaluate(&Facts{Headers: peekFunc(func(k string) []byte { asked = k; return []byte("spring") })}, c); got.Rule != 0 || asked != "X-Campaign" {
+		t.Errorf("rule %d, asked for %q; want rule 0 and X-Campaign", got.Rule, asked)
+	}
+}
+
+type peekFunc func(string) []byte
+
+func (f peekFunc) Peek(k string) []byte { return f(k) }
 
 // TestVariantSplit: 70/30 over 10,000 distinct clients lands within 2
 // percentage points of 70, each client keeps its variant, and another
