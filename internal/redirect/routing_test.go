@@ -184,7 +184,7 @@ func TestForwardPath(t *testing.T) {
 		{"x", "/ns/q/a?x=1", 302, "https://docs.example.com/q/a?x=1"},
 		{"go.example.com", "/docs/guide", 302, "https://docs.example.com/v2/guide?lang=en"},
 		{"x", "http://x/ns/docs/abs?y=1", 302, "https://docs.example.com/v2/abs?lang=en"}, // absolute form
-		{"x", "/ns/docs/%zz/%", 400, ""}, // a broken escape: not a URL
+		{"x", "/ns/docs/%zz/%", 400, ""},                                                  // a broken escape: not a URL
 		{"x", "/ns/docs/" + strings.Repeat("a/", 2000), 302, "https://docs.example.com/v2/" + strings.Repeat("a/", 2000) + "?lang=en"},
 		{"x", "/ns/docs/\\evil.example/x", 302, "https://docs.example.com/v2/evil.example/x?lang=en"},
 		{"x", "/ns/plain/extra", 404, ""},
