@@ -64,7 +64,7 @@ func newCodeMetrics(r *ShortLinkReconciler) *codeMetrics {
 		}, []string{"kind"}),
 		invalid: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: codeMetricsNamespace, Subsystem: codeMetricsSubsystem, Name: "invalid_urls_total",
-			Help: "ShortLinks whose spec.url the canonicalizer refused (state Invalid, reason InvalidURL).",
+			Help: "ShortLinks whose spec.url or another target the canonicalizer refused (state Invalid, reason InvalidURL).",
 		}),
 		gauges: newCodeGauges(r),
 	}

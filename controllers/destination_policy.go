@@ -166,7 +166,7 @@ func (h *denyListHandler) changed(ctx context.Context, q workqueue.TypedRateLimi
 			return true // not judged yet, or invalid: cheap to look at again
 		}
 		_, ok := changed.Match(hostpolicy.Key(hostpolicy.HostOf(link.Status.CanonicalURL)))
-		return ok
+		return ok || routingHostMatches(link, changed)
 	})
 }
 

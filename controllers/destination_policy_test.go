@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -70,9 +71,12 @@ func tryCreateLink(ns, name, url string) error {
 
 // refusal is the message of the API server's refusal of a new link, or "" if
 // it admitted it (a dry run: nothing is stored).
-func refusal(ns, url string) string {
+func refusal(ns, url string, mutate ...func(*linkv1.ShortLink)) string {
 	l := newLink(ns, "", url)
 	l.GenerateName = "probe-"
+	for _, m := range mutate {
+		m(l)
+	}
 	if err := k8sClient.Create(suiteCtx, l, client.DryRunAll); err != nil {
 		return err.Error()
 	}
@@ -119,6 +123,44 @@ var _ = Describe("The destination policy", Ordered, func() {
 			v := hostpolicy.Policy{Namespace: ns, Allow: ptrTo(hostpolicy.Parse("*.app.policy.example, Docs.Vendor.policy.example."))}.
 				Judge("https://elsewhere.example/")
 			Expect(refusal(ns, "https://elsewhere.example/")).To(HaveSuffix(v.Message))
+		})
+
+		It("judges every target of a link: a rule's, a variant's and the expiredURL, on create and on an update that changes one", func() {
+			ns := annotatedNamespace("allow-targets", "*.app.policy.example")
+			const ok, evil = "https://www.app.policy.example/", "https://evil.policy.example/"
+			refused := fmt.Sprintf(`host "evil.policy.example" is not allowed in namespace %s: its linkforge.io/allowed-hosts annotation allows only *.app.policy.example`, ns)
+			for name, mutate := range map[string]func(*linkv1.ShortLink){
+				"a rule's url":    withRouting([]linkv1.RedirectRule{iosRule(ok), iosRule(evil)}, nil, "", false),
+				"a variant's url": withRouting(nil, []linkv1.Variant{{URL: evil, Weight: 30}}, "", false),
+				"the expiredURL":  withRouting(nil, nil, evil, false),
+			} {
+				Expect(refusal(ns, "https://main.app.policy.example/", mutate)).To(HaveSuffix(refused), name)
+			}
+			Expect(refusal(ns, "https://main.app.policy.example/", withRouting([]linkv1.RedirectRule{iosRule(ok)},
+				[]linkv1.Variant{{URL: "https://b.app.policy.example/", Weight: 30}}, "https://over.app.policy.example/", true))).To(BeEmpty())
+
+			l := newLink(ns, "routed", "https://main.app.policy.example/")
+			withRouting([]linkv1.RedirectRule{iosRule(ok)}, nil, "", false)(l)
+			Expect(k8sClient.Create(suiteCtx, l)).To(Succeed())
+			l.Spec.Rules[0].URL = evil
+			Expect(k8sClient.Update(suiteCtx, l)).To(MatchError(HaveSuffix(refused)), "an update to a refused target")
+		})
+
+		It("admits the largest link the CRD allows within the API server's CEL cost limits", func() {
+			ns := annotatedNamespace("allow-largest", "*.app.policy.example")
+			target := func(i int) linkv1.TargetURL {
+				u := fmt.Sprintf("https://h%d.app.policy.example/", i)
+				return linkv1.TargetURL(u + strings.Repeat("p", 2048-len(u)))
+			}
+			Expect(refusal(ns, string(target(0)), func(l *linkv1.ShortLink) {
+				for i := range linkv1.MaxRules {
+					l.Spec.Rules = append(l.Spec.Rules, linkv1.RedirectRule{URL: target(1 + i), Devices: []linkv1.DeviceClass{linkv1.DeviceIOS}})
+				}
+				for i := range linkv1.MaxVariants {
+					l.Spec.Variants = append(l.Spec.Variants, linkv1.Variant{URL: target(100 + i), Weight: 10})
+				}
+				l.Spec.ExpiredURL = target(200)
+			})).To(BeEmpty())
 		})
 
 		It("lets a namespace without the annotation link anywhere", func() {
@@ -236,6 +278,35 @@ var _ = Describe("The destination policy", Ordered, func() {
 			Expect(l.Status.Code).To(Equal(was.Status.Code), "the same code again")
 			Eventually(func(g Gomega) []string { return eventsFor(g, ns, "dropped") }).Should(ContainElement(
 				fmt.Sprintf("Normal CodeAssigned: assigned code %s (was DestinationNotAllowed)", was.Status.Code)))
+		})
+
+		It("blocks a link as a whole when a new DestinationDenyList denies one of its variants, naming it, and serves it again once deleted", func() {
+			ns := newNamespace("deny-variant")
+			runLinkManagers(ns, 1)
+			createLink(ns, "split", "https://www.policy.example/a", withRouting(nil, []linkv1.Variant{
+				{URL: "https://www.policy.example/b", Weight: 30}, {URL: "https://tool.variants.policy.example/c", Weight: 30}}, "", false))
+			was := eventuallyReady(ns, "split")
+
+			d := newDenyList("deny-variants", "*.variants.policy.example")
+			l := eventuallyState(ns, "split", metav1.ConditionFalse, linkv1.ReasonDestinationNotAllowed, linkv1.StateBlocked)
+			Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(Equal(
+				`spec.variants[1].url: host "tool.variants.policy.example" is denied in every namespace by DestinationDenyList "deny-variants" (entry *.variants.policy.example)`))
+			Expect(l.Status.Code).To(BeEmpty(), "no code: no target of the link is served")
+			Expect(l.Status.ConfirmedGeneration).To(BeZero())
+
+			Expect(k8sClient.Delete(suiteCtx, d)).To(Succeed())
+			Expect(eventuallyReady(ns, "split").Status.Code).To(Equal(was.Status.Code))
+		})
+
+		It("blocks a link whose rule target a changed allow-list refuses", func() {
+			ns := newNamespace("allow-rule")
+			runLinkManagers(ns, 1)
+			createLink(ns, "app", "https://www.app.policy.example/", withRouting([]linkv1.RedirectRule{iosRule("https://store.policy.example/app")}, nil, "", false))
+			eventuallyReady(ns, "app")
+			setAllowedHosts(ns, "*.app.policy.example", false)
+			l := eventuallyState(ns, "app", metav1.ConditionFalse, linkv1.ReasonDestinationNotAllowed, linkv1.StateBlocked)
+			Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(Equal(
+				`spec.rules[0].url: host "store.policy.example" is not allowed in namespace ` + ns + `: its linkforge.io/allowed-hosts annotation allows only *.app.policy.example`))
 		})
 
 		It("reports links a new DestinationDenyList denies and serves them again once it is deleted", func() {

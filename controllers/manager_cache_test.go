@@ -62,7 +62,7 @@ func TestManagerCacheTransform(t *testing.T) {
 	if len(m.Annotations) != 1 || m.Annotations[argoTrackingAnnotation] == "" {
 		t.Errorf("annotations = %v, want the Argo CD tracking id only", m.Annotations)
 	}
-	if l.Spec != wantSpec || l.Status.Code != wantStatus.Code || l.Status.Uses != wantStatus.Uses || l.Status.CanonicalURL != wantStatus.CanonicalURL {
+	if !reflect.DeepEqual(l.Spec, wantSpec) || l.Status.Code != wantStatus.Code || l.Status.Uses != wantStatus.Uses || l.Status.CanonicalURL != wantStatus.CanonicalURL {
 		t.Errorf("spec or status changed: %+v %+v", l.Spec, l.Status)
 	}
 	if gitOpsManager(l) != gitOpsManager(in) || gitOpsManager(l) == "" {

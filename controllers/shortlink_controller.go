@@ -143,15 +143,28 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	// make a link that answered 410 redirect again.
 	wasFinished := st.FinishedAt != nil && st.ObservedGeneration == gen
 
+	st.RuleCount, st.VariantCount = int32(len(link.Spec.Rules)), int32(len(link.Spec.Variants))
 	canonical, err := shortcode.Canonicalize(link.Spec.URL)
-	if err != nil {
+	var targets []routedTarget
+	var bad *invalidTarget
+	switch {
+	case err != nil:
+		bad = &invalidTarget{field: "spec.url", err: err}
+	default:
+		targets, bad = canonicalTargets(link)
+	}
+	if bad != nil {
 		// Terminal until the spec changes: the spec update re-queues the link.
+		fix := bad.field
+		if fix == "" {
+			fix = "spec.rules and spec.variants"
+		}
 		r.setHold(link, "", 0)
 		st.ConfirmedGeneration = 0
 		st.CanonicalURL, st.ExpiresAt = "", nil
 		st.State = linkv1.StateInvalid
-		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonInvalidURL, fmt.Sprintf("spec.url is not a valid URL: %v", err))
-		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonInvalidURL, "fix spec.url; the link is not retried until its spec changes")
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonInvalidURL, bad.Error())
+		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonInvalidURL, "fix "+fix+"; the link is not retried until its spec changes")
 		r.removeCondition(link, linkv1.ConditionReconciling)
 		r.clearFinished(link)
 		st.ObservedGeneration = gen
@@ -175,7 +188,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		// re-queues the link if it has allowed hosts.
 		return ctrl.Result{RequeueAfter: namespaceRetry}, nil
 	}
-	if verdict := policy.Judge(canonical); !verdict.Allowed {
+	if verdict := judgeTargets(policy, canonical, targets); !verdict.Allowed {
 		// Terminal until the URL or the policy changes (the watches of
 		// Namespaces and DestinationDenyLists re-queue the link). The link
 		// holds no code, so the redirectors stop serving it; it is kept.
@@ -184,7 +197,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		st.State = linkv1.StateBlocked
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonDestinationNotAllowed, verdict.Message)
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonDestinationNotAllowed,
-			"the link does not redirect while its destination is not allowed: point spec.url at an allowed host, or ask a cluster administrator to change the list; the link is kept")
+			"the link does not redirect while a destination is not allowed: point every target (spec.url, rules, variants, expiredURL) at an allowed host, or ask a cluster administrator to change the list; the link is kept")
 		r.removeCondition(link, linkv1.ConditionReconciling)
 		r.clearFinished(link)
 		st.ObservedGeneration = gen
@@ -341,7 +354,7 @@ func (r *ShortLinkReconciler) claimLink(link *linkv1.ShortLink, canonical string
 	return claim.Link{
 		Name:      link.Name,
 		Created:   link.CreationTimestamp.Time,
-		Target:    claim.TargetKey(canonical, expiresAt, activatesAt, idle, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery),
+		Target:    claim.TargetKey(canonical, expiresAt, activatesAt, idle, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery) + routingKey(link),
 		Custom:    link.Spec.Code,
 		Held:      link.Status.Code,
 		Confirmed: link.HoldsConfirmedCode(),

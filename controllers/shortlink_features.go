@@ -39,7 +39,7 @@ func (r *ShortLinkReconciler) setScheduled(link *linkv1.ShortLink, d claim.Decis
 
 // activeMessage is the Ready message of a link that redirects.
 func (r *ShortLinkReconciler) activeMessage(link *linkv1.ShortLink, d claim.Decision, canonical string) string {
-	msg := fmt.Sprintf("code %s redirects to %s", d.Code, canonical)
+	msg := fmt.Sprintf("code %s redirects to %s%s", d.Code, canonical, routingSummary(link))
 	if d.Twin != "" && !link.Dedup(!r.DisableDedup) {
 		// claim.Decide keeps a link with dedup off on the code it shared when
 		// every other code it may take is held (a custom code has none).

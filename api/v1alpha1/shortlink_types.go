@@ -18,7 +18,8 @@ const (
 
 // DedupPolicy says whether a link shares its code with the links of its
 // namespace that have the same target (the same canonical URL, expiry,
-// activation time, idleTimeout, maxUses, redirectStatus and forwardQuery).
+// activation time, idleTimeout, maxUses, redirectStatus, forwardQuery,
+// forwardPath, rules, variants and expiredURL).
 // +kubebuilder:validation:Enum=IfSameTarget;Never
 type DedupPolicy string
 
@@ -46,9 +47,9 @@ const (
 	ReasonExhausted    = "Exhausted"
 	ReasonCodeConflict = "CodeConflict"
 	ReasonInvalidURL   = "InvalidURL"
-	// ReasonDestinationNotAllowed: the host of spec.url is not on its
-	// namespace's linkforge.io/allowed-hosts list, or a DestinationDenyList
-	// denies it.
+	// ReasonDestinationNotAllowed: the host of spec.url or of another
+	// target is not on its namespace's linkforge.io/allowed-hosts list, or a
+	// DestinationDenyList denies it.
 	ReasonDestinationNotAllowed = "DestinationNotAllowed"
 	ReasonProgressing           = "Progressing"
 	ReasonActive                = "Active"
@@ -82,12 +83,13 @@ const (
 	// StateConflict: another link takes precedence for every code this link
 	// may hold; it holds none.
 	StateConflict LinkState = "Conflict"
-	// StateInvalid: spec.url is refused by the canonicalizer; the link holds no code.
+	// StateInvalid: spec.url, or another target (a rule's, a variant's,
+	// spec.expiredURL), is refused by the canonicalizer; the link holds no code.
 	StateInvalid LinkState = "Invalid"
 	// StateBlocked: the destination policy does not allow the host of
-	// spec.url (the namespace's allowed hosts, or a DestinationDenyList); the
-	// link holds no code and does not redirect until the URL or the policy
-	// changes.
+	// spec.url or of another target (the namespace's allowed hosts, or a
+	// DestinationDenyList); the link holds no code and does not redirect
+	// until the URL or the policy changes.
 	StateBlocked LinkState = "Blocked"
 )
 
@@ -97,6 +99,8 @@ const DefaultRedirectStatus int32 = 302
 // ShortLinkSpec is what a team asks for: a target URL and how to redirect to it.
 // +kubebuilder:validation:XValidation:rule="!(has(self.expiresAt) && has(self.ttl))",message="set at most one of expiresAt and ttl: both give the link's expiry"
 // +kubebuilder:validation:XValidation:rule="!(has(self.activatesAt) && has(self.expiresAt)) || self.activatesAt < self.expiresAt",message="activatesAt must be before expiresAt: the link would never redirect"
+// +kubebuilder:validation:XValidation:rule="!has(self.variants) || self.variants.map(v, v.weight).sum() <= 100",message="the weights of variants add up to more than 100: they are percentages of the clicks, and spec.url takes what they leave of 100"
+// +kubebuilder:validation:XValidation:rule="!has(self.variants) || self.variants.all(v, v.url != self.url && self.variants.exists_one(w, w.url == v.url))",message="each variant needs a url of its own, other than spec.url (spec.url takes what the weights leave of 100)"
 type ShortLinkSpec struct {
 	// url is the target of the short link: an absolute http or https URL of at
 	// most 2048 bytes. Redirects send it as written (trimmed); the code is
@@ -173,6 +177,42 @@ type ShortLinkSpec struct {
 	// +optional
 	ForwardQuery bool `json:"forwardQuery,omitempty"`
 
+	// forwardPath appends what follows the code in the short URL
+	// (/<namespace>/<code>/rest/of/path) to the target's path, whichever
+	// target the click goes to: dot segments cannot climb above the
+	// target's path, and the scheme and host never change. The QR code
+	// (/qr) and preview (+) paths keep their meaning and take precedence.
+	// +optional
+	ForwardPath bool `json:"forwardPath,omitempty"`
+
+	// rules send the clicks that meet a rule's conditions to the rule's url:
+	// tried in order, the first that matches wins; a click that none
+	// matches goes to spec.url (or a variant). Each rule's url is validated,
+	// canonicalized and judged by the destination policy as spec.url is:
+	// a link with any target refused is Blocked (or Invalid) as a whole.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Rules []RedirectRule `json:"rules,omitempty"`
+
+	// variants split the clicks that no rule matches among weighted
+	// destinations, for A/B tests: each takes weight percent of them,
+	// spec.url the rest. A client keeps its variant on every click and every
+	// redirector replica (the choice is a hash of its address and
+	// User-Agent). A rule's target is a single URL: to split the clicks of
+	// a rule, make its url another ShortLink with variants.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Variants []Variant `json:"variants,omitempty"`
+
+	// expiredURL is where the link sends clicks once it has finished
+	// (expired, exhausted or idle) instead of answering 410 Gone; it takes
+	// precedence over the namespace's fallback. Validated and judged as
+	// spec.url is.
+	// +optional
+	ExpiredURL TargetURL `json:"expiredURL,omitempty"`
+
 	// activatesAt is the instant (RFC 3339) from which the link redirects.
 	// Before it the link holds its code (status.state Scheduled, Ready with
 	// reason Scheduled) but answers like an unknown code: 404, or the
@@ -185,7 +225,8 @@ type ShortLinkSpec struct {
 
 	// dedupPolicy says whether the link shares its code with the links of
 	// its namespace that have the same target (canonical URL, expiry,
-	// activatesAt, idleTimeout, maxUses, redirectStatus and forwardQuery): IfSameTarget
+	// activatesAt, idleTimeout, maxUses, redirectStatus, forwardQuery,
+	// forwardPath, rules, variants and expiredURL): IfSameTarget
 	// shares one code among them; Never gives this link a code of its own,
 	// the next salt no other link holds (the oldest link of a target keeps
 	// salt 0). Turning it to Never moves this link's code if it shared it,
@@ -278,6 +319,23 @@ type ShortLinkStatus struct {
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	Uses int64 `json:"uses"`
+
+	// variantUses counts the redirects served to each destination of the
+	// split (spec.url and each of spec.variants, by url), for links with
+	// variants; written by the redirectors with uses. A destination that
+	// leaves the spec leaves this list at the next write.
+	// +optional
+	// +listType=map
+	// +listMapKey=url
+	// +kubebuilder:validation:MaxItems=11
+	VariantUses []VariantUses `json:"variantUses,omitempty"`
+
+	// ruleCount and variantCount are how many rules and variants the spec of
+	// observedGeneration has (the Rules and Variants columns of -o wide).
+	// +optional
+	RuleCount int32 `json:"ruleCount,omitempty"`
+	// +optional
+	VariantCount int32 `json:"variantCount,omitempty"`
 
 	// lastUsedAt is when the link was last used, as the redirectors report
 	// it: each write of uses also sets it, in the same write, to the time of
@@ -376,6 +434,8 @@ const PeerProtocolHMACv1 = "hmac-v1"
 // +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
 // +kubebuilder:printcolumn:name="Last Used",type=date,JSONPath=`.status.lastUsedAt`,priority=1,description="status.lastUsedAt: when the link was last used, to a redirector flush interval; empty if never"
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxUses`,priority=1,description="spec.maxUses: redirects served before the link answers 410 Gone; empty if unlimited"
+// +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`,priority=1,description="How many redirect rules (spec.rules) the link has"
+// +kubebuilder:printcolumn:name="Variants",type=integer,JSONPath=`.status.variantCount`,priority=1,description="How many weighted variants (spec.variants) split the clicks no rule matches"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ShortLink struct {
 	metav1.TypeMeta `json:",inline"`

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -69,6 +70,8 @@ func run() error {
 		peerBind        string
 		peerAdvertise   string
 		peerOpts        peerFlags
+		countryHeader   string
+		clientHeader    string
 	)
 	flag.StringVar(&bindAddr, "bind-address", ":8080", "Address of the redirect server.")
 	flag.DurationVar(&srvOpts.HeaderTimeout, "header-timeout", srvOpts.HeaderTimeout,
@@ -122,6 +125,10 @@ func run() error {
 		"Redirect requests for unknown (or not yet active) codes here (302) instead of answering 404, unless their namespace sets "+redirect.NotFoundRedirectAnnotation+".")
 	flag.StringVar(&goneRedirect, "gone-redirect", "",
 		"Redirect requests for expired or exhausted codes here (302) instead of answering 410, unless their namespace sets "+redirect.GoneRedirectAnnotation+".")
+	flag.StringVar(&countryHeader, "country-header", "",
+		"Request header that holds the client's country (ISO 3166-1 alpha-2), for the countries conditions of spec.rules, e.g. CF-IPCountry or X-Country-Code. Name only a header that the ingress or CDN in front of the redirector sets and overwrites: a client can send any header. Empty (the default): no header is read and countries conditions never hold.")
+	flag.StringVar(&clientHeader, "client-address-header", "",
+		"Request header that identifies the client for the variant split (spec.variants), with its User-Agent, e.g. X-Real-IP as the ingress sets it. Empty (the default): the peer's IP address, which behind a proxy is the proxy's, so the split then goes by User-Agent alone. It only picks a variant: a client that sets it picks its own, as it could by changing its User-Agent.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof); \"0\" disables them.")
 	flag.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	zapOpts := zap.Options{}
@@ -142,7 +149,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := checkRenderFlags(renderSlots, renderShare); err != nil {
+	if err := errors.Join(checkRenderFlags(renderSlots, renderShare), checkRequestFlags(countryHeader, clientHeader)); err != nil {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -196,15 +203,17 @@ func run() error {
 	}
 
 	opts := redirect.Options{
-		TombstoneTTL:      tombstoneTTL,
-		Namespaces:        nsList,
-		Registry:          reg,
-		Gatherer:          reg,
-		Log:               log,
-		PublicBaseURL:     publicBaseURL,
-		Fallbacks:         fallbacks,
-		RenderConcurrency: renderSlots,
-		RenderCPUShare:    renderShare,
+		TombstoneTTL:        tombstoneTTL,
+		Namespaces:          nsList,
+		Registry:            reg,
+		Gatherer:            reg,
+		Log:                 log,
+		PublicBaseURL:       publicBaseURL,
+		Fallbacks:           fallbacks,
+		RenderConcurrency:   renderSlots,
+		RenderCPUShare:      renderShare,
+		CountryHeader:       countryHeader,
+		ClientAddressHeader: clientHeader,
 	}
 	if accessLog {
 		opts.AccessLog = os.Stdout
@@ -429,6 +438,27 @@ func checkRenderFlags(slots int, share float64) error {
 	}
 	if share <= 0 || share > 1 {
 		return fmt.Errorf("--render-cpu-share=%v must be more than 0 and at most 1", share)
+	}
+	return nil
+}
+
+// checkRequestFlags checks the flags that name request headers.
+func checkRequestFlags(countryHeader, clientHeader string) error {
+	return checkHeaderFlags(map[string]string{"country-header": countryHeader, "client-address-header": clientHeader})
+}
+
+// checkHeaderFlags refuses a header name flag (by flag name) that is not
+// an HTTP field name (RFC 9110 token): no request could carry it.
+func checkHeaderFlags(flags map[string]string) error {
+	for name, v := range flags {
+		if v == "" {
+			continue
+		}
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+				return fmt.Errorf("--%s=%q is not a header name: use letters, digits and -, such as X-Country-Code", name, v)
+			}
+		}
 	}
 	return nil
 }

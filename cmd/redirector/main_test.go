@@ -185,8 +185,11 @@ func TestBadURLFlags(t *testing.T) {
 		// A fallback on the redirector's own host loops (issue 40).
 		"--public-base-url=https://go.example.com|--not-found-redirect=https://go.example.com/team-a/missing": `not_found redirect: "https://go.example.com/team-a/missing" points back at the redirector`,
 		"--public-base-url=https://go.example.com|--root-redirect=http://GO.example.com:8080/":                `root redirect: "http://GO.example.com:8080/" points back at the redirector`,
-		"--render-cpu-share=0":    `--render-cpu-share=0 must be more than 0 and at most 1`,
-		"--render-concurrency=-1": `--render-concurrency=-1 must not be negative`,
+		"--render-cpu-share=0":                  `--render-cpu-share=0 must be more than 0 and at most 1`,
+		"--render-concurrency=-1":               `--render-concurrency=-1 must not be negative`,
+		"--country-header=X Country":            `--country-header="X Country" is not a header name`,
+		"--client-address-header=X-Real-IP:":    `--client-address-header="X-Real-IP:" is not a header name`,
+		"--client-address-header=X-Real-IP\r\n": `is not a header name`,
 	} {
 		out, err := exec.Command(bin, strings.Split(flag, "|")...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {

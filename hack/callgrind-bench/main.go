@@ -17,6 +17,9 @@
 //
 //	go run ./hack/callgrind-bench [-only redirector,floor] [-dir DIR] [-top 15]
 //
+// -only rules,plain measures what routing costs: links with 8 rules and 3
+// variants each against plain links, both asked by a browser's requests.
+//
 // It installs valgrind and nginx with apt-get when they are missing (as
 // root). -dir keeps the callgrind outputs; DIR/<server>.json lists the
 // files of each phase, and -diff DIR1,DIR2 compares two runs kept so,
@@ -50,9 +53,14 @@ const (
 	nocount    = "nocount"
 	floor      = "floor"
 	nginx      = "nginx"
+	// rules and plain are the redirector with links of 8 rules and 3
+	// variants each, and with plain links, both asked by a browser's
+	// requests (hitpath.Options.Browser): the cost of routing.
+	rules = "rules"
+	plain = "plain"
 )
 
-var names = []string{redirector, nocount, floor, nginx}
+var names = []string{redirector, nocount, floor, nginx, rules, plain}
 
 // flags are the command line.
 type flags struct {
@@ -64,7 +72,7 @@ func run() error {
 	var f flags
 	flag.StringVar(&f.redirector, "redirector", "", "hack/redirector-bench binary (built if empty)")
 	flag.StringVar(&f.floor, "floor", "", "hack/fasthttp-floor binary (built if empty)")
-	flag.StringVar(&f.only, "only", "", "comma-separated servers to measure (redirector,nocount,floor,nginx); all if empty")
+	flag.StringVar(&f.only, "only", "", "comma-separated servers to measure (redirector,nocount,floor,nginx,rules,plain); all if empty")
 	flag.IntVar(&f.top, "top", 15, "functions to list where the redirector spends more than the floor")
 	flag.IntVar(&f.functions, "functions", 0, "also list each server's costliest functions, this many")
 	flag.StringVar(&f.diff, "diff", "", "DIR1,DIR2: compare, function by function, the runs kept in two -dir directories, and exit")
@@ -77,6 +85,9 @@ func run() error {
 	flag.IntVar(&o.Short, "short", hitpath.BenchShort, "requests of the short phase")
 	flag.IntVar(&o.Long, "long", hitpath.BenchLong, "requests of the long phase")
 	flag.BoolVar(&o.Debug, "debug", false, "log every tick and segment")
+	flag.BoolVar(&o.AcceptDisturbed, "accept-disturbed", false,
+		"on a busy machine: keep a phase the clock disturbed after -attempts (a timer's tick or a preemption, a few instructions a request; the report counts them) instead of failing")
+	flag.IntVar(&o.Attempts, "attempts", 0, "measurements of a phase the clock disturbed (0: 6)")
 	flag.IntVar(&f.links, "links", hitpath.BenchLinks, fmt.Sprintf("links (over %d namespaces)", hitpath.BenchNamespaces))
 	flag.Parse()
 	if f.diff != "" {
@@ -109,7 +120,7 @@ func run() error {
 		o.Dir = f.dir
 	}
 	// The binaries are kept with the outputs: -diff reads their symbols.
-	servers, err := setup(&f, &o, o.Dir)
+	servers, rulesLinks, err := setup(&f, &o, o.Dir)
 	if err != nil {
 		return err
 	}
@@ -119,7 +130,14 @@ func run() error {
 		if !want(f.only, s.Name) {
 			continue
 		}
-		r, err := hitpath.Measure(context.Background(), s, o)
+		so := o
+		if s.Name == rules || s.Name == plain {
+			so.Browser = true
+			if s.Name == rules {
+				so.Links = rulesLinks
+			}
+		}
+		r, err := hitpath.Measure(context.Background(), s, so)
 		if err != nil {
 			return err
 		}
@@ -133,8 +151,9 @@ func run() error {
 }
 
 // setup builds the binaries that -redirector and -floor do not name,
-// writes the links, and returns the servers.
-func setup(f *flags, o *hitpath.Options, work string) ([]hitpath.Server, error) {
+// writes the links, and returns the servers and the links of the rules
+// server (where a browser's request goes on each).
+func setup(f *flags, o *hitpath.Options, work string) ([]hitpath.Server, []hitpath.Link, error) {
 	build := func(bin *string, pkg string) error {
 		if *bin != "" {
 			return nil
@@ -145,32 +164,42 @@ func setup(f *flags, o *hitpath.Options, work string) ([]hitpath.Server, error) 
 		return cmd.Run()
 	}
 	if err := build(&f.redirector, "github.com/linkforge/linkforge/hack/redirector-bench"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := build(&f.floor, "github.com/linkforge/linkforge/hack/fasthttp-floor"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	table := filepath.Join(work, "links.txt")
 	if out, err := exec.Command(f.redirector, hitpath.RedirectorArgs(f.links, "--table="+table)...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("writing the links: %v: %s", err, out)
+		return nil, nil, fmt.Errorf("writing the links: %v: %s", err, out)
 	}
 	var err error
 	if o.Links, err = hitpath.ReadLinks(table); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	rulesTable := filepath.Join(work, "rules-links.txt")
+	if out, err := exec.Command(f.redirector, hitpath.RedirectorArgs(f.links, "--link-kind=rules", "--table="+rulesTable)...).CombinedOutput(); err != nil {
+		return nil, nil, fmt.Errorf("writing the links with rules: %v: %s", err, out)
+	}
+	rulesLinks, err := hitpath.ReadLinks(rulesTable)
+	if err != nil {
+		return nil, nil, err
 	}
 	servers := []hitpath.Server{
 		hitpath.Redirector(f.redirector, f.links, "127.0.0.1:18180", "127.0.0.1:18181", true),
 		hitpath.Redirector(f.redirector, f.links, "127.0.0.1:18160", "127.0.0.1:18161", false),
 		hitpath.Floor(f.floor, table, "127.0.0.1:18170"),
+		hitpath.RedirectorOf(f.redirector, rules, "rules", f.links, "127.0.0.1:18200", "127.0.0.1:18201"),
+		hitpath.RedirectorOf(f.redirector, plain, "plain", f.links, "127.0.0.1:18210", "127.0.0.1:18211"),
 	}
 	if want(f.only, nginx) {
 		ng, err := hitpath.Nginx(o.Links, work, "127.0.0.1:18190")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		servers = append(servers, ng)
 	}
-	return servers, nil
+	return servers, rulesLinks, nil
 }
 
 // report prints the results.
@@ -184,6 +213,9 @@ func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took 
 		if r, ok := results[name]; ok {
 			fmt.Printf("  %-26s %9.1f   (%d in %d - %d in %d; %d; %d)\n", label(name), r.PerRequest(),
 				r.LongPart.Ir, r.LongSegments, r.ShortPart.Ir, r.ShortSegments, r.Segment.Ir, r.Attempts)
+			if r.Disturbed > 0 {
+				fmt.Printf("  %-26s %9s   (kept %d disturbed: -accept-disturbed)\n", "", "", r.Disturbed)
+			}
 		}
 	}
 	ratio := func(what, a, b, goal string) {
@@ -199,10 +231,18 @@ func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took 
 	ratio("redirector / nginx", redirector, nginx, "")
 	ratio("fasthttp floor / nginx", floor, nginx, "")
 	ratio("counting off / fasthttp floor", nocount, floor, "")
+	ratio("8 rules, 3 variants / plain", rules, plain, "(browser requests; goal <= 1.10x)")
 
 	if r, ok := results[redirector]; ok {
 		if fl, ok := results[floor]; ok && f.top > 0 {
-			if err := aboveFloor(r, fl, f.top); err != nil {
+			if err := aboveFloor(r, fl, f.top, "the redirector's", "the floor's", "redirect", "floor"); err != nil {
+				return err
+			}
+		}
+	}
+	if r, ok := results[rules]; ok {
+		if p, ok := results[plain]; ok && f.top > 0 {
+			if err := aboveFloor(r, p, f.top, "links with rules'", "plain links'", "rules", "plain"); err != nil {
 				return err
 			}
 		}
@@ -256,6 +296,10 @@ func label(name string) string {
 		return "redirector, counting off"
 	case floor:
 		return "fasthttp floor"
+	case rules:
+		return "rules (8 rules, 3 variants)"
+	case plain:
+		return "plain (browser requests)"
 	}
 	return name
 }
@@ -322,10 +366,11 @@ func functions(r hitpath.Result, n int) error {
 	return nil
 }
 
-// aboveFloor lists the functions where the redirector spends the most
-// instructions per request more than the floor (self cost, from
-// both phases of both, by instruction address: hitpath.Profile).
-func aboveFloor(r, f hitpath.Result, top int) error {
+// aboveFloor lists the functions where r (the redirector) spends the most
+// instructions per request more than f (the floor) (self cost, from
+// both phases of both, by instruction address: hitpath.Profile); the
+// words name them in the title and the columns.
+func aboveFloor(r, f hitpath.Result, top int, rWhose, fWhose, rColumn, fColumn string) error {
 	rf, err := r.Functions()
 	if err != nil {
 		return err
@@ -356,8 +401,8 @@ func aboveFloor(r, f hitpath.Result, top int) error {
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].sum > rows[j].sum })
-	fmt.Printf("where the redirector's instructions per request differ from the floor's (self cost; %+.0f in functions that cost more, %+.0f in those that cost less):\n", plus, minus)
-	fmt.Printf("  %9s %9s %9s  %s\n", "extra", "redirect", "floor", "function")
+	fmt.Printf("where %s instructions per request differ from %s (self cost; %+.0f in functions that cost more, %+.0f in those that cost less):\n", rWhose, fWhose, plus, minus)
+	fmt.Printf("  %9s %9s %9s  %s\n", "extra", rColumn, fColumn, "function")
 	for _, x := range rows[:min(top, len(rows))] {
 		fmt.Printf("  %+9.1f %9.1f %9.1f  %s\n", x.sum, x.r, x.f, x.fn)
 	}

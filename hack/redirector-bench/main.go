@@ -43,14 +43,18 @@ func run() error {
 	countUses := flag.Bool("count-uses", true,
 		"Count uses on the request path as bin/redirector does (in memory; with no API server, nothing is written). false measures the path without counting.")
 	publicBaseURL := flag.String("public-base-url", "", "As bin/redirector's --public-base-url: the host of the QR codes of /<namespace>/<code>.")
+	kind := flag.String("link-kind", kindPlain, "The synthetic links: plain (spec.url only), or rules (8 rules and 3 variants each, see withRules).")
 	flag.Parse()
+	if *kind != kindPlain && *kind != kindRules {
+		return fmt.Errorf("--link-kind=%q: use plain or rules", *kind)
+	}
 
 	if *table != "" {
 		f, err := os.Create(*table)
 		if err != nil {
 			return err
 		}
-		if err := writeSyntheticTable(f, *links, max(*nss, 1)); err != nil {
+		if err := writeSyntheticTable(f, *links, max(*nss, 1), *kind); err != nil {
 			_ = f.Close()
 			return err
 		}
@@ -92,7 +96,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	go func() { _ = runSynthetic(ctx, r, *links, *nss) }()
+	go func() { _ = runSynthetic(ctx, r, *links, *nss, *kind) }()
 	probes := &http.Server{Addr: *probeAddr, Handler: r.ProbeHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = probes.ListenAndServe() }()
 	defer func() { _ = probes.Close() }()

@@ -58,7 +58,15 @@ func SyntheticURL(i int) string {
 
 // syntheticLink builds the i-th of n links over nss namespaces as an API
 // server would return it.
-func syntheticLink(i, nss int, created time.Time) *linkv1.ShortLink {
+func syntheticLink(i, nss int, created time.Time, kind string) *linkv1.ShortLink {
+	l := plainSyntheticLink(i, nss, created)
+	if kind == kindRules {
+		withRules(&l.Spec, i)
+	}
+	return l
+}
+
+func plainSyntheticLink(i, nss int, created time.Time) *linkv1.ShortLink {
 	ns := SyntheticNamespace(i % nss)
 	name := "link-" + strconv.Itoa(i)
 	code := SyntheticCode(i)
@@ -103,11 +111,20 @@ func syntheticLink(i, nss int, created time.Time) *linkv1.ShortLink {
 }
 
 // writeSyntheticTable writes "namespace code url" for each of n synthetic
-// links over nss namespaces, one a line.
-func writeSyntheticTable(w io.Writer, n, nss int) error {
+// links of a kind over nss namespaces, one a line; the url of a link with
+// rules is where a browser's request goes (browserTarget).
+func writeSyntheticTable(w io.Writer, n, nss int, kind string) error {
 	bw := bufio.NewWriter(w)
+	created := time.Now().Add(-time.Hour)
 	for i := range n {
-		if _, err := fmt.Fprintf(bw, "%s %s %s\n", SyntheticNamespace(i%nss), SyntheticCode(i), SyntheticURL(i)); err != nil {
+		url := SyntheticURL(i)
+		if kind == kindRules {
+			var err error
+			if url, err = browserTarget(syntheticLink(i, nss, created, kind)); err != nil {
+				return err
+			}
+		}
+		if _, err := fmt.Fprintf(bw, "%s %s %s\n", SyntheticNamespace(i%nss), SyntheticCode(i), url); err != nil {
 			return err
 		}
 	}
@@ -171,14 +188,14 @@ func (w *streamWatch) ResultChan() <-chan watch.Event { return w.ch }
 
 // RunSynthetic feeds the redirector n synthetic links over nss namespaces
 // (and those namespaces) through client-go informers, until ctx ends.
-func runSynthetic(ctx context.Context, r *redirect.Redirector, n, nss int) error {
+func runSynthetic(ctx context.Context, r *redirect.Redirector, n, nss int, kind string) error {
 	if nss < 1 {
 		nss = 1
 	}
 	created := time.Now().Add(-time.Hour).Truncate(time.Second)
 	links := toolscache.NewSharedIndexInformer((&streamLW{
 		n:   n,
-		gen: func(i int) runtime.Object { return syntheticLink(i, nss, created) },
+		gen: func(i int) runtime.Object { return syntheticLink(i, nss, created, kind) },
 		newList: func(items []runtime.Object) runtime.Object {
 			l := &linkv1.ShortLinkList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}
 			for _, o := range items {

@@ -91,7 +91,22 @@ type Options struct {
 	AcceptDisturbed bool
 	// Log, if set, receives progress lines.
 	Log func(format string, args ...any)
+	// Browser sends the requests a browser following a link from a
+	// newsletter sends (BrowserQuery, BrowserHeaders) instead of the bare
+	// ones: what links with rules read (hack/callgrind-bench -only
+	// rules,plain measures both kinds of link with them).
+	Browser bool
 }
+
+// What a browser's request carries when Options.Browser: a desktop
+// Chrome's User-Agent and languages, a campaign's query.
+const (
+	BrowserUserAgent      = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/121.0.0.0 Safari/537.36"
+	BrowserAcceptLanguage = "en-US,en;q=0.9"
+	BrowserQuery          = "utm_source=newsletter&utm_medium=email"
+	browserHeaders        = "User-Agent: " + BrowserUserAgent + "\r\nAccept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8\r\n" +
+		"Accept-Language: " + BrowserAcceptLanguage + "\r\nAccept-Encoding: gzip, deflate, br\r\n"
+)
 
 func (o Options) withDefaults() Options {
 	if o.Conns <= 0 {
@@ -613,6 +628,11 @@ type client struct {
 func newClient(ctx context.Context, addr string, o Options, exited <-chan struct{}, spare bool) (*client, error) {
 	c := &client{o: o, addr: addr}
 	for _, l := range o.Links {
+		if o.Browser {
+			c.reqs = append(c.reqs, []byte("GET /"+l.Namespace+"/"+l.Code+"?"+BrowserQuery+" HTTP/1.1\r\nHost: "+addr+"\r\n"+browserHeaders+"\r\n"))
+			c.want = append(c.want, []byte(l.URL))
+			continue
+		}
 		c.reqs = append(c.reqs, []byte("GET /"+l.Namespace+"/"+l.Code+" HTTP/1.1\r\nHost: "+addr+
 			"\r\nUser-Agent: hitpath\r\nAccept: */*\r\n\r\n"))
 		c.want = append(c.want, []byte(l.URL))

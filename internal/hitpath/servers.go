@@ -47,6 +47,16 @@ func Redirector(bin string, links int, addr, probe string, countUses bool) Serve
 	}
 }
 
+// RedirectorOf is hack/redirector-bench serving links synthetic links of
+// a kind (its --link-kind: plain, or rules: 8 rules and 3 variants each),
+// counting uses, under name.
+func RedirectorOf(bin, name, kind string, links int, addr, probe string) Server {
+	s := Redirector(bin, links, addr, probe, true)
+	s.Name = name
+	s.Command = append(s.Command, "--link-kind="+kind)
+	return s
+}
+
 // Floor is hack/fasthttp-floor (binary bin) serving the links of table on addr.
 func Floor(bin, table, addr string) Server {
 	return Server{Name: "floor", Command: []string{bin, "--bind-address=" + addr, "--table=" + table},

@@ -29,18 +29,24 @@ func (c *failureCounter) Failed() bool          { return c.failures > 0 }
 var ruleRemovals = []struct {
 	file, rule, text, without string
 }{
-	{"allowed_hosts_policy.yaml", "the validation", `- expression: '!variables.annotated || variables.allowed'`, `- expression: 'true'`},
-	{"allowed_hosts_policy.yaml", "a namespace without the annotation allows everything, others only their list", `'!variables.annotated || variables.allowed'`, `'variables.allowed'`},
-	{"allowed_hosts_policy.yaml", "hosts compare without case", `).lowerAscii().find('^.*[^.]')`, `).find('^.*[^.]')`},
-	{"allowed_hosts_policy.yaml", "a trailing dot is not part of a host", `).lowerAscii().find('^.*[^.]')`, `).lowerAscii()`},
-	{"allowed_hosts_policy.yaml", "the port is not part of a host", `variables.authority.substring(0, variables.authority.lastIndexOf(':'))`, `variables.authority`},
-	{"allowed_hosts_policy.yaml", "a wildcard allows the hosts below its domain", `(p.startsWith('*.') && variables.host.endsWith(p.substring(1)))`, `false`},
-	{"allowed_hosts_policy.yaml", "a wildcard does not allow its apex", `variables.host.endsWith(p.substring(1))`, `variables.host.endsWith(p.substring(2))`},
+	{"allowed_hosts_policy.yaml", "the validation", `- expression: '!variables.annotated || size(variables.refused) == 0'`, `- expression: 'true'`},
+	{"allowed_hosts_policy.yaml", "a namespace without the annotation allows everything, others only their list", `'!variables.annotated || size(variables.refused) == 0'`, `'size(variables.refused) == 0'`},
+	{"allowed_hosts_policy.yaml", "hosts compare without case", `).lowerAscii().find('^.*[^.]'))`, `).find('^.*[^.]'))`},
+	{"allowed_hosts_policy.yaml", "a trailing dot is not part of a host", `).lowerAscii().find('^.*[^.]'))`, `).lowerAscii())`},
+	{"allowed_hosts_policy.yaml", "the port is not part of a host", `a.substring(0, a.lastIndexOf(':'))`, `a`},
+	{"allowed_hosts_policy.yaml", "a wildcard allows the hosts below its domain", `(p.startsWith('*.') && h.endsWith(p.substring(1)))`, `false`},
+	{"allowed_hosts_policy.yaml", "a wildcard does not allow its apex", `h.endsWith(p.substring(1))`, `h.endsWith(p.substring(2))`},
 	{"allowed_hosts_policy.yaml", "entries are lower-cased", `map(e, e.lowerAscii().find('^.*[^.]'))`, `map(e, e.find('^.*[^.]'))`},
-	{"denied_hosts_policy.yaml", "the validation", `- expression: size(variables.denied) == 0`, `- expression: 'true'`},
-	{"denied_hosts_policy.yaml", "hosts compare without case", `).lowerAscii().find('^.*[^.]')`, `).find('^.*[^.]')`},
-	{"denied_hosts_policy.yaml", "the port is not part of a host", `variables.authority.substring(0, variables.authority.lastIndexOf(':'))`, `variables.authority`},
-	{"denied_hosts_policy.yaml", "a wildcard denies the hosts below its domain", `(p.startsWith('*.') && variables.host.endsWith(p.substring(1)))`, `false`},
+	{"allowed_hosts_policy.yaml", "rules' targets are judged", `(has(object.spec.rules) ? object.spec.rules.map(r, r.url) : []) +`, `[] +`},
+	{"allowed_hosts_policy.yaml", "variants' targets are judged", `(has(object.spec.variants) ? object.spec.variants.map(v, v.url) : []) +`, `[] +`},
+	{"allowed_hosts_policy.yaml", "spec.expiredURL is judged", `(has(object.spec.expiredURL) ? [object.spec.expiredURL] : [])`, `[]`},
+	{"denied_hosts_policy.yaml", "the validation", `- expression: size(variables.deniedHosts) == 0`, `- expression: 'true'`},
+	{"denied_hosts_policy.yaml", "hosts compare without case", `).lowerAscii().find('^.*[^.]'))`, `).find('^.*[^.]'))`},
+	{"denied_hosts_policy.yaml", "the port is not part of a host", `a.substring(0, a.lastIndexOf(':'))`, `a`},
+	{"denied_hosts_policy.yaml", "a wildcard denies the hosts below its domain", `(p.startsWith('*.') && h.endsWith(p.substring(1)))`, `false`},
+	{"denied_hosts_policy.yaml", "rules' targets are judged", `(has(object.spec.rules) ? object.spec.rules.map(r, r.url) : []) +`, `[] +`},
+	{"denied_hosts_policy.yaml", "variants' targets are judged", `(has(object.spec.variants) ? object.spec.variants.map(v, v.url) : []) +`, `[] +`},
+	{"denied_hosts_policy.yaml", "spec.expiredURL is judged", `(has(object.spec.expiredURL) ? [object.spec.expiredURL] : [])`, `[]`},
 	{"allowed_hosts_annotation_policy.yaml", "the validation", `- expression: size(variables.invalid) == 0`, `- expression: 'true'`},
 }
 
@@ -60,18 +66,15 @@ func TestPolicyChecksCatchRemovedRules(t *testing.T) {
 			}
 			mutant := compilePolicy(t, m.file, []byte(strings.Replace(string(b), m.text, m.without, 1)))
 			c := &failureCounter{TB: t}
-			for _, h := range hostCorpus {
-				for _, shape := range urlShapes {
-					url := fmt.Sprintf(shape, h)
-					switch m.file {
-					case "allowed_hosts_policy.yaml":
-						for _, a := range allowCorpus {
-							checkAllowList(c, mutant, url, a)
-						}
-					case "denied_hosts_policy.yaml":
-						for _, d := range denyCorpus {
-							checkDenyList(c, mutant, url, d)
-						}
+			for _, urls := range targetSets(8) {
+				switch m.file {
+				case "allowed_hosts_policy.yaml":
+					for _, a := range allowCorpus {
+						checkAllowList(c, mutant, urls, a)
+					}
+				case "denied_hosts_policy.yaml":
+					for _, d := range denyCorpus {
+						checkDenyList(c, mutant, urls, d)
 					}
 				}
 			}

@@ -174,10 +174,53 @@ func native(v ref.Val) any {
 }
 
 func shortLinkRequest(url string) map[string]any {
+	return shortLinkRequestTo([]string{url})
+}
+
+// shortLinkRequestTo creates a ShortLink whose targets are urls: spec.url,
+// then a rule's url, a variant's url, spec.expiredURL, then more rules',
+// the order in which the policies and the manager judge them.
+func shortLinkRequestTo(urls []string) map[string]any {
+	spec := map[string]any{"url": urls[0]}
+	var rules, variants []any
+	for i, u := range urls[1:] {
+		switch i {
+		case 1:
+			variants = append(variants, map[string]any{"url": u, "weight": int64(10)})
+		case 2:
+			spec["expiredURL"] = u
+		default:
+			rules = append(rules, map[string]any{"url": u, "devices": []any{"ios"}})
+		}
+	}
+	if rules != nil {
+		spec["rules"] = rules
+	}
+	if variants != nil {
+		spec["variants"] = variants
+	}
 	return map[string]any{
-		"object":  map[string]any{"metadata": map[string]any{"name": "l", "namespace": "team-a"}, "spec": map[string]any{"url": url}},
+		"object":  map[string]any{"metadata": map[string]any{"name": "l", "namespace": "team-a"}, "spec": spec},
 		"request": map[string]any{"operation": "CREATE"},
 	}
+}
+
+// judgeOrder is urls in the order shortLinkRequestTo places them in the
+// spec and the manager judges them: spec.url, the rules', the variant's,
+// spec.expiredURL.
+func judgeOrder(urls []string) []string {
+	if len(urls) < 2 {
+		return urls
+	}
+	out := []string{urls[0], urls[1]}
+	out = append(out, urls[min(4, len(urls)):]...)
+	if len(urls) > 2 {
+		out = append(out, urls[2])
+	}
+	if len(urls) > 3 {
+		out = append(out, urls[3])
+	}
+	return out
 }
 
 func namespaceObject(annotation *string) map[string]any {
@@ -207,61 +250,90 @@ func admittedByCRD(url string) bool {
 	return !strings.Contains(authority, "@")
 }
 
-// goVerdict is the manager's decision: "invalid" when the canonicalizer
-// refuses the URL (the link is never served), else allowed or refused.
-func goVerdict(url string, p Policy) (Verdict, bool) {
-	canonical, err := shortcode.Canonicalize(url)
-	if err != nil {
-		return Verdict{}, false
+// goVerdict is the manager's decision on a link with targets urls:
+// "invalid" when the canonicalizer refuses one of them (the link is never
+// served), else the first refusal in judging order, or allowed.
+func goVerdict(urls []string, p Policy) (v Verdict, host string, valid bool) {
+	var canonical []string
+	for _, u := range judgeOrder(urls) {
+		c, err := shortcode.Canonicalize(u)
+		if err != nil {
+			return Verdict{}, "", false
+		}
+		canonical = append(canonical, c)
 	}
-	return p.Judge(canonical), true
+	for i, c := range canonical {
+		if v := p.Judge(c); !v.Allowed {
+			return v, rawHost(judgeOrder(urls)[i]), true
+		}
+	}
+	return Verdict{Allowed: true}, "", true
 }
 
-// checkAllowList holds the allowed-hosts policy to Judge for one URL and one
-// annotation (nil: none).
-func checkAllowList(t testing.TB, allowPolicy *celPolicy, url string, annotation *string) {
+// allPlain: every target's host is plain (admission compares it exactly).
+func allPlain(urls []string) bool {
+	for _, u := range urls {
+		if !isPlain(rawHost(u)) {
+			return false
+		}
+	}
+	return true
+}
+
+func allAdmittedByCRD(urls []string) bool {
+	for _, u := range urls {
+		if !admittedByCRD(u) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkAllowList holds the allowed-hosts policy to Judge for one link's
+// targets and one annotation (nil: none).
+func checkAllowList(t testing.TB, allowPolicy *celPolicy, urls []string, annotation *string) {
 	t.Helper()
-	if !admittedByCRD(url) {
+	if !allAdmittedByCRD(urls) {
 		return
 	}
-	act := shortLinkRequest(url)
+	act := shortLinkRequestTo(urls)
 	act["namespaceObject"] = namespaceObject(annotation)
 	got, err := allowPolicy.eval(act)
 	if err != nil {
-		t.Fatalf("url %q, annotation %v: the policy fails (a refusal without a useful message): %v", url, deref(annotation), err)
+		t.Fatalf("urls %q, annotation %v: the policy fails (a refusal without a useful message): %v", urls, deref(annotation), err)
 	}
 	p := Policy{Namespace: "team-a"}
 	if annotation != nil {
 		l := Parse(*annotation)
 		p.Allow = &l
 	}
-	v, valid := goVerdict(url, p)
+	v, refusedHost, valid := goVerdict(urls, p)
 	switch {
 	case !valid:
-		// Admitted or not, the controller refuses the URL: nothing to compare.
+		// Admitted or not, the controller refuses the link: nothing to compare.
 	case !got.denied && !v.Allowed:
-		t.Errorf("url %q, annotation %q: admitted, but the manager refuses it: %s", url, deref(annotation), v.Message)
-	case got.denied && v.Allowed && isPlain(rawHost(url)):
-		t.Errorf("url %q, annotation %q: refused at admission (%s), but the manager allows it, and the host is plain", url, deref(annotation), got.message)
-	case got.denied && v.Message != "" && isPlain(rawHost(url)):
-		// Both refuse: the messages agree but for how the host is shown and
-		// how ignored entries are quoted.
+		t.Errorf("urls %q, annotation %q: admitted, but the manager refuses it: %s", urls, deref(annotation), v.Message)
+	case got.denied && v.Allowed && allPlain(urls):
+		t.Errorf("urls %q, annotation %q: refused at admission (%s), but the manager allows it, and the hosts are plain", urls, deref(annotation), got.message)
+	case got.denied && v.Message != "" && allPlain(urls):
+		// Both refuse the same host: the messages agree but for how the
+		// host is shown and how ignored entries are quoted.
 		want := v.Message[strings.Index(v.Message, " is not allowed"):]
 		want, _, _ = strings.Cut(want, " (ignored")
-		if !strings.Contains(got.message, want) {
-			t.Errorf("url %q: admission says %q, the manager %q", url, got.message, v.Message)
+		if !strings.Contains(got.message, want) || !strings.HasPrefix(got.message, fmt.Sprintf("host %q", refusedHost)) {
+			t.Errorf("urls %q: admission says %q, the manager %q", urls, got.message, v.Message)
 		}
 	}
 }
 
-// checkDenyList holds the denied-hosts policy to Judge for one URL and one
-// DestinationDenyList's hosts.
-func checkDenyList(t testing.TB, denyPolicy *celPolicy, url string, hosts []string) {
+// checkDenyList holds the denied-hosts policy to Judge for one link's
+// targets and one DestinationDenyList's hosts.
+func checkDenyList(t testing.TB, denyPolicy *celPolicy, urls []string, hosts []string) {
 	t.Helper()
-	if !admittedByCRD(url) {
+	if !allAdmittedByCRD(urls) {
 		return
 	}
-	act := shortLinkRequest(url)
+	act := shortLinkRequestTo(urls)
 	items := make([]any, len(hosts))
 	for i, h := range hosts {
 		items[i] = h
@@ -269,16 +341,15 @@ func checkDenyList(t testing.TB, denyPolicy *celPolicy, url string, hosts []stri
 	act["params"] = map[string]any{"metadata": map[string]any{"name": "deny"}, "spec": map[string]any{"hosts": items}}
 	got, err := denyPolicy.eval(act)
 	if err != nil {
-		t.Fatalf("url %q, hosts %q: the policy fails: %v", url, hosts, err)
+		t.Fatalf("urls %q, hosts %q: the policy fails: %v", urls, hosts, err)
 	}
-	v, valid := goVerdict(url, Policy{Namespace: "team-a", Deny: []Named{{Name: "deny", List: FromEntries(hosts)}}})
-	plain := isPlain(rawHost(url))
+	v, _, valid := goVerdict(urls, Policy{Namespace: "team-a", Deny: []Named{{Name: "deny", List: FromEntries(hosts)}}})
 	switch {
 	case !valid:
 	case got.denied && v.Allowed:
-		t.Errorf("url %q, hosts %q: refused at admission (%s), but the manager allows it", url, hosts, got.message)
-	case !got.denied && !v.Allowed && plain:
-		t.Errorf("url %q, hosts %q: admitted, but the manager denies it (%s), and the host is plain", url, hosts, v.Message)
+		t.Errorf("urls %q, hosts %q: refused at admission (%s), but the manager allows it", urls, hosts, got.message)
+	case !got.denied && !v.Allowed && allPlain(urls):
+		t.Errorf("urls %q, hosts %q: admitted, but the manager denies it (%s), and the hosts are plain", urls, hosts, v.Message)
 	}
 }
 
@@ -370,24 +441,46 @@ var denyCorpus = [][]string{
 
 func ptr(s string) *string { return &s }
 
-func TestAllowedHostsPolicyMatchesJudge(t *testing.T) {
-	allowPolicy := loadPolicy(t, "allowed_hosts_policy.yaml")
+// targetSets are the links the policies are checked on: each URL of the
+// corpus as spec.url alone, and as each of the other targets (a rule's,
+// a variant's, spec.expiredURL, a second rule's) beside corpus URLs that
+// come before it; for every stride-th URL only.
+func targetSets(stride int) [][]string {
+	urls := make([]string, 0, len(hostCorpus)*len(urlShapes))
 	for _, h := range hostCorpus {
 		for _, shape := range urlShapes {
-			for _, a := range allowCorpus {
-				checkAllowList(t, allowPolicy, fmt.Sprintf(shape, h), a)
+			urls = append(urls, fmt.Sprintf(shape, h))
+		}
+	}
+	var sets [][]string
+	for i, u := range urls {
+		sets = append(sets, []string{u})
+		for pos := 1; pos <= 4 && i%stride == 0; pos++ {
+			set := make([]string, pos+1)
+			for k := range pos {
+				set[k] = urls[(i+7*(k+1))%len(urls)]
 			}
+			set[pos] = u
+			sets = append(sets, set)
+		}
+	}
+	return sets
+}
+
+func TestAllowedHostsPolicyMatchesJudge(t *testing.T) {
+	allowPolicy := loadPolicy(t, "allowed_hosts_policy.yaml")
+	for _, urls := range targetSets(1) {
+		for _, a := range allowCorpus {
+			checkAllowList(t, allowPolicy, urls, a)
 		}
 	}
 }
 
 func TestDeniedHostsPolicyMatchesJudge(t *testing.T) {
 	denyPolicy := loadPolicy(t, "denied_hosts_policy.yaml")
-	for _, h := range hostCorpus {
-		for _, shape := range urlShapes {
-			for _, d := range denyCorpus {
-				checkDenyList(t, denyPolicy, fmt.Sprintf(shape, h), d)
-			}
+	for _, urls := range targetSets(1) {
+		for _, d := range denyCorpus {
+			checkDenyList(t, denyPolicy, urls, d)
 		}
 	}
 }
@@ -452,6 +545,34 @@ func TestPolicyDecisions(t *testing.T) {
 	if a, err := allowPolicy.eval(act); err != nil || a.matched {
 		t.Errorf("an update that keeps spec.url is not judged: %+v, %v", a, err)
 	}
+
+	// Every target is judged, and an update that changes any of them is.
+	old := shortLinkRequestTo([]string{"https://www.example.com/", "https://apps.example.com/"})
+	for name, urls := range map[string][]string{
+		"a rule's url":      {"https://www.example.com/", "https://evil.example.org/"},
+		"a variant's url":   {"https://www.example.com/", "https://apps.example.com/", "https://evil.example.org/"},
+		"spec.expiredURL":   {"https://www.example.com/", "https://apps.example.com/", "https://b.example.com/", "https://evil.example.org/"},
+		"a second rule url": {"https://www.example.com/", "https://apps.example.com/", "https://b.example.com/", "https://c.example.com/", "https://evil.example.org/"},
+	} {
+		act := shortLinkRequestTo(urls)
+		act["request"] = map[string]any{"operation": "UPDATE"}
+		act["oldObject"] = old["object"]
+		act["namespaceObject"] = namespaceObject(ptr("*.example.com"))
+		if a, err := allowPolicy.eval(act); err != nil || !a.denied || !strings.HasPrefix(a.message, `host "evil.example.org" is not allowed in namespace team-a`) {
+			t.Errorf("%s: a refused host is refused on update: %+v, %v", name, a, err)
+		}
+		act["params"] = map[string]any{"metadata": map[string]any{"name": "evil"}, "spec": map[string]any{"hosts": []any{"*.example.org"}}}
+		if a, err := denyPolicy.eval(act); err != nil || a.message != `host "evil.example.org" is denied in every namespace by DestinationDenyList "evil" (entry *.example.org)` {
+			t.Errorf("%s: a denied host is refused on update: %+v, %v", name, a, err)
+		}
+	}
+	act = shortLinkRequestTo([]string{"https://www.example.com/", "https://apps.example.com/"})
+	act["request"] = map[string]any{"operation": "UPDATE"}
+	act["oldObject"] = old["object"]
+	act["namespaceObject"] = namespaceObject(ptr("docs.example.com"))
+	if a, err := allowPolicy.eval(act); err != nil || a.matched {
+		t.Errorf("an update that keeps every target is not judged: %+v, %v", a, err)
+	}
 }
 
 func TestAnnotationPolicyMatchesParse(t *testing.T) {
@@ -513,11 +634,52 @@ func FuzzPoliciesMatchJudge(f *testing.F) {
 		if !utf8.ValidString(url) || !utf8.ValidString(annotation) || !utf8.ValidString(denyEntry) {
 			return
 		}
-		checkAllowList(t, allowPolicy, url, &annotation)
+		checkAllowList(t, allowPolicy, []string{url}, &annotation)
 		// The CRD admits only patterns into a DestinationDenyList.
 		if _, ok := ParsePattern(denyEntry); ok {
-			checkDenyList(t, denyPolicy, url, []string{denyEntry})
+			checkDenyList(t, denyPolicy, []string{url}, []string{denyEntry})
 		}
 		checkAnnotation(t, annotationPolicy, annotation)
 	})
+}
+
+// TestPoliciesWithinCostOnTheLargestLink: a link with every target the CRD
+// allows (16 rules, 10 variants, an expiredURL, each 2048 bytes) stays
+// within the API server's cost limit of an expression, against a long
+// allow-list and deny-list.
+func TestPoliciesWithinCostOnTheLargestLink(t *testing.T) {
+	urls := make([]string, 0, 28)
+	for i := range 28 {
+		u := fmt.Sprintf("https://h%d.app.example.com/", i)
+		urls = append(urls, u+strings.Repeat("p", 2048-len(u)))
+	}
+	// shortLinkRequestTo places spec.url, a rule, a variant, the
+	// expiredURL, then rules (15 more here); 9 more variants reach the
+	// CRD's bounds.
+	act := shortLinkRequestTo(urls[:19])
+	spec := act["object"].(map[string]any)["spec"].(map[string]any)
+	variants := spec["variants"].([]any)
+	for _, u := range urls[19:] {
+		variants = append(variants, map[string]any{"url": u, "weight": int64(1)})
+	}
+	spec["variants"] = variants
+	if n, v := len(spec["rules"].([]any)), len(variants); n != 16 || v != 10 {
+		t.Fatalf("%d rules, %d variants", n, v)
+	}
+	entries := make([]string, 0, 200)
+	for i := range 200 {
+		entries = append(entries, fmt.Sprintf("*.team%d.example.org", i))
+	}
+	act["namespaceObject"] = namespaceObject(ptr(strings.Join(entries, ", ") + ", *.app.example.com"))
+	if a, err := loadPolicy(t, "allowed_hosts_policy.yaml").eval(act); err != nil || a.denied {
+		t.Errorf("allowed-hosts: %+v, %v", a, err)
+	}
+	items := make([]any, 0, 1024)
+	for i := range 1024 {
+		items = append(items, fmt.Sprintf("*.denied%d.example.net", i))
+	}
+	act["params"] = map[string]any{"metadata": map[string]any{"name": "big"}, "spec": map[string]any{"hosts": items}}
+	if a, err := loadPolicy(t, "denied_hosts_policy.yaml").eval(act); err != nil || a.denied {
+		t.Errorf("denied-hosts: %+v, %v", a, err)
+	}
 }

@@ -60,15 +60,17 @@
 // # Decision
 //
 // A link's destination is allowed when no deny-list matches its key and,
-// if its namespace has the annotation, the allow-list does. [Policy.Judge]
+// if its namespace has the annotation, the allow-list does. A link with
+// several targets is allowed only when each of them is. [Policy.Judge]
 // gives the decision and, when it refuses, a message naming the list and the
 // entry that decided.
 //
 // # What admission can check
 //
 // CEL has no IDNA and no WHATWG IPv4 parser. The policy's expressions take the
-// host from spec.url as written, lower-case its ASCII letters and remove its
-// trailing dots. They compare it exactly, as above, when it is "plain": only
+// host of every target as written (spec.url, each rule's and variant's url,
+// spec.expiredURL: a link is judged as a whole), lower-case its ASCII
+// letters and remove its trailing dots. They compare it exactly, as above, when it is "plain": only
 // a-z 0-9 . - _, and, if its last label is a number, a dotted-decimal IPv4
 // address. Other hosts (non-ASCII, an IPv6 literal, 2852039166) are judged
 // only by what is sound without IDNA: equal to a pattern as written, or ending

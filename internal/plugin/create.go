@@ -26,6 +26,7 @@ import (
 
 const createUsage = `create NAME URL [--code CODE] [--ttl DURATION | --expires-at TIME] [--max-uses N]
        [--status 301|302|307|308] [--forward-query] [--activates-at TIME] [--dedup-policy IfSameTarget|Never]
+       [--rule 'url=URL COND...']... [--variant 'url=URL weight=N']... [--expired-url URL] [--forward-path]
        [--overwrite] [--timeout 30s] [--dry-run=client [-o yaml|json]]
 
 Creates the ShortLink NAME for URL, waits until the controller has made it
@@ -34,7 +35,7 @@ manifest (for a GitOps repository) and talks to no cluster.
 
 An existing ShortLink NAME with the same spec is left alone; one with another
 spec is refused unless --overwrite.
-`
+` + routingUsage
 
 // codePattern is spec.code's pattern in the CRD.
 var codePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -55,6 +56,10 @@ type createOptions struct {
 	timeout      time.Duration
 	dryRun       string
 	output       string
+	rules        []string
+	variants     []string
+	expiredURL   string
+	forwardPath  bool
 }
 
 func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -69,6 +74,10 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.BoolVar(&o.forwardQuery, "forward-query", false, "append the short URL's query string to the target")
 	f.StringVar(&o.activatesAt, "activates-at", "", "the link redirects from this RFC 3339 time on (404 before), e.g. 2030-01-02T15:04:05Z")
 	f.StringVar(&o.dedupPolicy, "dedup-policy", "", "IfSameTarget shares the code of links with the same target, Never gives this link its own (default: the manager's --dedup)")
+	f.StringArrayVar(&o.rules, "rule", nil, "a redirect rule 'url=URL COND...' (repeat for more, in order; see below)")
+	f.StringArrayVar(&o.variants, "variant", nil, "a weighted variant 'url=URL weight=N' (repeat for more)")
+	f.StringVar(&o.expiredURL, "expired-url", "", "where clicks go once the link has finished, instead of 410 Gone")
+	f.BoolVar(&o.forwardPath, "forward-path", false, "append the rest of the short URL's path to the target")
 	f.BoolVar(&o.overwrite, "overwrite", false, "replace the spec of an existing ShortLink NAME that differs")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the link to be Ready; 0 does not wait")
 	f.StringVar(&o.dryRun, "dry-run", "none", `"client" prints the manifest and creates nothing`)
@@ -181,6 +190,9 @@ func (o *createOptions) link(name, rawURL string, changed func(string) bool) (*l
 			return nil, usageErrorf("create", "invalid --status %d: use 301, 302, 307 or 308", o.status)
 		}
 		link.Spec.RedirectStatus = o.status
+	}
+	if err := o.setRouting(&link.Spec); err != nil {
+		return nil, err
 	}
 	return link, nil
 }
@@ -337,7 +349,7 @@ func specFields(s *linkv1.ShortLinkSpec) [][2]string {
 	if status == 0 {
 		status = linkv1.DefaultRedirectStatus
 	}
-	return [][2]string{
+	return append([][2]string{
 		{"url", str(s.URL)},
 		{"code", str(s.Code)},
 		{"expiresAt", expiresAt},
@@ -349,7 +361,7 @@ func specFields(s *linkv1.ShortLinkSpec) [][2]string {
 		{"dedupPolicy", str(string(s.DedupPolicy))},
 		{"reapPolicy", str(string(s.ReapPolicy))},
 		{"ttlSecondsAfterFinished", ttlAfter},
-	}
+	}, routingFields(s, unset)...)
 }
 
 // waitReady polls the link until the controller has reconciled its current

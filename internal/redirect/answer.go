@@ -7,8 +7,11 @@ import (
 )
 
 // methodHead is HEAD, which gets the headers of an answer: nothing is
-// drawn or rendered for it.
-const methodHead = "HEAD"
+// drawn or rendered for it; methodGet is GET, the method of a use.
+const (
+	methodHead = "HEAD"
+	methodGet  = "GET"
+)
 
 // answer is what the redirect port answers to one request.
 type answer struct {
@@ -48,20 +51,29 @@ type requestClock interface{ Time() time.Time }
 // It neither keeps nor returns any of its string arguments, so a caller
 // may pass strings that alias a buffer it reuses afterwards.
 func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock) answer {
-	if method != "GET" && method != methodHead {
+	if method != methodGet && method != methodHead {
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
 	}
 	if !r.Ready() {
 		return answer{resp: respUnavailable, cacheControl: ccNoStore, retryAfter: hdrRetry}
 	}
 	rt := r.route(host, path)
+	var e *Link
+	if rt.ok {
+		e = r.index.Lookup(rt.ns, rt.code)
+	}
+	if e == nil && !rt.root {
+		// A path that goes on after a code: a link with forwardPath's.
+		if frt, fe := r.forwardRoute(host, path); fe != nil {
+			rt, e = frt, fe
+		}
+	}
 	if !rt.ok {
 		if rt.root {
 			return r.fallback(fallbackRoot, rt.ns, respNotFound)
 		}
 		return r.fallback(fallbackNotFound, rt.ns, respNotFound)
 	}
-	e := r.index.Lookup(rt.ns, rt.code)
 	if e == nil {
 		return r.notFound(rt)
 	}
@@ -92,20 +104,40 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	case viewPreview:
 		return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
 	}
-	if method == "GET" && r.opts.Uses != nil && e.counter != nil {
+	// Where the click goes: spec.url, unless the link routes it (rules,
+	// variants, a forwarded path); slot is the split's destination, if
+	// the click went through the split.
+	location, slot := "", -1
+	if e.is(flagRouted) {
+		var ok bool
+		if location, slot, ok = r.routedClick(e, rt, rawQuery, at, now); !ok {
+			return r.notFound(rt)
+		}
+	}
+	if method == methodGet && r.opts.Uses != nil && e.counter != nil {
 		// A use: a GET answered with a redirect. HEAD (link unfurlers) is not.
+		// A split click is counted first, so the write of its use has it.
+		if slot >= 0 {
+			e.counter.CountSplit(slot, 1)
+		}
 		if !e.is(flagMaxUses) {
 			r.opts.Uses.Count(e.counter)
 		} else {
 			switch r.opts.Uses.Take(e.counter, start) {
 			case uses.Exhausted:
+				e.counter.CountSplit(slot, -1)
 				return r.gone(rt, e, method, path, now)
 			case uses.Unavailable:
+				e.counter.CountSplit(slot, -1)
 				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter())}
 			}
 		}
 	}
-	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: e.target(rawQuery)}
+	r.splitClicked(slot, method)
+	if location == "" {
+		location = e.target(rawQuery)
+	}
+	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location}
 }
 
 // notFound answers a request for a link that does not answer (unknown, not
@@ -126,6 +158,11 @@ func (r *Redirector) gone(rt route, e *Link, method, path string, now int64) ans
 		return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
 	case viewQR:
 		return answer{resp: respGone, cacheControl: ccNoStore}
+	}
+	if c := e.routing(); c != nil && c.ExpiredURL() != "" {
+		// spec.expiredURL, ahead of the namespace's fallback; never
+		// cached, since the link may be edited or deleted.
+		return answer{resp: resp302, cacheControl: ccNoStore, location: c.ExpiredURL()}
 	}
 	return r.fallback(fallbackGone, rt.ns, respGone)
 }

@@ -20,7 +20,9 @@ import (
 //     that an edit of the link reaches everyone within the hour. The max-age
 //     is capped by the time left until the link expires, so no cache replays
 //     a redirect after the link answers 410. A link with maxUses is never
-//     cacheable, since every use must reach a redirector to be counted.
+//     cacheable, since every use must reach a redirector to be counted;
+//     nor is a link with rules or variants, whose answer depends on who
+//     asks (a shared cache would give one client's answer to others).
 //   - 302 and 307 (and any 301/308 that may not be cached): "private, no-cache".
 //   - 404, 405, 410 and 503: "no-store".
 const permanentMaxAge = 3600
@@ -91,7 +93,7 @@ func redirectResponse(status int) *canned {
 
 // cacheControl is the Cache-Control of a redirect (see permanentMaxAge).
 func cacheControl(e *Link, now int64) string {
-	if st := e.Status(); (st != 301 && st != 308) || e.is(flagMaxUses) {
+	if st := e.Status(); (st != 301 && st != 308) || e.is(flagMaxUses) || e.is(flagRouted) && !e.more.routing.Plain() {
 		return ccNoCache
 	}
 	if e.is(flagExpires) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -86,6 +87,11 @@ func wireLinks() []*linkv1.ShortLink {
 		links = append(links, l)
 	}
 	add("served", func(*linkv1.ShortLink) {})
+	add("routed", func(l *linkv1.ShortLink) {
+		appLink(l)
+		l.Spec.ExpiredURL, l.Spec.ForwardPath = "https://example.com/over", true
+		l.Status.VariantUses = []linkv1.VariantUses{{URL: "https://example.com/b", Uses: 3}, {URL: l.Spec.URL, Uses: 8}}
+	})
 	add("pending", func(l *linkv1.ShortLink) { l.Status = linkv1.ShortLinkStatus{} })
 	add("spec-ahead", func(l *linkv1.ShortLink) { l.Generation = 3 })
 	add("expires-at", func(l *linkv1.ShortLink) { l.Spec.ExpiresAt = &at })
@@ -142,8 +148,13 @@ func wireLinks() []*linkv1.ShortLink {
 
 func sameLink(t *testing.T, what string, got, want *Link) {
 	t.Helper()
-	if *got != *want {
-		t.Errorf("%s:\n got  %+v\n want %+v", what, *got, *want)
+	g, w := *got, *want
+	if !reflect.DeepEqual(g.more, w.more) {
+		t.Errorf("%s: more:\n got  %+v\n want %+v", what, g.more, w.more)
+	}
+	g.more, w.more = nil, nil
+	if g != w {
+		t.Errorf("%s:\n got  %+v\n want %+v", what, g, w)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 )
 
 // metrics of the redirect path. Counters are resolved once, so a request
@@ -26,7 +28,12 @@ type metrics struct {
 	renderRefused [numViews]prometheus.Counter
 	// refused counts requests the HTTP layer could not read, by status.
 	refused map[int]prometheus.Counter
+	// split counts the split clicks, by rules.SplitSlot.
+	split [splitMetricSlots]prometheus.Counter
 }
+
+// splitMetricSlots are the destinations of a split: spec.url and the variants.
+const splitMetricSlots = linkv1.MaxVariants + 1
 
 // refusedStatuses are the answers to requests the server cannot read.
 var refusedStatuses = []int{http.StatusBadRequest, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge}
@@ -93,6 +100,7 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready f
 	for _, code := range refusedStatuses {
 		m.refused[code] = refused.WithLabelValues(strconv.Itoa(code))
 	}
+	m.split = newSplitMetric(reg)
 	if reg == nil {
 		return m
 	}

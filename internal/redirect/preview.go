@@ -50,7 +50,9 @@ var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
 {{if .Destination}}<p>{{if .Redirects}}It redirects to{{else}}It redirected to{{end}}:</p>
 <p><a href="{{.Destination}}" rel="nofollow noopener noreferrer">{{.Destination}}</a></p>
 {{end}}<p>State: <strong>{{.State}}</strong>. {{.Detail}}</p>
-</body>
+{{if .Routing}}<p>Where its clicks go:</p>
+<ul>{{range .Routing}}<li>{{.}}</li>{{end}}</ul>
+{{end}}</body>
 </html>
 `))
 
@@ -60,6 +62,9 @@ type previewData struct {
 	Redirects   bool
 	State       string
 	Detail      string
+	// Routing is the link's rules, split, expired URL and path forwarding
+	// in words (rules.Describe): text, escaped as such.
+	Routing []string
 }
 
 // previewAnswer answers the preview of e, named by rt and path (without
@@ -96,7 +101,21 @@ func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, no
 		}
 		d.Detail += "."
 	}
-	if !d.Redirects && r.fallbackLocation(fallbackGone, rt.ns) != "" {
+	expiredURL := ""
+	if c := e.routing(); c != nil {
+		expiredURL = c.ExpiredURL()
+		if !e.is(flagTombstone) {
+			d.Routing = e.more.describe
+		}
+	}
+	switch {
+	case !d.Redirects && expiredURL != "":
+		// spec.expiredURL takes the finished link's clicks, ahead of any
+		// fallback: the page names it.
+		d.Destination, d.Redirects = expiredURL, true
+		d.Detail = strings.Replace(d.Detail, "answers 410 Gone", "redirects to the page it names for when it has finished", 1)
+		d.Routing = nil
+	case !d.Redirects && r.fallbackLocation(fallbackGone, rt.ns) != "":
 		// The link redirects to the gone fallback, which hides where it went.
 		d.Destination = ""
 		d.Detail = strings.Replace(d.Detail, "answers 410 Gone", "redirects to the page its namespace shows for finished links", 1)

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +89,19 @@ type Options struct {
 	// RenderCPUShare is the share of the CPUs (GOMAXPROCS) that rendering
 	// may use over time, in (0, 1]; 0: DefaultRenderCPUShare.
 	RenderCPUShare float64
+	// CountryHeader names the request header that holds the client's
+	// country (ISO 3166-1 alpha-2) for the countries conditions of
+	// spec.rules, as the ingress or CDN in front sets it; empty: none is
+	// read, and countries conditions never hold. Only a header that the
+	// proxy overwrites is trustworthy: a client can send any.
+	CountryHeader string
+	// ClientAddressHeader names the request header that identifies the
+	// client for the variant split (with its User-Agent), such as
+	// X-Real-IP set by the ingress; empty: the peer's IP address, which
+	// behind a proxy is the proxy's (then the split goes by User-Agent
+	// alone). It only picks a variant: a client that sets it chooses its
+	// own, as it could by changing its User-Agent.
+	ClientAddressHeader string
 }
 
 // CheckPublicBaseURL says what is wrong with a PublicBaseURL, if anything:
@@ -114,9 +129,13 @@ type Redirector struct {
 	render     *renderBudget
 	publicBase *url.URL
 	metrics    *metrics
-	clock      clock.PassiveClock
-	log        logr.Logger
-	opts       Options
+	devices    *deviceMemo
+	// countryHeader and clientHeader are Options.CountryHeader and
+	// ClientAddressHeader in canonical form (PeekCanonical).
+	countryHeader, clientHeader string
+	clock                       clock.PassiveClock
+	log                         logr.Logger
+	opts                        Options
 
 	allowedNS  map[string]bool
 	namespaces sync.Map // name -> *corev1.Namespace (stripped), for events
@@ -147,6 +166,9 @@ func New(opts Options) *Redirector {
 		index:         NewIndex(opts.TombstoneTTL),
 		linkInformers: 1,
 		refusedLog:    sampler{every: refusedLogEvery},
+		devices:       newDeviceMemo(),
+		countryHeader: canonicalHeader(opts.CountryHeader),
+		clientHeader:  canonicalHeader(opts.ClientAddressHeader),
 	}
 	r.domains = NewDomains(r.domainConflict)
 	r.fallbacks = newFallbackTable()
@@ -171,6 +193,11 @@ func New(opts Options) *Redirector {
 		}
 	}
 	return r
+}
+
+// canonicalHeader is a header name as fasthttp stores a request's.
+func canonicalHeader(name string) string {
+	return textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))
 }
 
 // Close writes out the access log's queued records and stops its writer.

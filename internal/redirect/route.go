@@ -23,6 +23,9 @@ type route struct {
 	root bool
 	// vanity: the link was named by /<code> on its namespace's host.
 	vanity bool
+	// forward: the path goes on after the code, for a link with
+	// spec.forwardPath (forwardRoute).
+	forward bool
 }
 
 // qrSuffix ends the path of a QR code.

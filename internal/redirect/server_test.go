@@ -512,9 +512,14 @@ func TestHandleDoesNotAllocate(t *testing.T) {
 	h := newHarness(t)
 	h.add(link("ns", "a", "a", "https://example.com/a"))
 	h.add(link("ns", "p", "p", "https://example.com/p", func(l *linkv1.ShortLink) { l.Spec.RedirectStatus = 301 }))
+	// Rules and variants (routing_test.go's appLink; TestRoutedClicksDoNotAllocate
+	// has more of them, with counting).
+	h.add(link("ns", "r", "r", "https://example.com/r", appLink))
 	h.r.accessLog = nil
-	for _, target := range []string{"/ns/a", "/ns/p?utm=1", "/ns/missing"} {
+	for _, target := range []string{"/ns/a", "/ns/p?utm=1", "/ns/missing", "/ns/r", "/ns/r?beta=1"} {
 		ctx := requestCtx("GET", "x", target)
+		ctx.Request.Header.SetUserAgent(uaDesktop)
+		ctx.Request.Header.Set("Accept-Language", "en-US,en;q=0.9")
 		if n := testing.AllocsPerRun(1000, func() {
 			ctx.Response.Reset()
 			h.r.handle(ctx)

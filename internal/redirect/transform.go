@@ -13,6 +13,7 @@ import (
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
 	"github.com/linkforge/linkforge/internal/intern"
+	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/uses"
 )
 
@@ -48,7 +49,7 @@ type Link struct {
 	until      int64         // expiry (Unix ns) if flagExpires; end of a tombstone
 	activates  int64         // spec.activatesAt (Unix ns) if flagActivates
 	statusUses int64         // status.uses of this version: the base of the next count write
-	maxUses    int64         // spec.maxUses (0: unlimited): a lowered limit stops this replica's quota
+	more       *linkMore     // what few links have: their limit, their routing (nil: none)
 	uid        uint64        // uses.UIDKey of the uid: a counter is handed only to the same object
 	counter    *uses.Counter // this replica's uses of the link, shared by its versions (set by the informer handler)
 	created    uint32        // creationTimestamp in Unix seconds (the API's precision): precedence
@@ -59,17 +60,54 @@ type Link struct {
 	// 144 bytes in all, the 144-byte allocation size class: activates
 	// (read on the request path with no event from the API) took it past
 	// 128, lastUsed to 140, peer to 144; growing it past 144 costs 16
-	// bytes a link (the 160-byte class).
+	// bytes a link (the 160-byte class). What few links have and the hit
+	// path reads only for them lives in more.
+}
+
+// linkMore is what a Link keeps of the fields few links set: a limit, and
+// routing (spec.rules, variants, expiredURL, forwardPath). A plain link
+// has none, so it pays no memory and no instruction for them.
+type linkMore struct {
+	maxUses int64 // spec.maxUses (0: unlimited): a lowered limit stops this replica's quota
+	// routing is the link's routing compiled (flagRouted), variantUses its
+	// status.variantUses (the base of a count write) and describe the
+	// routing in words, for the preview page.
+	routing     *rules.Compiled
+	variantUses []linkv1.VariantUses
+	describe    []string
+}
+
+// routing is the link's compiled routing, or nil (also for no link).
+func (l *Link) routing() *rules.Compiled {
+	if l == nil || l.flags&flagRouted == 0 {
+		return nil
+	}
+	return l.more.routing
+}
+
+// maxUsesLimit is spec.maxUses, or 0.
+func (l *Link) maxUsesLimit() int64 {
+	if l.more == nil {
+		return 0
+	}
+	return l.more.maxUses
 }
 
 // UsesVersion is what counting needs of this version (uses.Versioned).
 func (l *Link) UsesVersion() uses.LinkVersion {
-	return uses.LinkVersion{
+	v := uses.LinkVersion{
 		Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
-		UID: l.uid, StatusUses: l.statusUses, MaxUses: l.maxUses, StatusLastUsed: int64(l.lastUsed),
+		UID: l.uid, StatusUses: l.statusUses, MaxUses: l.maxUsesLimit(), StatusLastUsed: int64(l.lastUsed),
 		NoReservations: !l.is(flagReserved), IdleTimeout: l.is(flagIdleTimeout),
 		Code: l.Code, Peer: l.peer.holder(), ReturnRequested: l.is(flagReturnRequested), Created: int64(l.created),
 	}
+	if l.more != nil {
+		v.VariantUses = l.more.variantUses
+		if c := l.routing(); c != nil {
+			v.SplitURLs = c.SplitURLs()
+		}
+	}
+	return v
 }
 
 const (
@@ -85,6 +123,7 @@ const (
 	flagReserved                           // status.useReservations is not empty
 	flagIdleTimeout                        // spec.idleTimeout is set: its uses are written every round
 	flagReturnRequested                    // a reservation is marked returnRequested
+	flagRouted                             // more.routing is set: rules, variants, expiredURL or forwardPath
 )
 
 func (l *Link) is(f uint16) bool { return l.flags&f != 0 }
@@ -195,7 +234,26 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	}
 	if in.Spec.MaxUses != nil {
 		l.flags |= flagMaxUses
-		l.maxUses = *in.Spec.MaxUses
+		l.more = &linkMore{maxUses: *in.Spec.MaxUses}
+	}
+	if l.Confirmed() && hasRouting(&in.Spec) {
+		// Compiled once per version, here, never per request. The
+		// controller confirmed this spec, so it compiles; if it did not
+		// (a spec that reached the API another way), the link serves its
+		// spec.url, as it did before it had routing.
+		if c, err := rules.Compile(&in.Spec, in.Namespace+"/"+in.Name, Location); err == nil {
+			if l.more == nil {
+				l.more = &linkMore{}
+			}
+			l.flags |= flagRouted
+			l.more.routing, l.more.describe = c, rules.Describe(&in.Spec)
+		}
+	}
+	if len(in.Status.VariantUses) > 0 {
+		if l.more == nil {
+			l.more = &linkMore{}
+		}
+		l.more.variantUses = in.Status.VariantUses
 	}
 	if len(in.Status.UseReservations) > 0 {
 		l.flags |= flagReserved
@@ -215,6 +273,12 @@ func NewLink(in *linkv1.ShortLink) *Link {
 		}
 	}
 	return l
+}
+
+// hasRouting reports whether a spec routes clicks beyond spec.url: only
+// such links are compiled (a plain link pays nothing for routing).
+func hasRouting(spec *linkv1.ShortLinkSpec) bool {
+	return len(spec.Rules) > 0 || len(spec.Variants) > 0 || spec.ExpiredURL != "" || spec.ForwardPath
 }
 
 // Transform is the informer transform of the redirector's cache: ShortLinks

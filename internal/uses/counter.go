@@ -45,6 +45,13 @@ type LinkVersion struct {
 	// Created is metadata.creationTimestamp in Unix seconds: a new link
 	// may be reserved ahead of its first click.
 	Created int64
+	// SplitURLs are the destinations of the link's split (spec.url, then
+	// each variant's url, as written; none without variants): the keys of
+	// status.variantUses, in the order of CountSplit's slots.
+	SplitURLs []string
+	// VariantUses is status.variantUses of this version: the base of a
+	// count write.
+	VariantUses []linkv1.VariantUses
 }
 
 // asLink is the ShortLink of v, as much of it as a reservation write reads.
@@ -59,6 +66,7 @@ func (v LinkVersion) asLink() *linkv1.ShortLink {
 		maxUses := v.MaxUses
 		l.Spec.MaxUses = &maxUses
 	}
+	l.Status.VariantUses = v.VariantUses
 	return l
 }
 
@@ -81,6 +89,9 @@ func UIDKey(uid types.UID) uint64 {
 type Counter struct {
 	// pending are the uses served and not yet written.
 	pending atomic.Int64
+	// split are the split clicks not yet written, by destination (nil:
+	// the link has no variants).
+	split atomic.Pointer[splitCounts]
 	// taking counts requests between a take of quota and counting it in
 	// pending; a release waits for it to drain, so that every use taken
 	// from the quota is in the count the release writes.
@@ -158,6 +169,8 @@ type unconfirmedWrite struct {
 	forfeited int64
 	// maxUses is the limit it was written under.
 	maxUses int64
+	// split are the split clicks it reported.
+	split splitTaken
 }
 
 // RetryAfter is the Retry-After, in seconds, of a 503 of this link.

@@ -38,6 +38,8 @@ type fakeAPI struct {
 	// takenBack is the quota of reservations that a patch of another
 	// holder removed: counted as used, since their holders may have served it.
 	takenBack int64
+	// split are the destinations of the link's split (LinkVersion.SplitURLs).
+	split []string
 }
 
 // fault is what the next request of a holder meets.
@@ -103,7 +105,11 @@ func (a *fakeAPI) get() *linkv1.ShortLink {
 func (a *fakeAPI) version() Versioned {
 	l := a.get()
 	v := &testVersion{LinkVersion{Namespace: l.Namespace, Name: l.Name, ResourceVersion: l.ResourceVersion,
-		UID: UIDKey(l.UID), StatusUses: l.Status.Uses, NoReservations: len(l.Status.UseReservations) == 0}}
+		UID: UIDKey(l.UID), StatusUses: l.Status.Uses, NoReservations: len(l.Status.UseReservations) == 0,
+		VariantUses: l.Status.VariantUses}}
+	a.mu.Lock()
+	v.SplitURLs = a.split
+	a.mu.Unlock()
 	if l.Status.LastUsedAt != nil {
 		v.StatusLastUsed = l.Status.LastUsedAt.Unix()
 	}
@@ -243,6 +249,11 @@ func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.
 		case "useReservations":
 			a.link.Status.UseReservations = nil
 			if err := json.Unmarshal(v, &a.link.Status.UseReservations); err != nil {
+				return err
+			}
+		case "variantUses":
+			a.link.Status.VariantUses = nil
+			if err := json.Unmarshal(v, &a.link.Status.VariantUses); err != nil {
 				return err
 			}
 		default:

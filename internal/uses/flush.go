@@ -2,6 +2,7 @@ package uses
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,7 +28,7 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 	if !ok {
 		return errLinkGone
 	}
-	rv, base := v.ResourceVersion, v.StatusUses
+	rv, base, baseSplit := v.ResourceVersion, v.StatusUses, v.VariantUses
 	var lastUsed *metav1.Time
 	if v.StatusLastUsed > 0 {
 		t := metav1.Unix(v.StatusLastUsed, 0)
@@ -42,9 +43,11 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 			c.pending.Add(served)
 			return errNoBudget
 		}
-		// Taken after the swap: every use of this batch was served before it.
+		// Taken after the swap: every use of this batch was served before
+		// it, and so was every split click (counted before its use).
+		split := c.takeSplit()
 		at := usedAt(u.opts.Clock(), lastUsed).UTC().Format(time.RFC3339)
-		patch := []byte(`{"metadata":{"resourceVersion":` + strconv.Quote(rv) + `},"status":{"uses":` + strconv.FormatInt(base+served, 10) + `,"lastUsedAt":"` + at + `"}}`)
+		patch := []byte(`{"metadata":{"resourceVersion":` + strconv.Quote(rv) + `},"status":{"uses":` + strconv.FormatInt(base+served, 10) + `,"lastUsedAt":"` + at + `"` + variantUsesField(&split, baseSplit) + `}}`)
 		obj := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
 		err := u.opts.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 		switch {
@@ -54,6 +57,7 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 		case apierrors.IsConflict(err):
 			u.metrics.writes.WithLabelValues("conflict").Inc()
 			c.pending.Add(served)
+			split.putBack()
 			live := &linkv1.ShortLink{}
 			if err := u.opts.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 				if apierrors.IsNotFound(err) {
@@ -64,16 +68,34 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 			if UIDKey(live.UID) != c.uid {
 				return errLinkGone
 			}
-			rv, base, lastUsed = live.ResourceVersion, live.Status.Uses, live.Status.LastUsedAt
+			rv, base, lastUsed, baseSplit = live.ResourceVersion, live.Status.Uses, live.Status.LastUsedAt, live.Status.VariantUses
 		case apierrors.IsNotFound(err):
 			return errLinkGone
 		default:
 			u.metrics.writes.WithLabelValues(resultError).Inc()
 			c.pending.Add(served)
+			split.putBack()
 			return err
 		}
 	}
 	return fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
+}
+
+// variantUsesField is the status.variantUses member of a count write's
+// patch (with its leading comma), or "" when it has none to set.
+func variantUsesField(split *splitTaken, base []linkv1.VariantUses) string {
+	vu, set := split.variantUses(base)
+	if !set {
+		return ""
+	}
+	if vu == nil {
+		return `,"variantUses":null`
+	}
+	b, err := json.Marshal(vu)
+	if err != nil { // not for these types
+		return ""
+	}
+	return `,"variantUses":` + string(b)
 }
 
 // flushOne writes what c has to write: its pending uses, and for a held

@@ -117,6 +117,7 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 		c.stopServing()
 	}
 	served := c.pending.Swap(0)
+	split := c.takeSplit() // after the swap: each click counted before its use
 	c.deferred = 0
 	plan := PlanReservation(PlanInput{
 		Status: &link.Status, MaxUses: link.Spec.MaxUses, Holder: u.opts.Holder,
@@ -147,10 +148,16 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 	if mine == 0 && served == 0 && !asked && plan.Uses == link.Status.Uses && len(reservations) == len(link.Status.UseReservations) {
 		// The status would not change (a reservation denied, nothing
 		// to report): no write.
+		split.putBack() // a forwarded click's, if any: with the next write
 		u.written(c, link.Spec.MaxUses, plan, w)
 		return 0, true, nil
 	}
-	err = u.patchStatus(ctx, link, plan.Uses, lastUsed, reservations)
+	vu, setVU := split.variantUses(link.Status.VariantUses)
+	var variantUses *[]linkv1.VariantUses
+	if setVU {
+		variantUses = &vu
+	}
+	err = u.patchStatus(ctx, link, plan.Uses, lastUsed, reservations, variantUses)
 	switch {
 	case err == nil:
 		u.metrics.writes.WithLabelValues("ok").Inc()
@@ -159,9 +166,11 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 	case apierrors.IsConflict(err):
 		u.metrics.writes.WithLabelValues("conflict").Inc()
 		c.pending.Add(served)
+		split.putBack()
 	case definite(err):
 		u.metrics.writes.WithLabelValues(resultError).Inc()
 		c.pending.Add(served)
+		split.putBack()
 		if apierrors.IsNotFound(err) {
 			return 0, true, errLinkGone
 		}
@@ -172,7 +181,7 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 		// let the next live read tell.
 		u.metrics.writes.WithLabelValues(resultError).Inc()
 		c.quota.Add(min(delta, 0))
-		c.unconfirmed = &unconfirmedWrite{served: served, mine: mine, expires: expires, delta: delta, sent: now, forfeited: plan.Forfeited}
+		c.unconfirmed = &unconfirmedWrite{served: served, mine: mine, expires: expires, delta: delta, sent: now, forfeited: plan.Forfeited, split: split}
 		if link.Spec.MaxUses != nil {
 			c.unconfirmed.maxUses = *link.Spec.MaxUses
 		}
@@ -279,6 +288,8 @@ type statusPatch struct {
 		Uses            int64                   `json:"uses"`
 		LastUsedAt      *metav1.Time            `json:"lastUsedAt,omitempty"`
 		UseReservations []linkv1.UseReservation `json:"useReservations"`
+		// VariantUses, when set, replaces status.variantUses (null clears it).
+		VariantUses *[]linkv1.VariantUses `json:"variantUses,omitempty"`
 	} `json:"status"`
 }
 
@@ -304,14 +315,16 @@ func ceilSecond(t time.Time) time.Time {
 	return s
 }
 
-// patchStatus writes uses, lastUsedAt (unless nil) and reservations as a
+// patchStatus writes uses, lastUsedAt (unless nil), reservations and
+// variantUses (unless nil) as a
 // merge patch with link's resourceVersion as precondition: the fields of
 // the status it does not know (a newer controller's, during an upgrade) are
 // kept.
-func (u *Uses) patchStatus(ctx context.Context, link *linkv1.ShortLink, uses int64, lastUsed *metav1.Time, reservations []linkv1.UseReservation) error {
+func (u *Uses) patchStatus(ctx context.Context, link *linkv1.ShortLink, uses int64, lastUsed *metav1.Time, reservations []linkv1.UseReservation, variantUses *[]linkv1.VariantUses) error {
 	var p statusPatch
 	p.Metadata.ResourceVersion = link.ResourceVersion
 	p.Status.Uses, p.Status.LastUsedAt, p.Status.UseReservations = uses, lastUsed, reservations
+	p.Status.VariantUses = variantUses
 	body, err := json.Marshal(p)
 	if err != nil {
 		return err

@@ -60,6 +60,7 @@ func (u *Uses) settle(c *Counter, st *linkv1.ShortLinkStatus, liveMax *int64) {
 	// may then read high, never low).
 	u.metrics.settled.WithLabelValues("not-applied").Inc()
 	c.pending.Add(w.served)
+	w.split.putBack()
 	c.quota.Add(-min(w.delta, 0))
 }
 

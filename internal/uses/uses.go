@@ -165,6 +165,7 @@ func (u *Uses) Attach(old *Counter, cur Versioned) *Counter {
 		c = &Counter{uid: v.UID}
 	}
 	c.latest.Store(cur)
+	c.resplit(v.SplitURLs)
 	// After latest: a write that stores grantMax and then reads latest
 	// sees this version, or this check sees its grantMax.
 	if g := c.grantMax.Load(); v.MaxUses > 0 && v.MaxUses < g {

@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/linkforge/linkforge/internal/devenv"
+)
+
+const (
+	e2eIPhone  = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1"
+	e2eAndroid = "Mozilla/5.0 (Linux; Android 14; Pixel 8 Pro) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/121.0.6167.101 Mobile Safari/537.36"
+	e2eDesktop = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/121.0.0.0 Safari/537.36"
+)
+
+// TestRouting runs issue 38's routing through the real binaries, applied
+// with kubectl as a user would: rules by device, language and query, a
+// 70/30 split over 10,000 clients counted per variant in status, an
+// expired link's expiredURL, path forwarding, the -o wide columns, and a
+// rule target refused at apply by a namespace's allow-list.
+func TestRouting(t *testing.T) {
+	g := newG(t)
+	bin, tmp, cp := newCluster(t)
+	kc := installOperator(t, cp, tmp)
+	var addrs [3]string
+	for i := range addrs {
+		a, err := devenv.FreeAddr()
+		g.Expect(err).NotTo(HaveOccurred())
+		addrs[i] = a
+	}
+	redirectAddr, redirectProbes, mgrProbes := addrs[0], addrs[1], addrs[2]
+	base := "http://" + redirectAddr
+	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
+		"--kubeconfig", kc.Manager, "--health-probe-bind-address", mgrProbes, "--redirect-base-url", base, "--metrics-bind-address", "0")
+	g.Expect(err).NotTo(HaveOccurred())
+	// The redirector trusts no client-address header here: the clients of
+	// the split differ by User-Agent.
+	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
+		"--kubeconfig", kc.Redirector, "--bind-address", redirectAddr, "--health-probe-bind-address", redirectProbes,
+		"--peer-bind-address", "0", "--uses-flush-interval", "1s", "--gone-redirect", "https://example.com/gone")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		for _, p := range []*devenv.Process{red, mgr} {
+			if err := p.Stop(15 * time.Second); err != nil {
+				t.Error(err)
+			}
+		}
+		expectNoForbidden(t, mgr, red)
+		if t.Failed() {
+			for _, p := range []*devenv.Process{mgr, red} {
+				if b, err := os.ReadFile(p.Log); err == nil {
+					t.Logf("--- %s log ---\n%s", p.Name, tail(string(b), 4000))
+				}
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, probe := range []string{mgrProbes, redirectProbes} {
+		g.Expect(devenv.WaitHTTP(ctx, "http://"+probe+"/readyz", http.StatusOK)).To(Succeed())
+	}
+	e := &env{t: t, cp: cp, redirect: base, redirectProbes: redirectProbes}
+	const ns = "routing"
+	e.mustKubectl("create", "namespace", ns)
+	e.applyYAML(`apiVersion: linkforge.io/v1alpha1
+kind: ShortLink
+metadata: {name: app, namespace: routing}
+spec:
+  url: https://example.com/app
+  rules:
+  - {url: 'https://apps.apple.com/app/id1', devices: [ios]}
+  - {url: 'https://play.google.com/store/apps/details?id=com.example', devices: [android]}
+  - {url: 'https://example.com/de/app', languages: [de]}
+  - {url: 'https://beta.example.com/app', queryParams: [{name: beta, value: '1'}]}
+---
+apiVersion: linkforge.io/v1alpha1
+kind: ShortLink
+metadata: {name: ab, namespace: routing}
+spec:
+  url: https://example.com/a
+  variants:
+  - {url: 'https://example.com/b', weight: 30}
+---
+apiVersion: linkforge.io/v1alpha1
+kind: ShortLink
+metadata: {name: sale, namespace: routing}
+spec: {url: 'https://example.com/sale', ttl: 3s, expiredURL: 'https://example.com/sale-is-over'}
+---
+apiVersion: linkforge.io/v1alpha1
+kind: ShortLink
+metadata: {name: docs, namespace: routing}
+spec: {url: 'https://docs.example.com/v2?lang=en', forwardPath: true}
+`)
+	e.mustKubectl("wait", "--for=condition=Ready", "-n", ns, "shortlink/app", "shortlink/ab", "shortlink/sale", "shortlink/docs", "--timeout=60s")
+	code := func(name string) string {
+		return e.mustKubectl("get", "shortlink", "-n", ns, name, "-o", "jsonpath={.status.code}")
+	}
+	click := func(path string, header ...string) (string, error) {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			return "", err
+		}
+		_ = resp.Body.Close()
+		return fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Location")), nil
+	}
+
+	t.Run("iOS, Android, German and ?beta=1 clicks each to their own target, the others to spec.url", func(t *testing.T) {
+		g := newG(t)
+		app := "/" + ns + "/" + code("app")
+		g.Eventually(func() (string, error) { return click(app, "User-Agent", e2eDesktop) }).Should(Equal("302 https://example.com/app"))
+		for _, c := range []struct {
+			path   string
+			header []string
+			want   string
+		}{
+			{app, []string{"User-Agent", e2eIPhone}, "https://apps.apple.com/app/id1"},
+			{app, []string{"User-Agent", e2eAndroid}, "https://play.google.com/store/apps/details?id=com.example"},
+			{app, []string{"User-Agent", e2eDesktop, "Accept-Language", "de-DE,de;q=0.9,en;q=0.4"}, "https://example.com/de/app"},
+			{app + "?beta=1", []string{"User-Agent", e2eDesktop}, "https://beta.example.com/app"},
+			{app + "?beta=0", []string{"User-Agent", e2eDesktop, "Accept-Language", "en-GB"}, "https://example.com/app"},
+		} {
+			g.Expect(click(c.path, c.header...)).To(Equal("302 "+c.want), "%s %v", c.path, c.header)
+		}
+		page, err := e.fetch(redirectAddr + app + "+")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(page).To(ContainSubstring("Where its clicks go"))
+		g.Expect(page).To(ContainSubstring("go to https://apps.apple.com/app/id1"))
+	})
+
+	t.Run("a 70/30 split over 10,000 clients, sticky per client, counted per variant in status", func(t *testing.T) {
+		g := newG(t)
+		ab := "/" + ns + "/" + code("ab")
+		// Every redirect is a use: clicks counts them by destination,
+		// the first one (once the link is served) included.
+		clicks := map[string]int{}
+		g.Eventually(func() (string, error) {
+			got, err := click(ab, "User-Agent", e2eDesktop+" warm-up")
+			if strings.HasPrefix(got, "302 ") {
+				clicks[got]++
+			}
+			return got, err
+		}).Should(HavePrefix("302 "))
+		const clients, workers = 10_000, 8
+		var mu sync.Mutex
+		first := map[string]int{}
+		var failures []string
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := w; i < clients; i += workers {
+					ua := fmt.Sprintf("%s client/%d", e2eDesktop, i)
+					got, err := click(ab, "User-Agent", ua)
+					var again string
+					if err == nil && i%10 == 0 { // a tenth click again: the same variant
+						again, err = click(ab, "User-Agent", ua)
+					}
+					mu.Lock()
+					switch {
+					case err != nil:
+						failures = append(failures, err.Error())
+					case again != "" && again != got:
+						failures = append(failures, fmt.Sprintf("client %d: %q, then %q", i, got, again))
+					default:
+						first[got]++
+						clicks[got]++
+						if again != "" {
+							clicks[again]++
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		g.Expect(failures).To(BeEmpty())
+		a, b := first["302 https://example.com/a"], first["302 https://example.com/b"]
+		g.Expect(a+b).To(Equal(clients), "%v", first)
+		share := float64(b) / clients
+		t.Logf("variant b (weight 30) took %d of %d clients: %.2f%%", b, clients, 100*share)
+		g.Expect(math.Abs(share - 0.30)).To(BeNumerically("<=", 0.02))
+
+		// status.variantUses: every click, per destination, written with uses.
+		want := fmt.Sprintf("https://example.com/a=%d https://example.com/b=%d",
+			clicks["302 https://example.com/a"], clicks["302 https://example.com/b"])
+		g.Eventually(func() (string, error) {
+			out, err := e.kubectl("get", "shortlink", "-n", ns, "ab", "-o", "jsonpath={.status.variantUses}")
+			if err != nil || out == "" {
+				return out, err
+			}
+			var vu []struct {
+				URL  string `json:"url"`
+				Uses int    `json:"uses"`
+			}
+			if err := json.Unmarshal([]byte(out), &vu); err != nil {
+				return "", err
+			}
+			parts := []string{}
+			for _, v := range vu {
+				parts = append(parts, fmt.Sprintf("%s=%d", v.URL, v.Uses))
+			}
+			return strings.Join(parts, " "), nil
+		}).Should(Equal(want))
+		t.Logf("status.variantUses: %s", want)
+	})
+
+	t.Run("an expired link sends its clicks to its expiredURL, not the gone fallback", func(t *testing.T) {
+		g := newG(t)
+		sale := "/" + ns + "/" + code("sale")
+		g.Eventually(func() (string, error) { return click(sale) }).Should(Equal("302 https://example.com/sale-is-over"))
+	})
+
+	t.Run("forwardPath appends the rest of the path; other links answer 404 for it", func(t *testing.T) {
+		g := newG(t)
+		docs := "/" + ns + "/" + code("docs")
+		g.Eventually(func() (string, error) { return click(docs + "/guide/intro") }).Should(Equal("302 https://docs.example.com/v2/guide/intro?lang=en"))
+		g.Expect(click(docs + "/../../etc/passwd")).To(Equal("302 https://docs.example.com/v2/etc/passwd?lang=en"))
+		g.Expect(click("/" + ns + "/" + code("app") + "/extra")).To(HavePrefix("404"))
+	})
+
+	t.Run("kubectl get -o wide shows rules and variants", func(t *testing.T) {
+		g := newG(t)
+		g.Eventually(func() (string, error) {
+			return e.kubectl("get", "shortlinks", "-n", ns, "-o", "custom-columns=NAME:.metadata.name,RULES:.status.ruleCount,VARIANTS:.status.variantCount", "--no-headers")
+		}).Should(MatchRegexp(`ab\s+<none>\s+1\s*\napp\s+4\s+<none>`))
+		out := e.mustKubectl("get", "shortlinks", "-n", ns, "-o", "wide")
+		t.Logf("$ kubectl get shortlinks -n %s -o wide\n%s", ns, out)
+		g.Expect(strings.Split(out, "\n")[0]).To(MatchRegexp(`RULES\s+VARIANTS`))
+		g.Expect(out).To(MatchRegexp(`\napp\s.*\s4\s+\s*\S*`))
+	})
+
+	t.Run("a rule target outside the namespace's allow-list is refused at apply", func(t *testing.T) {
+		g := newG(t)
+		out := e.mustKubectl("apply", "-k", policyOverlay(t))
+		g.Expect(out).To(ContainSubstring("validatingadmissionpolicy.admissionregistration.k8s.io/linkforge-allowed-hosts created"))
+		t.Cleanup(func() {
+			_, _ = e.kubectl("delete", "validatingadmissionpolicybindings,validatingadmissionpolicies",
+				"-l", "app.kubernetes.io/part-of=linkforge", "--ignore-not-found")
+		})
+		e.mustKubectl("annotate", "namespace", ns, "linkforge.io/allowed-hosts=*.example.com")
+		link := "apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: sneaky, namespace: routing}\n" +
+			"spec:\n  url: https://www.example.com/ok\n  rules:\n  - {url: 'https://login.evil.example.org/', devices: [ios]}\n"
+		var refusal string
+		g.Eventually(func() string {
+			var err error
+			refusal, err = e.kubectlStdin(link, "apply", "-f", "-")
+			if err == nil {
+				_, _ = e.kubectl("delete", "shortlink", "-n", ns, "sneaky")
+			}
+			return refusal
+		}).Should(ContainSubstring(`host "login.evil.example.org" is not allowed in namespace routing`))
+		t.Logf("$ kubectl apply -f sneaky.yaml\n%s", refusal)
+	})
+}

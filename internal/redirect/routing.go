@@ -1,0 +1,300 @@
+package redirect
+
+import (
+	"hash/maphash"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"github.com/linkforge/linkforge/internal/rules"
+)
+
+// Routing: where a click on a link with spec.rules, spec.variants,
+// spec.expiredURL or spec.forwardPath goes. The link's routing is compiled
+// once per version (NewLink); a click gathers the facts it reads from
+// fasthttp's own buffers, without copying, and rules.Evaluate chooses.
+// A plain link takes none of this path (flagRouted).
+
+// ctxOf is the request the handler serves, which answer was given as
+// its clock (ctxClock): a routed link's click reads its facts there.
+// Callers of answer without one (its benchmarks) pass other clocks, and
+// their clicks carry no headers. (A type assertion to the concrete type:
+// one to an interface looks up an itab, a hundred instructions a click.)
+func ctxOf(at requestClock) *fasthttp.RequestCtx {
+	if c, ok := at.(ctxClock); ok {
+		return c.ctx
+	}
+	return nil
+}
+
+// headerAcceptLanguage is read for languages conditions, in canonical
+// form: fasthttp stores the names of a request's headers so, and
+// PeekCanonical spares the normalization of the name that Peek does on
+// every call (a sixth of what a link with rules cost a click).
+var headerAcceptLanguage = []byte("Accept-Language")
+
+// canonicalHeaders is a request's headers as rules.Facts.Headers: the
+// rules ask for canonical names.
+type canonicalHeaders fasthttp.RequestHeader
+
+func (h *canonicalHeaders) Peek(name string) []byte {
+	return (*fasthttp.RequestHeader)(h).PeekCanonical(sbytes(name))
+}
+
+// facts gathers into f (zero) what c's rules read of the request
+// (rules.Compiled.Reads); now is the time answer decided on, 0 if it read
+// none.
+func (r *Redirector) facts(f *rules.Facts, c *rules.Compiled, at requestClock, rawQuery string, now int64) {
+	f.RawQuery = sbytes(rawQuery)
+	reads := c.Reads()
+	if reads&rules.FactTime != 0 {
+		if now == 0 {
+			now = r.nowNanos(at)
+		}
+		f.Now = time.Unix(0, now)
+	}
+	ctx := ctxOf(at)
+	if ctx == nil {
+		return
+	}
+	h := &ctx.Request.Header
+	f.Headers = (*canonicalHeaders)(h)
+	if reads&(rules.FactDevice|rules.FactClient) != 0 {
+		f.UserAgent = h.UserAgent()
+	}
+	if reads&rules.FactDevice != 0 {
+		f.Device, f.DeviceKnown = r.devices.classify(f.UserAgent), true
+	}
+	if reads&rules.FactLanguage != 0 {
+		f.AcceptLanguage = h.PeekCanonical(headerAcceptLanguage)
+	}
+	if reads&rules.FactCountry != 0 && r.opts.CountryHeader != "" {
+		f.Country = h.PeekCanonical(sbytes(r.countryHeader))
+	}
+	if reads&rules.FactClient != 0 {
+		f.ClientAddr = r.clientAddr(ctx)
+	}
+}
+
+// clientAddr is the client's address as the variant split reads it: the
+// value of --client-address-header when the operator names one and the
+// request has it, else the peer's IP address (its port changes with every
+// connection, so it is left out).
+func (r *Redirector) clientAddr(ctx *fasthttp.RequestCtx) []byte {
+	if r.clientHeader != "" {
+		if v := ctx.Request.Header.PeekCanonical(sbytes(r.clientHeader)); len(v) > 0 {
+			return v
+		}
+	}
+	ip := ctx.RemoteIP()
+	if v4 := ip.To4(); v4 != nil {
+		return v4
+	}
+	return ip
+}
+
+// nowNanos is the time of a request in Unix ns, as answer reads it.
+func (r *Redirector) nowNanos(at requestClock) int64 {
+	if r.clock != nil {
+		return r.clock.Now().UnixNano()
+	}
+	return at.Time().UnixNano()
+}
+
+// deviceMemo remembers the device class of the User-Agents it has read,
+// by a hash of the agent: a keep-alive connection (and most of a site's
+// visitors) send the same few agents, and hashing one costs a fraction of
+// reading it (rules.Classify). A slot is one word, the hash's high bits
+// and the class, so a lookup takes no lock; two agents whose hashes agree
+// on those bits (one in 2^61) would share a class.
+type deviceMemo struct {
+	seed  maphash.Seed
+	slots [deviceMemoSlots]atomic.Uint64
+}
+
+const (
+	deviceMemoSlots = 4096
+	deviceBits      = 7 // the low bits of a slot: the class
+)
+
+func newDeviceMemo() *deviceMemo { return &deviceMemo{seed: maphash.MakeSeed()} }
+
+func (m *deviceMemo) classify(userAgent []byte) rules.Device {
+	if len(userAgent) == 0 {
+		return rules.DeviceUnknown
+	}
+	h := maphash.Bytes(m.seed, userAgent)
+	slot := &m.slots[h%deviceMemoSlots]
+	if v := slot.Load(); v&^deviceBits == h&^deviceBits && v != 0 {
+		return rules.Device(v & deviceBits)
+	}
+	d := rules.Classify(userAgent)
+	slot.Store(h&^deviceBits | uint64(d))
+	return d
+}
+
+// routedClick is where a click on routed link e goes: its Location, and
+// the index of its destination in the split (rules.SplitSlot) if it went
+// through the split, else -1. ok is false for a forwarded path that names
+// no link after all (forwardedRest).
+func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64) (location string, slot int, ok bool) {
+	ch := r.choose(e, at, rawQuery, now)
+	if location = r.routedLocation(e, ch, rt, rawQuery, at); location == "" {
+		return "", -1, false
+	}
+	if e.more.routing.Split(ch) {
+		return location, rules.SplitSlot(ch), true
+	}
+	return location, -1, true
+}
+
+// choose is where a click on routed link e goes, and whether it went
+// through the split; the Location is made by routedLocation.
+func (r *Redirector) choose(e *Link, at requestClock, rawQuery string, now int64) rules.Choice {
+	c := e.more.routing
+	if c.Plain() {
+		return rules.Choice{URL: e.Location, Rule: -1, Variant: -1}
+	}
+	var f rules.Facts
+	r.facts(&f, c, at, rawQuery, now)
+	return rules.Evaluate(&f, c)
+}
+
+// routedLocation is the Location of a click on routed link e that went to
+// ch: the path after the code appended (spec.forwardPath, when the route
+// forwards one), then the query (spec.forwardQuery).
+func (r *Redirector) routedLocation(e *Link, ch rules.Choice, rt route, rawQuery string, at requestClock) string {
+	target := ch.URL
+	if rt.forward {
+		rest, ok := forwardedRest(at, rt)
+		if !ok {
+			return ""
+		}
+		target = string(rules.AppendPath(make([]byte, 0, len(target)+len(rest)+8), target, sbytes(rest)))
+	}
+	if e.is(flagForwardQuery) && rawQuery != "" {
+		frag := strings.IndexByte(target, '#')
+		beforeFrag := target
+		if frag >= 0 {
+			beforeFrag = target[:frag]
+		}
+		target = withQuery(target, frag, strings.IndexByte(beforeFrag, '?') >= 0, rawQuery)
+	}
+	return target
+}
+
+// splitClicked counts a GET sent to slot of its link's split (none if
+// slot is -1) in the metric.
+func (r *Redirector) splitClicked(slot int, method string) {
+	if slot >= 0 && method == methodGet {
+		r.metrics.split[slot].Inc()
+	}
+}
+
+// forwardRoute names the link of a path with more after its code
+// (/<namespace>/<code>/rest, or /<code>/rest on a namespace's host) when
+// that link forwards paths (spec.forwardPath): asked only when the path
+// names no link as it is, so /qr and + keep their meaning and plain links
+// pay nothing.
+func (r *Redirector) forwardRoute(host, path string) (route, *Link) {
+	if len(path) < 2 || path[0] != '/' {
+		return route{}, nil
+	}
+	p := path[1:]
+	i := strings.IndexByte(p, '/')
+	if i <= 0 {
+		return route{}, nil
+	}
+	if j := strings.IndexByte(p[i+1:], '/'); j > 0 {
+		ns, code := p[:i], p[i+1:i+1+j]
+		if e := r.index.Lookup(ns, code); forwardsPath(e) {
+			return route{ns: ns, code: code, ok: true, forward: true}, e
+		}
+	}
+	if ns, ok := r.domains.Lookup(host); ok {
+		if e := r.index.Lookup(ns, p[:i]); forwardsPath(e) {
+			return route{ns: ns, code: p[:i], ok: true, vanity: true, forward: true}, e
+		}
+	}
+	return route{}, nil
+}
+
+func forwardsPath(e *Link) bool {
+	c := e.routing()
+	return c != nil && c.ForwardPath()
+}
+
+// forwardedRest is what follows the code in the request's own target,
+// still percent-encoded as the client sent it (rules.AppendPath keeps
+// its encodings and resolves its dot segments); ok is false when the
+// target's first segments do not spell rt's namespace and code (an
+// encoded '/' in them), which then names no link.
+func forwardedRest(at requestClock, rt route) (string, bool) {
+	ctx := ctxOf(at)
+	if ctx == nil {
+		return "", false
+	}
+	raw := bstr(ctx.Request.Header.RequestURI())
+	if q := strings.IndexByte(raw, '?'); q >= 0 {
+		raw = raw[:q]
+	}
+	if !strings.HasPrefix(raw, "/") { // absolute form: scheme://authority/path
+		if k := strings.Index(raw, "://"); k >= 0 {
+			raw = raw[k+3:]
+			if s := strings.IndexByte(raw, '/'); s >= 0 {
+				raw = raw[s:]
+			} else {
+				raw = "/"
+			}
+		}
+	}
+	want := "/" + rt.code
+	segments := 1
+	if !rt.vanity {
+		want, segments = "/"+rt.ns+want, 2
+	}
+	end := 0
+	for range segments {
+		s := strings.IndexByte(raw[end+1:], '/')
+		if s < 0 {
+			return "", false
+		}
+		end += 1 + s
+	}
+	if prefix := raw[:end]; prefix != want {
+		if dec, err := url.PathUnescape(prefix); err != nil || dec != want {
+			return "", false
+		}
+	}
+	return raw[end:], true
+}
+
+// splitLabels label linkforge_redirector_split_clicks_total: a variant's
+// index (0-9, MaxVariants at most) or "default" (spec.url's share): bounded,
+// whatever the links' URLs.
+func splitLabel(slot int) string {
+	if slot == 0 {
+		return "default"
+	}
+	return string(rune('0' + slot - 1))
+}
+
+func newSplitMetric(reg prometheus.Registerer) (out [splitMetricSlots]prometheus.Counter) {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "split_clicks_total",
+		Help:      "Redirects of links with variants that no rule matched, by destination: the variant's index in spec.variants (0-9), or default for spec.url's share. Counted for GET, as uses are.",
+	}, []string{"variant"})
+	for i := range out {
+		out[i] = v.WithLabelValues(splitLabel(i))
+	}
+	if reg != nil {
+		reg.MustRegister(v)
+	}
+	return out
+}

@@ -1,0 +1,469 @@
+package rules
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+)
+
+// fakeHeaders is a HeaderPeeker over fixed headers, names compared without
+// case, that does not allocate (as fasthttp's).
+type fakeHeaders []struct {
+	name  string
+	value []byte
+}
+
+// headers makes fakeHeaders of name, value pairs.
+func headers(kv ...string) fakeHeaders {
+	h := make(fakeHeaders, len(kv)/2)
+	for i := range h {
+		h[i].name, h[i].value = kv[2*i], []byte(kv[2*i+1])
+	}
+	return h
+}
+
+func (h fakeHeaders) Peek(key string) []byte {
+	for _, kv := range h {
+		if strings.EqualFold(kv.name, key) {
+			return kv.value
+		}
+	}
+	return nil
+}
+
+func TestClassifyCorpus(t *testing.T) {
+	f, err := os.Open("testdata/user-agents.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	counts := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		if strings.HasPrefix(text, "#") || text == "" {
+			continue
+		}
+		want, ua, ok := strings.Cut(text, "\t")
+		if !ok {
+			t.Fatalf("line %d: no tab between class and User-Agent", line)
+		}
+		counts[want]++
+		if got := Classify([]byte(ua)).String(); got != want {
+			t.Errorf("line %d: %q is %s, want %s", line, ua, got, want)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, class := range []string{"ios", "android", "desktop", "bot"} {
+		if counts[class] < 10 {
+			t.Errorf("the corpus has %d %s agents, want at least 10", counts[class], class)
+		}
+		total += counts[class]
+	}
+	if total < 60 {
+		t.Errorf("the corpus has %d classified agents, want at least 60", total)
+	}
+}
+
+func TestPreferredLanguage(t *testing.T) {
+	for _, tc := range []struct{ header, want string }{
+		{"", ""},
+		{"de", "de"},
+		{"de-DE,de;q=0.9,en;q=0.8", "de-DE"},
+		{"en;q=0.5, fr-CA;q=0.9 , de;q=0.7", "fr-CA"},
+		{"en-US,en;q=0.9", "en-US"},
+		{"*;q=1, it;q=0.2", "it"},
+		{"*", ""},
+		{"de;q=0, fr;q=0.000", ""},
+		{"de;q=0.5, fr;q=0.5", "de"},
+		{"de;q=1.0;x=y, fr", "de"},
+		{"de;Q=0.1, fr;q=0.2", "fr"},
+		{"de;q=bad, fr;q=0.9", "de"},
+		{",,, ;q=1, pt-BR", "pt-BR"},
+		{"es;q=0.1234, ca;q=0.123", "es"},
+	} {
+		if got := string(PreferredLanguage([]byte(tc.header))); got != tc.want {
+			t.Errorf("PreferredLanguage(%q) = %q, want %q", tc.header, got, tc.want)
+		}
+	}
+}
+
+func TestQueryHolds(t *testing.T) {
+	v := func(s string) *queryMatch { return &queryMatch{name: "beta", value: s, hasValue: true} }
+	present := &queryMatch{name: "beta"}
+	for _, tc := range []struct {
+		raw  string
+		m    *queryMatch
+		want bool
+	}{
+		{"beta=1", v("1"), true},
+		{"a=2&beta=1&c", v("1"), true},
+		{"beta=2", v("1"), false},
+		{"beta=10", v("1"), false},
+		{"beta", v(""), true},
+		{"beta=", v(""), true},
+		{"beta", present, true},
+		{"betas=1", present, false},
+		{"bet=1", present, false},
+		{"", present, false},
+		{"b%65ta=%31", v("1"), true},
+		{"beta=a+b", v("a b"), true},
+		{"beta=a%2Bb", v("a+b"), true},
+		{"beta=100%", v("100%"), true},
+		{"beta=%zz", v("%zz"), true},
+		{"beta=1&beta=2", v("2"), true},
+		{"x=beta", present, false},
+	} {
+		if got := queryHolds([]byte(tc.raw), tc.m); got != tc.want {
+			t.Errorf("query %q against %+v: %v, want %v", tc.raw, *tc.m, got, tc.want)
+		}
+	}
+}
+
+var (
+	t0       = time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	iphoneUA = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1"
+	pixelUA  = "Mozilla/5.0 (Linux; Android 14; Pixel 8 Pro) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/121.0.6167.101 Mobile Safari/537.36"
+	winUA    = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/121.0.0.0 Safari/537.36"
+	botUA    = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+)
+
+func mt(t time.Time) *metav1.Time { return &metav1.Time{Time: t} }
+func sp(s string) *string         { return &s }
+
+// eightRules is a link with 8 rules of every kind and 3 variants: the shape
+// the issue's benchmark names.
+func eightRules() *linkv1.ShortLinkSpec {
+	return &linkv1.ShortLinkSpec{
+		URL: "https://example.com/default",
+		Rules: []linkv1.RedirectRule{
+			{URL: "https://example.com/beta", QueryParams: []linkv1.QueryParamMatch{{Name: "beta", Value: sp("1")}}},
+			{URL: "https://example.com/launch", After: mt(t0), Before: mt(t0.Add(time.Hour))},
+			{URL: "https://example.com/canary", Headers: []linkv1.HeaderMatch{{Name: "X-Canary", Value: "yes"}}},
+			{URL: "https://example.com/ch", Countries: []string{"CH", "LI"}},
+			{URL: "https://apps.apple.com/app/x", Devices: []linkv1.DeviceClass{linkv1.DeviceIOS}},
+			{URL: "https://play.google.com/store/apps/details?id=x", Devices: []linkv1.DeviceClass{linkv1.DeviceAndroid}},
+			{URL: "https://example.de/", Languages: []string{"de"}},
+			{URL: "https://example.com/ref", QueryParams: []linkv1.QueryParamMatch{{Name: "ref"}}, Devices: []linkv1.DeviceClass{linkv1.DeviceDesktop, linkv1.DeviceBot}},
+		},
+		Variants: []linkv1.Variant{
+			{URL: "https://example.com/b", Weight: 20},
+			{URL: "https://example.com/c", Weight: 20},
+			{URL: "https://example.com/d", Weight: 10},
+		},
+		ExpiredURL:  "https://example.com/over",
+		ForwardPath: true,
+	}
+}
+
+func mustCompile(t testing.TB, spec *linkv1.ShortLinkSpec) *Compiled {
+	t.Helper()
+	c, err := Compile(spec, "team-a/link", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestEvaluate(t *testing.T) {
+	c := mustCompile(t, eightRules())
+	base := Facts{UserAgent: []byte(winUA), Now: t0.Add(-time.Minute), ClientAddr: []byte("192.0.2.1")}
+	for _, tc := range []struct {
+		name string
+		edit func(f *Facts)
+		rule int
+		url  string
+	}{
+		{"beta=1 wins over everything after it", func(f *Facts) { f.RawQuery = []byte("beta=1"); f.UserAgent = []byte(iphoneUA) }, 0, "https://example.com/beta"},
+		{"beta=2 is not beta=1", func(f *Facts) { f.RawQuery = []byte("beta=2") }, -1, ""},
+		{"inside the window", func(f *Facts) { f.Now = t0 }, 1, "https://example.com/launch"},
+		{"the window's end is excluded", func(f *Facts) { f.Now = t0.Add(time.Hour) }, -1, ""},
+		{"a header", func(f *Facts) { f.Headers = headers("x-canary", "yes") }, 2, "https://example.com/canary"},
+		{"a header with another value", func(f *Facts) { f.Headers = headers("X-Canary", "Yes") }, -1, ""},
+		{"a country, any case and spaces", func(f *Facts) { f.Country = []byte(" li ") }, 3, "https://example.com/ch"},
+		{"another country", func(f *Facts) { f.Country = []byte("DE") }, -1, ""},
+		{"iOS", func(f *Facts) { f.UserAgent = []byte(iphoneUA) }, 4, "https://apps.apple.com/app/x"},
+		{"Android", func(f *Facts) { f.UserAgent = []byte(pixelUA) }, 5, "https://play.google.com/store/apps/details?id=x"},
+		{"German", func(f *Facts) { f.AcceptLanguage = []byte("de-AT,de;q=0.9,en;q=0.5") }, 6, "https://example.de/"},
+		{"German is not preferred", func(f *Facts) { f.AcceptLanguage = []byte("en-US,de;q=0.9") }, -1, ""},
+		{"Android before German", func(f *Facts) { f.UserAgent = []byte(pixelUA); f.AcceptLanguage = []byte("de") }, 5, "https://play.google.com/store/apps/details?id=x"},
+		{"both conditions of a rule", func(f *Facts) { f.RawQuery = []byte("ref=x") }, 7, "https://example.com/ref"},
+		{"one of two conditions", func(f *Facts) { f.RawQuery = []byte("ref=x"); f.UserAgent = nil }, -1, ""},
+		{"a bot with ref", func(f *Facts) { f.RawQuery = []byte("ref"); f.UserAgent = []byte(botUA) }, 7, "https://example.com/ref"},
+		{"no header peeker", func(f *Facts) { f.Headers = nil }, -1, ""},
+		{"a device the redirector remembered", func(f *Facts) { f.Device, f.DeviceKnown = DeviceIOS, true }, 4, "https://apps.apple.com/app/x"},
+		{"a remembered device not known", func(f *Facts) { f.Device = DeviceIOS }, -1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := base
+			tc.edit(&f)
+			got := Evaluate(&f, c)
+			if got.Rule != tc.rule {
+				t.Fatalf("rule %d (%s), want %d", got.Rule, got.URL, tc.rule)
+			}
+			if tc.rule >= 0 && (got.URL != tc.url || got.Variant != -1 || c.Split(got)) {
+				t.Errorf("got %+v, want %s from no variant", got, tc.url)
+			}
+			if tc.rule < 0 && !c.Split(got) {
+				t.Errorf("a click no rule matches goes through the split: %+v", got)
+			}
+		})
+	}
+}
+
+func TestEvaluatePlainAndTrimmed(t *testing.T) {
+	c := mustCompile(t, &linkv1.ShortLinkSpec{URL: "  https://example.com/x  "})
+	if !c.Plain() {
+		t.Error("a link without rules and variants is plain")
+	}
+	if got := Evaluate(&Facts{}, c); got != (Choice{URL: "https://example.com/x", Rule: -1, Variant: -1}) || c.Split(got) {
+		t.Errorf("got %+v", got)
+	}
+	locate := func(s string) string { return "<" + strings.TrimSpace(s) + ">" }
+	spec := eightRules()
+	c, err := Compile(spec, "s", locate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Evaluate(&Facts{UserAgent: []byte(iphoneUA)}, c).URL; got != "<https://apps.apple.com/app/x>" {
+		t.Errorf("locate makes the targets: %q", got)
+	}
+	if c.ExpiredURL() != "<https://example.com/over>" || !c.ForwardPath() || c.Rules() != 8 || c.Variants() != 3 {
+		t.Errorf("accessors: %q %v %d %d", c.ExpiredURL(), c.ForwardPath(), c.Rules(), c.Variants())
+	}
+}
+
+// Reads names the facts a link's routing reads, so that the redirector
+// gathers no other; SplitURLs are status.variantUses' keys by SplitSlot.
+func TestReadsAndSplitURLs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		spec *linkv1.ShortLinkSpec
+		want Fact
+	}{
+		{"plain", &linkv1.ShortLinkSpec{URL: "https://e.com/"}, 0},
+		{"query and header", &linkv1.ShortLinkSpec{URL: "https://e.com/", Rules: []linkv1.RedirectRule{
+			{URL: "https://e.com/q", QueryParams: []linkv1.QueryParamMatch{{Name: "b"}}, Headers: []linkv1.HeaderMatch{{Name: "x-a", Value: "1"}}}}}, 0},
+		{"eight rules", eightRules(), FactDevice | FactLanguage | FactTime | FactCountry | FactClient},
+		{"split only", &linkv1.ShortLinkSpec{URL: "https://e.com/", Variants: []linkv1.Variant{{URL: "https://e.com/b", Weight: 5}}}, FactClient},
+	} {
+		c2 := mustCompile(t, c.spec)
+		if got := c2.Reads(); got != c.want {
+			t.Errorf("%s: reads %b, want %b", c.name, got, c.want)
+		}
+	}
+	spec := &linkv1.ShortLinkSpec{URL: " https://e.com/a", Variants: []linkv1.Variant{{URL: "https://e.com/b", Weight: 30}, {URL: "https://e.com/c", Weight: 30}}}
+	c := mustCompile(t, spec)
+	if got := c.SplitURLs(); !slices.Equal(got, []string{" https://e.com/a", "https://e.com/b", "https://e.com/c"}) {
+		t.Errorf("SplitURLs %q", got)
+	}
+	for _, ch := range []Choice{{Variant: -1, Rule: -1}, {Variant: 0, Rule: -1}, {Variant: 1, Rule: -1}} {
+		if got := c.SplitURLs()[SplitSlot(ch)]; got != c.SplitURL(ch) {
+			t.Errorf("slot of %+v: %q, SplitURL %q", ch, got, c.SplitURL(ch))
+		}
+	}
+	// Header names are asked for in canonical form.
+	c = mustCompile(t, &linkv1.ShortLinkSpec{URL: "https://e.com/", Rules: []linkv1.RedirectRule{
+		{URL: "https://e.com/h", Headers: []linkv1.HeaderMatch{{Name: "x-campaign", Value: "spring"}}}}})
+	asked := ""
+	if got := Evaluate(&Facts{Headers: peekFunc(func(k string) []byte { asked = k; return []byte("spring") })}, c); got.Rule != 0 || asked != "X-Campaign" {
+		t.Errorf("rule %d, asked for %q; want rule 0 and X-Campaign", got.Rule, asked)
+	}
+}
+
+type peekFunc func(string) []byte
+
+func (f peekFunc) Peek(k string) []byte { return f(k) }
+
+// TestVariantSplit: 70/30 over 10,000 distinct clients lands within 2
+// percentage points of 70, each client keeps its variant, and another
+// replica (a second Compile of the same spec) chooses the same.
+func TestVariantSplit(t *testing.T) {
+	spec := &linkv1.ShortLinkSpec{URL: "https://example.com/a", Variants: []linkv1.Variant{{URL: "https://example.com/b", Weight: 30}}}
+	replica1, replica2 := mustCompile(t, spec), mustCompile(t, spec)
+	const clients = 10000
+	for _, shape := range []struct {
+		name string
+		addr func(i int) string
+		ua   func(i int) string
+	}{
+		{"sequential IPv4 addresses, one browser", func(i int) string { return fmt.Sprintf("10.0.%d.%d", i/256, i%256) }, func(int) string { return winUA }},
+		{"one address, many browsers", func(int) string { return "203.0.113.7" }, func(i int) string { return fmt.Sprintf("%s/%d", winUA, i) }},
+		{"IPv6 addresses", func(i int) string { return fmt.Sprintf("2001:db8::%x", i) }, func(i int) string { return []string{iphoneUA, pixelUA, winUA}[i%3] }},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			toB := 0
+			for i := 0; i < clients; i++ {
+				f := Facts{ClientAddr: []byte(shape.addr(i)), UserAgent: []byte(shape.ua(i))}
+				got := Evaluate(&f, replica1)
+				if got.Variant == 0 {
+					toB++
+				}
+				if again := Evaluate(&f, replica2); again != got {
+					t.Fatalf("client %d: %+v on one replica, %+v on another", i, got, again)
+				}
+				if key := replica1.SplitURL(got); key != map[int]string{-1: "https://example.com/a", 0: "https://example.com/b"}[got.Variant] {
+					t.Fatalf("split key %q for %+v", key, got)
+				}
+			}
+			if share := float64(toB) * 100 / clients; share < 28 || share > 32 {
+				t.Errorf("%.2f%% of clients got the 30%% variant", share)
+			}
+		})
+	}
+	// Another link splits the same clients differently.
+	other, err := Compile(spec, "team-a/other", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := 0
+	for i := 0; i < 1000; i++ {
+		f := Facts{ClientAddr: []byte(fmt.Sprintf("10.1.%d.%d", i/256, i%256))}
+		if Evaluate(&f, replica1).Variant == Evaluate(&f, other).Variant {
+			same++
+		}
+	}
+	// Independent 70/30 splits agree for 0.7²+0.3² = 58% of clients.
+	if same > 650 {
+		t.Errorf("two links put %d of 1000 clients in the same variant: the seed does not separate them", same)
+	}
+}
+
+func TestCompileRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(s *linkv1.ShortLinkSpec)
+		want string
+	}{
+		{"too many rules", func(s *linkv1.ShortLinkSpec) {
+			for len(s.Rules) <= linkv1.MaxRules {
+				s.Rules = append(s.Rules, s.Rules[0])
+			}
+		}, "at most 16"},
+		{"too many variants", func(s *linkv1.ShortLinkSpec) {
+			for len(s.Variants) <= linkv1.MaxVariants {
+				s.Variants = append(s.Variants, linkv1.Variant{URL: "https://x.example/", Weight: 1})
+			}
+		}, "at most 10"},
+		{"weights over 100", func(s *linkv1.ShortLinkSpec) { s.Variants[0].Weight = 71 }, "add up to 101"},
+		{"weight 0", func(s *linkv1.ShortLinkSpec) { s.Variants[0].Weight = 0 }, "spec.variants[0].weight is 0"},
+		{"no condition", func(s *linkv1.ShortLinkSpec) { s.Rules[1] = linkv1.RedirectRule{URL: "https://x.example/"} }, "spec.rules[1]: a rule needs at least one condition"},
+		{"unknown device", func(s *linkv1.ShortLinkSpec) { s.Rules[4].Devices = []linkv1.DeviceClass{"watch"} }, `unknown device class "watch"`},
+		{"bad language", func(s *linkv1.ShortLinkSpec) { s.Rules[6].Languages = []string{"de_DE"} }, `"de_DE" is not a language tag`},
+		{"bad country", func(s *linkv1.ShortLinkSpec) { s.Rules[3].Countries = []string{"CHE"} }, `"CHE" is not an ISO 3166-1 alpha-2 code`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := eightRules()
+			tc.edit(s)
+			_, err := Compile(s, "", nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEvaluateDoesNotAllocate(t *testing.T) {
+	c := mustCompile(t, eightRules())
+	h := headers("Accept", "*/*")
+	facts := []Facts{
+		{UserAgent: []byte(winUA), AcceptLanguage: []byte("en-US,en;q=0.9"), RawQuery: []byte("utm_source=x&a=b"), Headers: h, Now: t0.Add(-time.Hour), Country: []byte("FR"), ClientAddr: []byte("198.51.100.23")},
+		{UserAgent: []byte(iphoneUA), Headers: h, Now: t0.Add(-time.Hour)},
+		{UserAgent: []byte(botUA), AcceptLanguage: []byte("de"), RawQuery: []byte("beta=%32"), Headers: headers("X-Canary", "no"), Now: t0, Country: []byte("ch")},
+	}
+	for i := range facts {
+		if n := testing.AllocsPerRun(100, func() { Evaluate(&facts[i], c) }); n != 0 {
+			t.Errorf("facts %d: %v allocations per Evaluate", i, n)
+		}
+	}
+	var dst []byte
+	if n := testing.AllocsPerRun(100, func() {
+		dst = AppendPath(dst[:0], "https://example.com/docs?x=1", []byte("/a/b%20c/../d"))
+	}); n != 0 {
+		t.Errorf("%v allocations per AppendPath into a buffer that fits", n)
+	}
+}
+
+// BenchmarkEvaluate: a link with 8 rules and 3 variants, for a click that
+// no rule matches (every rule is tried, then the split), against a plain link.
+func BenchmarkEvaluate(b *testing.B) {
+	f := Facts{
+		UserAgent:      []byte(winUA),
+		AcceptLanguage: []byte("en-US,en;q=0.9,fr;q=0.8"),
+		RawQuery:       []byte("utm_source=newsletter&utm_medium=email"),
+		Headers:        headers("Accept", "*/*", "Host", "go.example.com"),
+		Now:            t0.Add(-time.Hour),
+		Country:        []byte("FR"),
+		ClientAddr:     []byte("198.51.100.23"),
+	}
+	remembered := f
+	remembered.Device, remembered.DeviceKnown = Classify(f.UserAgent), true
+	for _, bc := range []struct {
+		name  string
+		spec  *linkv1.ShortLinkSpec
+		facts *Facts
+	}{
+		{"plain", &linkv1.ShortLinkSpec{URL: "https://example.com/default"}, &f},
+		{"8rules3variants", eightRules(), &f},
+		// The device class remembered by the redirector (Facts.Device).
+		{"8rules3variants-device-known", eightRules(), &remembered},
+	} {
+		c := mustCompile(b, bc.spec)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Evaluate(bc.facts, c)
+			}
+		})
+	}
+}
+
+func BenchmarkClassify(b *testing.B) {
+	ua := []byte(winUA)
+	b.ReportAllocs()
+	for b.Loop() {
+		Classify(ua)
+	}
+}
+
+// TestEvaluateHostileFacts: oversized and malformed request facts are read
+// as the rules say, in one pass each, without allocating.
+func TestEvaluateHostileFacts(t *testing.T) {
+	c := mustCompile(t, eightRules())
+	huge := func(unit string, n int) []byte { return []byte(strings.Repeat(unit, n)) }
+	for _, tc := range []struct {
+		name string
+		f    Facts
+		rule int
+	}{
+		{"a 1 MiB agent ending in a bot token, ref present", Facts{UserAgent: append(huge("Mozilla ", 1<<17), "Googlebot"...), RawQuery: []byte("ref")}, 7},
+		{"a 1 MiB agent of NUL and 0xFF bytes", Facts{UserAgent: huge("\x00\xff", 1<<19)}, -1},
+		{"100,000 empty languages before German", Facts{AcceptLanguage: append(huge(",", 100000), "de"...)}, 6},
+		{"100,000 q=0 languages", Facts{AcceptLanguage: huge("de;q=0,", 100000)}, -1},
+		{"100,000 empty query pairs before beta=1", Facts{RawQuery: append(huge("&", 100000), "beta=1"...)}, 0},
+		{"a query of broken escapes", Facts{RawQuery: huge("%%zz=%", 50000)}, -1},
+		{"a country of 1 MiB", Facts{Country: huge("CH", 1<<19)}, -1},
+		{"invalid UTF-8 everywhere", Facts{UserAgent: []byte("\xc3\x28iPhone\xa0"), AcceptLanguage: []byte("\xe2\x82de"), RawQuery: []byte("b\xffeta=1")}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.f.Now = t0.Add(-time.Hour)
+			if got := Evaluate(&tc.f, c); got.Rule != tc.rule {
+				t.Errorf("rule %d, want %d", got.Rule, tc.rule)
+			}
+			if n := testing.AllocsPerRun(3, func() { Evaluate(&tc.f, c) }); n != 0 {
+				t.Errorf("%v allocations", n)
+			}
+		})
+	}
+}

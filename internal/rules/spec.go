@@ -1,0 +1,120 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/shortcode"
+)
+
+// Target is one destination of a link other than spec.url.
+type Target struct {
+	// Field is where the spec holds it, e.g. spec.rules[2].url.
+	Field string
+	// URL is as written in the spec.
+	URL string
+}
+
+// Targets lists a link's destinations other than spec.url, in spec order:
+// the rules', the variants', then spec.expiredURL. Each is canonicalized,
+// validated and judged by the destination policy as spec.url is.
+func Targets(spec *linkv1.ShortLinkSpec) []Target {
+	if len(spec.Rules) == 0 && len(spec.Variants) == 0 && spec.ExpiredURL == "" {
+		return nil
+	}
+	out := make([]Target, 0, len(spec.Rules)+len(spec.Variants)+1)
+	for i := range spec.Rules {
+		out = append(out, Target{Field: fmt.Sprintf("spec.rules[%d].url", i), URL: string(spec.Rules[i].URL)})
+	}
+	for i := range spec.Variants {
+		out = append(out, Target{Field: fmt.Sprintf("spec.variants[%d].url", i), URL: string(spec.Variants[i].URL)})
+	}
+	if spec.ExpiredURL != "" {
+		out = append(out, Target{Field: "spec.expiredURL", URL: string(spec.ExpiredURL)})
+	}
+	return out
+}
+
+// Key is the part of a link's dedup identity that its routing adds to
+// claim.TargetKey: links share a code only when their rules, variants,
+// expiredURL and forwardPath are identical too (targets compared in
+// canonical form, conditions as the redirector reads them: device and
+// language sets in any order and case). It is "" for a link with none of
+// them, so such a link keeps the identity it had before they existed. An
+// error means a target does not canonicalize.
+func Key(spec *linkv1.ShortLinkSpec) (string, error) {
+	if len(spec.Rules) == 0 && len(spec.Variants) == 0 && spec.ExpiredURL == "" && !spec.ForwardPath {
+		return "", nil
+	}
+	var b strings.Builder
+	b.WriteString("\x00routing")
+	canonical := func(field, raw string) error {
+		c, err := shortcode.Canonicalize(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		b.WriteString(strconv.Quote(c))
+		return nil
+	}
+	if spec.ForwardPath {
+		b.WriteString(" path")
+	}
+	if spec.ExpiredURL != "" {
+		b.WriteString(" expired=")
+		if err := canonical("spec.expiredURL", string(spec.ExpiredURL)); err != nil {
+			return "", err
+		}
+	}
+	for i := range spec.Rules {
+		r := &spec.Rules[i]
+		fmt.Fprintf(&b, " rule%d=", i)
+		if err := canonical(fmt.Sprintf("spec.rules[%d].url", i), string(r.URL)); err != nil {
+			return "", err
+		}
+		c, err := compileRule(r, strings.TrimSpace)
+		if err != nil {
+			return "", fmt.Errorf("spec.rules[%d]: %w", i, err)
+		}
+		writeRule(&b, &c)
+	}
+	for i, v := range spec.Variants {
+		fmt.Fprintf(&b, " variant%d=%d:", i, v.Weight)
+		if err := canonical(fmt.Sprintf("spec.variants[%d].url", i), string(v.URL)); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
+}
+
+// writeRule writes a rule's conditions, sets sorted.
+func writeRule(b *strings.Builder, r *compiledRule) {
+	fmt.Fprintf(b, " devices=%d", r.devices)
+	b.WriteString(" languages=")
+	b.WriteString(strconv.Quote(sortedJoin(r.languages)))
+	for _, q := range r.query {
+		fmt.Fprintf(b, " query=%q", q.name)
+		if q.hasValue {
+			fmt.Fprintf(b, "=%q", q.value)
+		}
+	}
+	for _, h := range r.headers {
+		fmt.Fprintf(b, " header=%q=%q", strings.ToLower(h.name), h.value)
+	}
+	if r.hasAfter {
+		fmt.Fprintf(b, " after=%d", r.after)
+	}
+	if r.hasBefore {
+		fmt.Fprintf(b, " before=%d", r.before)
+	}
+	b.WriteString(" countries=")
+	b.WriteString(strconv.Quote(sortedJoin(r.countries)))
+}
+
+func sortedJoin(s []string) string {
+	c := append([]string(nil), s...)
+	slices.Sort(c)
+	return strings.Join(c, ",")
+}

@@ -1,0 +1,59 @@
+package rules
+
+// The variant split: a client's bucket (0-99) is a hash of the link's seed,
+// the client's address and its User-Agent, so the same client lands in the
+// same variant on every click and every replica, without shared state.
+// Clients behind one address with one browser share a variant; a client
+// that changes address or browser may change variant. FNV-1a spreads
+// similar inputs (addresses that differ in their last byte) poorly in its
+// low bits, so the sum goes through a 64-bit finalizer (SplitMix64's)
+// before the modulo. The hash is part of the API's promise (a client
+// keeps its variant across replicas and versions): changing it moves
+// clients between variants.
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func hashString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
+}
+
+// hashBytes folds b into h eight bytes at a time (a User-Agent is long,
+// and this runs on every split click), the tail byte by byte.
+func hashBytes(h uint64, b []byte) uint64 {
+	for len(b) >= 8 {
+		h = bits.RotateLeft64((h^binary.LittleEndian.Uint64(b))*fnvPrime, 29)
+		b = b[8:]
+	}
+	for _, c := range b {
+		h = (h ^ uint64(c)) * fnvPrime
+	}
+	return h
+}
+
+func mix(h uint64) uint64 {
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// bucket is the client's bucket, 0-99.
+func bucket(seed uint64, addr, userAgent []byte) uint64 {
+	h := hashBytes(seed, addr)
+	h = (h ^ 0xff) * fnvPrime // separates addr from the User-Agent
+	h = hashBytes(h, userAgent)
+	return mix(h) % 100
+}
