@@ -1,0 +1,163 @@
+package events
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EventType is the type of a click event: the CloudEvents type attribute
+// and the OpenTelemetry log record's event name. Its version changes when a
+// field changes meaning or goes away; new fields may be added within a
+// version.
+const EventType = "io.linkforge.click.v1"
+
+// Device classes of a User-Agent.
+const (
+	DeviceDesktop = "desktop"
+	DeviceMobile  = "mobile"
+	DeviceTablet  = "tablet"
+	DeviceUnknown = "unknown"
+)
+
+// Event is a click event as the sinks send it, built by the batcher from a
+// Record. Its JSON form is the CloudEvent's data (docs/events.md,
+// docs/events.schema.json).
+type Event struct {
+	// ID is unique per event (a UUID) and the same on every delivery
+	// attempt: receivers deduplicate on it.
+	ID   string    `json:"-"`
+	Time time.Time `json:"-"`
+
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	UID       string `json:"uid,omitempty"`
+	Code      string `json:"code"`
+	// Orphan: no link holds the code.
+	Orphan      bool   `json:"orphan"`
+	Target      string `json:"target,omitempty"`
+	Rule        int    `json:"rule"`
+	Status      int    `json:"status"`
+	RefererHost string `json:"refererHost,omitempty"`
+	Bot         bool   `json:"bot"`
+	Device      string `json:"device"`
+	Country     string `json:"country,omitempty"`
+	// ClientAddress is anonymized (IPv4 /24, IPv6 /48) unless the pipeline
+	// keeps it whole.
+	ClientAddress string `json:"clientAddress,omitempty"`
+}
+
+// Subject is the CloudEvents subject: the link's namespace/name, or the code
+// of an orphan.
+func (e *Event) Subject() string {
+	if e.Orphan {
+		return e.Code
+	}
+	return e.Namespace + "/" + e.Name
+}
+
+// idSource makes event ids: UUIDv8 (RFC 9562) of a random 64-bit prefix per
+// pipeline and a counter, unique without a random read per event.
+type idSource struct {
+	prefix [8]byte
+	n      atomic.Uint64
+}
+
+func newIDSource() *idSource {
+	s := &idSource{}
+	_, _ = rand.Read(s.prefix[:])
+	return s
+}
+
+func (s *idSource) next() string {
+	var u uuid.UUID
+	copy(u[:8], s.prefix[:])
+	binary.BigEndian.PutUint64(u[8:], s.n.Add(1))
+	u[6] = u[6]&0x0f | 0x80 // version 8
+	u[8] = u[8]&0x3f | 0x80 // variant RFC 9562
+	return u.String()
+}
+
+// build makes the event of rec.
+func build(rec *Record, id string, keepClient bool) Event {
+	e := Event{
+		ID:        id,
+		Time:      time.Unix(0, rec.Time).UTC(),
+		Namespace: rec.Namespace,
+		Name:      rec.Name,
+		UID:       rec.UID,
+		Code:      rec.Code(),
+		Orphan:    rec.Name == "",
+		Target:    rec.Target,
+		Rule:      int(rec.Rule),
+		Status:    int(rec.Status),
+		Country:   rec.Country(),
+	}
+	if e.Rule < NoRule {
+		e.Rule = NoRule
+	}
+	if host := rec.RefererHost(); host != "" {
+		e.RefererHost = strings.ToLower(host)
+	}
+	e.Bot, e.Device = classify(rec.userAgent[:rec.uaLen])
+	if rec.Client.IsValid() {
+		a := rec.Client
+		if !keepClient {
+			a = anonymize(a)
+		}
+		e.ClientAddress = a.Unmap().WithZone("").String()
+	}
+	return e
+}
+
+// botWords are lower-case words of the User-Agents of crawlers, link
+// previewers, monitors and HTTP libraries: clients that no person drives.
+var botWords = [][]byte{
+	[]byte("bot"), []byte("crawl"), []byte("spider"), []byte("slurp"),
+	[]byte("facebookexternalhit"), []byte("whatsapp"), []byte("preview"),
+	[]byte("headless"), []byte("lighthouse"), []byte("monitor"),
+	[]byte("curl/"), []byte("wget/"), []byte("python-"), []byte("go-http-client"),
+	[]byte("java/"), []byte("okhttp"), []byte("axios/"), []byte("node-fetch"),
+	[]byte("httpclient"), []byte("libwww"), []byte("scrapy"),
+}
+
+// classify reads a User-Agent's class: whether a bot sent it (an empty one
+// counts: every browser sends one) and the device class it claims.
+func classify(ua []byte) (bot bool, device string) {
+	if len(ua) == 0 {
+		return true, DeviceUnknown
+	}
+	var buf [MaxUserAgentLen]byte
+	lower := buf[:len(ua)]
+	for i, c := range ua {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	for _, w := range botWords {
+		if bytes.Contains(lower, w) {
+			bot = true
+			break
+		}
+	}
+	switch {
+	case bytes.Contains(lower, []byte("ipad")) || bytes.Contains(lower, []byte("tablet")) ||
+		bytes.Contains(lower, []byte("android")) && !bytes.Contains(lower, []byte("mobile")):
+		device = DeviceTablet
+	case bytes.Contains(lower, []byte("mobi")) || bytes.Contains(lower, []byte("iphone")) ||
+		bytes.Contains(lower, []byte("ipod")) || bytes.Contains(lower, []byte("android")):
+		device = DeviceMobile
+	case bytes.Contains(lower, []byte("windows")) || bytes.Contains(lower, []byte("macintosh")) ||
+		bytes.Contains(lower, []byte("x11")) || bytes.Contains(lower, []byte("cros")):
+		device = DeviceDesktop
+	default:
+		device = DeviceUnknown
+	}
+	return bot, device
+}

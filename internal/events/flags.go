@@ -1,0 +1,102 @@
+package events
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+)
+
+// Flags are the redirector's --events-* flags (docs/events.md): Bind them,
+// parse, then Config reads the credential files and returns the Config.
+type Flags struct {
+	CloudEventsURL      string
+	CloudEventsSingle   bool
+	SigningKeyFile      string
+	BearerTokenFile     string
+	OTLPEndpoint        string
+	OTLPBearerTokenFile string
+	OTLPGzip            bool
+	Buffer, MaxBatch    int
+	FlushInterval       time.Duration
+	KeepClientAddress   bool
+	// CountryHeader is the request header the redirector reads the
+	// client's country from (Record.SetCountry); empty: none.
+	CountryHeader string
+}
+
+// Bind defines the flags on fs, with the package's defaults.
+func (f *Flags) Bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.CloudEventsURL, "events-cloudevents-url", "",
+		"POST a CloudEvent per answered request of a link to this URL, in batches (application/cloudevents-batch+json). Empty: no CloudEvents sink. See docs/events.md.")
+	fs.BoolVar(&f.CloudEventsSingle, "events-cloudevents-single", false,
+		"Send one CloudEvent per request (structured mode) instead of batches, for receivers that take no batches (a Knative broker).")
+	fs.StringVar(&f.SigningKeyFile, "events-signing-key-file", "",
+		"File (a Secret's key) with the HMAC-SHA256 key that signs CloudEvents requests (Standard Webhooks headers): whsec_<base64> or the key's bytes, 16 at least.")
+	fs.StringVar(&f.BearerTokenFile, "events-bearer-token-file", "",
+		"File (a Secret's key) with a bearer token for the CloudEvents receiver.")
+	fs.StringVar(&f.OTLPEndpoint, "events-otlp-endpoint", "",
+		"Send each click event as an OpenTelemetry log record to this OTLP/HTTP URL (such as http://otel-collector:4318; /v1/logs is added to a URL with no path). Empty: no OTLP sink. OTEL_EXPORTER_OTLP_LOGS_HEADERS adds headers.")
+	fs.StringVar(&f.OTLPBearerTokenFile, "events-otlp-bearer-token-file", "",
+		"File (a Secret's key) with a bearer token for the OTLP receiver.")
+	fs.BoolVar(&f.OTLPGzip, "events-otlp-gzip", false, "Gzip the OTLP requests.")
+	fs.IntVar(&f.Buffer, "events-buffer", DefaultBuffer,
+		"Click events each sink holds while its receiver is down or slow; beyond it new events are dropped (linkforge_events_dropped_total{reason=\"buffer_full\"}).")
+	fs.IntVar(&f.MaxBatch, "events-max-batch", DefaultMaxBatch, "Most click events in one request.")
+	fs.DurationVar(&f.FlushInterval, "events-flush-interval", DefaultFlushInterval, "Longest a click event waits for its batch to fill.")
+	fs.BoolVar(&f.KeepClientAddress, "events-keep-client-address", false,
+		"Send the client's address whole; by default it is cut to its network (IPv4 /24, IPv6 /48).")
+	fs.StringVar(&f.CountryHeader, "events-country-header", "",
+		"Request header with the client's two-letter country that a proxy in front sets (such as CF-IPCountry); empty: no country.")
+}
+
+// Config returns the Config of the flags, the credentials read from their
+// files. Its Enabled is false when no sink is set; Registerer, Log and
+// Instance are the caller's to set.
+func (f *Flags) Config() (Config, error) {
+	c := Config{
+		CloudEvents:       CloudEventsConfig{URL: f.CloudEventsURL, Single: f.CloudEventsSingle},
+		OTLP:              OTLPConfig{Endpoint: f.OTLPEndpoint, Gzip: f.OTLPGzip},
+		Buffer:            f.Buffer,
+		MaxBatch:          f.MaxBatch,
+		FlushInterval:     f.FlushInterval,
+		KeepClientAddress: f.KeepClientAddress,
+	}
+	var errs []error
+	read := func(name, path string, into func(string) error) {
+		if path == "" {
+			return
+		}
+		s, err := ReadSecretFile(path)
+		if err == nil {
+			err = into(s)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", name, err))
+		}
+	}
+	read("events-signing-key-file", f.SigningKeyFile, func(s string) (err error) {
+		c.CloudEvents.SigningKey, err = ParseSigningKey(s)
+		return err
+	})
+	read("events-bearer-token-file", f.BearerTokenFile, func(s string) error { c.CloudEvents.BearerToken = s; return nil })
+	read("events-otlp-bearer-token-file", f.OTLPBearerTokenFile, func(s string) error { c.OTLP.BearerToken = s; return nil })
+	if c.CloudEvents.URL == "" && (f.SigningKeyFile != "" || f.BearerTokenFile != "" || f.CloudEventsSingle) {
+		errs = append(errs, errors.New("--events-signing-key-file, --events-bearer-token-file and --events-cloudevents-single need --events-cloudevents-url"))
+	}
+	if c.OTLP.Endpoint == "" && (f.OTLPBearerTokenFile != "" || f.OTLPGzip) {
+		errs = append(errs, errors.New("--events-otlp-bearer-token-file and --events-otlp-gzip need --events-otlp-endpoint"))
+	}
+	if f.Buffer < 1 || f.MaxBatch < 1 || f.FlushInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--events-buffer (%d), --events-max-batch (%d) and --events-flush-interval (%s) must be positive", f.Buffer, f.MaxBatch, f.FlushInterval))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	if c.Enabled() {
+		if err := c.validate(); err != nil {
+			return Config{}, err
+		}
+	}
+	return c, nil
+}

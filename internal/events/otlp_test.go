@@ -1,0 +1,252 @@
+package events
+
+import (
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// otlpReceiver decodes OTLP/HTTP log requests with the OpenTelemetry
+// protocol's own types, and answers with respond's status.
+type otlpReceiver struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []otlpRequest
+	respond  func(n int) (int, http.Header)
+}
+
+type otlpRequest struct {
+	at     time.Time
+	header http.Header
+	req    *collogspb.ExportLogsServiceRequest
+}
+
+func newOTLPReceiver(t *testing.T) *otlpReceiver {
+	r := &otlpReceiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/v1/logs" || req.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, "want a protobuf POST to /v1/logs", http.StatusNotFound)
+			return
+		}
+		var body io.Reader = req.Body
+		if req.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(req.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		b, err := io.ReadAll(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var msg collogspb.ExportLogsServiceRequest
+		if err := proto.Unmarshal(b, &msg); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		n := len(r.requests)
+		r.requests = append(r.requests, otlpRequest{at: time.Now(), header: req.Header.Clone(), req: &msg})
+		respond := r.respond
+		r.mu.Unlock()
+		status := http.StatusOK
+		if respond != nil {
+			var h http.Header
+			status, h = respond(n)
+			for k, v := range h {
+				w.Header()[k] = v
+			}
+		}
+		if status != http.StatusOK {
+			w.WriteHeader(status)
+			return
+		}
+		resp, _ := proto.Marshal(&collogspb.ExportLogsServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(resp)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *otlpReceiver) got() []otlpRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]otlpRequest(nil), r.requests...)
+}
+
+// records are the log records of the requests answered 200.
+func (r *otlpReceiver) records(statusOf func(int) int) []*logspb.LogRecord {
+	var out []*logspb.LogRecord
+	for n, req := range r.got() {
+		if statusOf(n) != http.StatusOK {
+			continue
+		}
+		for _, rl := range req.req.ResourceLogs {
+			for _, sl := range rl.ScopeLogs {
+				out = append(out, sl.LogRecords...)
+			}
+		}
+	}
+	return out
+}
+
+func otlpConfig(endpoint string) Config {
+	cfg := testConfig("")
+	cfg.CloudEvents.URL = ""
+	cfg.OTLP.Endpoint = endpoint
+	return cfg
+}
+
+func attrs(kvs []*commonpb.KeyValue) map[string]any {
+	m := map[string]any{}
+	for _, kv := range kvs {
+		switch v := kv.Value.Value.(type) {
+		case *commonpb.AnyValue_StringValue:
+			m[kv.Key] = v.StringValue
+		case *commonpb.AnyValue_IntValue:
+			m[kv.Key] = v.IntValue
+		case *commonpb.AnyValue_BoolValue:
+			m[kv.Key] = v.BoolValue
+		default:
+			m[kv.Key] = kv.Value.String()
+		}
+	}
+	return m
+}
+
+// TestOTLPRecordsCarryTheFields: the log records decode with the OTLP
+// protobuf types and carry the documented resource, event name and
+// attributes.
+func TestOTLPRecordsCarryTheFields(t *testing.T) {
+	for _, gz := range []bool{false, true} {
+		recv := newOTLPReceiver(t)
+		cfg := otlpConfig(recv.URL) // no path: /v1/logs is added
+		cfg.OTLP.Gzip, cfg.OTLP.BearerToken, cfg.OTLP.Headers = gz, "t0ken", map[string]string{"X-Scope-OrgID": "team-a"}
+		p := start(t, cfg)
+		offer(t, p, 0, 15)
+		waitFor(t, func() bool { return countsOf(p, SinkOTLP).sent == 15 }, "15 log records sent")
+		reqs := recv.got()
+		for _, r := range reqs {
+			if r.header.Get("Authorization") != "Bearer t0ken" || r.header.Get("X-Scope-OrgID") != "team-a" {
+				t.Errorf("headers %v: want the bearer token and X-Scope-OrgID", r.header)
+			}
+			res := attrs(r.req.ResourceLogs[0].Resource.Attributes)
+			if res["service.name"] != ServiceName || res["service.instance.id"] != "redirector-0" {
+				t.Errorf("resource %v", res)
+			}
+		}
+		ids := map[string]bool{}
+		for i, lr := range recv.records(allOK) {
+			a := attrs(lr.Attributes)
+			want := map[string]any{
+				AttrNamespace: "team-a", AttrName: "link-" + itoa(i), AttrUID: "uid-" + itoa(i), AttrCode: code(i),
+				AttrOrphan: false, AttrTarget: "https://example.com/docs", AttrRule: int64(-1), AttrStatus: int64(302),
+				AttrRefererHost: "news.example.org", AttrBot: false, AttrDevice: DeviceMobile, AttrCountry: "DE",
+				AttrClientAddress: "198.51.100.0",
+			}
+			for k, v := range want {
+				if a[k] != v {
+					t.Errorf("record %d: %s = %v, want %v", i, k, a[k], v)
+				}
+			}
+			id, _ := a[AttrEventID].(string)
+			if len(id) != 36 || ids[id] {
+				t.Errorf("record %d: event id %q missing or repeated", i, id)
+			}
+			ids[id] = true
+			if lr.EventName != EventType || lr.SeverityNumber != logspb.SeverityNumber_SEVERITY_NUMBER_INFO ||
+				lr.TimeUnixNano == 0 || lr.Body.GetStringValue() != "team-a/link-"+itoa(i) {
+				t.Errorf("record %d: event name %q, severity %v, time %d, body %v", i, lr.EventName, lr.SeverityNumber, lr.TimeUnixNano, lr.Body)
+			}
+		}
+		if n := len(recv.records(allOK)); n != 15 {
+			t.Errorf("received %d records, want 15", n)
+		}
+		countsOf(p, SinkOTLP).conserved(t)
+	}
+}
+
+// TestOTLPRetries: 429 and 503 with Retry-After are retried after it, with
+// the same records; 500 and 400 are not retried (OTLP says so); a
+// receiver that cuts connections is retried.
+func TestOTLPRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		status  int
+		header  http.Header
+		retried bool
+		minGap  time.Duration
+	}{
+		{"429 Retry-After", 429, http.Header{"Retry-After": {"1"}}, true, time.Second},
+		{"503 Retry-After", 503, http.Header{"Retry-After": {"1"}}, true, time.Second},
+		{"502", 502, nil, true, 0},
+		{"500", 500, nil, false, 0},
+		{"400", 400, nil, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recv := newOTLPReceiver(t)
+			statusOf := func(n int) int {
+				if n == 0 {
+					return tc.status
+				}
+				return http.StatusOK
+			}
+			recv.respond = func(n int) (int, http.Header) { return statusOf(n), tc.header }
+			p := start(t, otlpConfig(recv.URL+"/v1/logs"))
+			offer(t, p, 0, 5)
+			if !tc.retried {
+				waitFor(t, func() bool { return countsOf(p, SinkOTLP).failed == 5 }, "5 events failed")
+				if c := countsOf(p, SinkOTLP); c.retries != 0 || len(recv.got()) != 1 {
+					t.Errorf("counts %+v, %d requests: want no retry", c, len(recv.got()))
+				}
+				return
+			}
+			waitFor(t, func() bool { return countsOf(p, SinkOTLP).sent == 5 }, "5 events sent")
+			reqs := recv.got()
+			if len(reqs) != 2 || !proto.Equal(reqs[0].req, reqs[1].req) {
+				t.Fatalf("%d requests: want the same one twice", len(reqs))
+			}
+			if gap := reqs[1].at.Sub(reqs[0].at); gap < tc.minGap {
+				t.Errorf("retried after %s: Retry-After asked for %s", gap, tc.minGap)
+			}
+			c := countsOf(p, SinkOTLP)
+			if c.retries != 1 {
+				t.Errorf("counts %+v: want 1 retry", c)
+			}
+			c.conserved(t)
+		})
+	}
+}
+
+// TestSinksAreIndependent: a CloudEvents receiver that is down does not
+// hold up the OTLP sink.
+func TestSinksAreIndependent(t *testing.T) {
+	ce, otlp := newCEReceiver(t), newOTLPReceiver(t)
+	ce.set(func(r *ceReceiver) { r.down = true })
+	cfg := testConfig(ce.URL)
+	cfg.OTLP.Endpoint = otlp.URL
+	p := start(t, cfg)
+	for i := 0; i < 300; i += 10 {
+		offer(t, p, i, i+10)
+		waitFor(t, func() bool { return countsOf(p, SinkOTLP).sent == i+10 }, "each batch sent to OTLP while the other sink is down")
+	}
+	ceCounts := countsOf(p, SinkCloudEvents)
+	if ceCounts.sent != 0 || ceCounts.bufferFull != 200 || ceCounts.depth != 100 {
+		t.Errorf("CloudEvents counts %+v: want 100 buffered, 200 dropped", ceCounts)
+	}
+	ceCounts.conserved(t)
+	countsOf(p, SinkOTLP).conserved(t)
+}

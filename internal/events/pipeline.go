@@ -1,0 +1,401 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Pipeline takes the redirector's Records and delivers their events to the
+// sinks: Offer puts a Record in the hand-off ring, the batcher builds events
+// from the ring and appends them in batches to each sink's buffer, and each
+// sink sends its buffer in order, retrying.
+type Pipeline struct {
+	cfg     Config
+	ring    *ring
+	ids     *idSource
+	m       *metrics
+	sinks   []*sinkRunner
+	closed  atomic.Bool
+	wake    chan struct{} // the batcher's doorbell: a batch is waiting
+	stop    chan struct{} // closed by Close: the batcher drains and ends
+	batched chan struct{} // closed when the batcher has ended
+	// sinkCtx ends the sinks' requests and waits when Close's deadline
+	// passes.
+	sinkCtx    context.Context
+	cancelSink context.CancelFunc
+	sinksDone  sync.WaitGroup
+	closeOnce  sync.Once
+}
+
+// sink sends batches of events to a receiver.
+type sink interface {
+	// name is the sink label of the metrics.
+	name() string
+	// send makes one attempt to deliver batch. It returns how many of the
+	// leading events the receiver took, and for the rest why not.
+	send(ctx context.Context, batch []Event) (int, attempt)
+	// close releases what the sink holds.
+	close(ctx context.Context) error
+}
+
+// attempt is the outcome of a failed send.
+type attempt struct {
+	err error
+	// retry: the failure may pass (network, timeout, 408, 429, 5xx).
+	retry bool
+	// retryAfter is the wait a 429 or 503 asked for.
+	retryAfter time.Duration
+}
+
+type sinkRunner struct {
+	sink sink
+	buf  *buffer
+	m    *sinkMetrics
+	log  logr.Logger
+}
+
+// New starts a Pipeline of cfg's sinks.
+func New(cfg Config) (*Pipeline, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("click events: %w", err)
+	}
+	c := cfg.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("click events: %w", err)
+	}
+	var sinks []sink
+	if c.CloudEvents.URL != "" {
+		sinks = append(sinks, newCloudEventsSink(&c))
+	}
+	if c.OTLP.Endpoint != "" {
+		s, err := newOTLPSink(&c)
+		if err != nil {
+			return nil, fmt.Errorf("click events: the OTLP sink: %w", err)
+		}
+		sinks = append(sinks, s)
+	}
+	p := newPipeline(c, sinks)
+	p.start()
+	return p, nil
+}
+
+// newPipeline returns a Pipeline of sinks, not started.
+func newPipeline(c Config, sinks []sink) *Pipeline {
+	p := &Pipeline{
+		cfg: c, ring: newRing(c.HandoffBuffer), ids: newIDSource(),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), batched: make(chan struct{}),
+	}
+	names := make([]string, len(sinks))
+	depths := make([]func() float64, len(sinks))
+	for i, s := range sinks {
+		r := &sinkRunner{sink: s, buf: newBuffer(c.Buffer), log: c.Log.WithValues("sink", s.name())}
+		p.sinks = append(p.sinks, r)
+		names[i], depths[i] = s.name(), func() float64 { return float64(r.buf.len()) }
+	}
+	p.m = newMetrics(c.Registerer, names, func() float64 { return float64(p.ring.depth()) }, depths)
+	for _, r := range p.sinks {
+		r.m = p.m.sinks[r.sink.name()]
+	}
+	p.sinkCtx, p.cancelSink = context.WithCancel(context.Background())
+	return p
+}
+
+// start starts the batcher and the sinks' senders.
+func (p *Pipeline) start() {
+	for _, r := range p.sinks {
+		p.sinksDone.Add(1)
+		go p.deliver(r)
+	}
+	go p.batch()
+}
+
+// Offer hands rec over and returns at once: false when the hand-off ring is
+// full (the record is dropped and counted) or the pipeline is closed. It
+// does not allocate; rec is copied and may be reused. A nil Pipeline takes
+// nothing.
+func (p *Pipeline) Offer(rec *Record) bool {
+	if p == nil {
+		return false
+	}
+	p.m.offered.Inc()
+	if p.closed.Load() {
+		dropAll(p.m.closedDropped)
+		return false
+	}
+	if rec.Time == 0 {
+		rec.Time = time.Now().UnixNano()
+	}
+	pos, ok := p.ring.offer(rec)
+	if !ok {
+		dropAll(p.m.handoffDropped)
+		return false
+	}
+	if (pos+1)%uint64(p.cfg.MaxBatch) == 0 {
+		select { // a batch is full: wake the batcher early
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// batch moves records from the ring to the sinks' buffers, as events in
+// batches of up to MaxBatch: when a batch fills, and every FlushInterval.
+func (p *Pipeline) batch() {
+	defer close(p.batched)
+	t := time.NewTicker(p.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.wake:
+			p.drain(false) // full batches; the rest waits for the tick
+		case <-t.C:
+			p.drain(true)
+		case <-p.stop:
+			p.drain(true)
+			return
+		}
+	}
+}
+
+// drain moves the records in the ring to the sinks' buffers: all of them,
+// or only full batches.
+func (p *Pipeline) drain(all bool) {
+	for {
+		n := min(p.ring.depth(), p.cfg.MaxBatch)
+		if n <= 0 || !all && n < p.cfg.MaxBatch {
+			return
+		}
+		events := make([]Event, 0, n)
+		for len(events) < n {
+			rec := p.ring.peek()
+			if rec == nil {
+				break // its producer is still writing it: take it next time
+			}
+			events = append(events, build(rec, p.ids.next(), p.cfg.KeepClientAddress))
+			p.ring.release()
+		}
+		if len(events) == 0 {
+			return
+		}
+		for _, s := range p.sinks {
+			kept := s.buf.add(events)
+			if lost := len(events) - kept; lost > 0 {
+				s.m.dropped[DropBufferFull].Add(float64(lost))
+			}
+		}
+		if len(events) < n {
+			return
+		}
+	}
+}
+
+// deliver sends a sink's buffer, batch after batch, until the pipeline
+// closes and the buffer is empty, or Close's deadline passes.
+func (p *Pipeline) deliver(s *sinkRunner) {
+	defer p.sinksDone.Done()
+	for {
+		batch, ok := s.buf.next(p.sinkCtx)
+		if !ok {
+			if n := s.buf.discard(); n > 0 {
+				s.m.dropped[DropShutdown].Add(float64(n))
+			}
+			return
+		}
+		p.sendWithRetry(s, batch)
+	}
+}
+
+// sendWithRetry delivers batch, retrying what may pass, and accounts for
+// every event of it: sent, failed, or (when Close's deadline passes)
+// dropped.
+func (p *Pipeline) sendWithRetry(s *sinkRunner, batch []Event) {
+	ctx := p.sinkCtx
+	for retry := 0; len(batch) > 0; retry++ {
+		n, a := s.sink.send(ctx, batch)
+		if n > 0 {
+			s.m.sent.Add(float64(n))
+			s.buf.done(n)
+			batch, retry = batch[n:], 0
+		}
+		if len(batch) == 0 {
+			return
+		}
+		switch {
+		case ctx.Err() != nil:
+			s.m.dropped[DropShutdown].Add(float64(len(batch)))
+			s.buf.done(len(batch))
+			return
+		case !a.retry:
+			s.log.Error(a.err, "the receiver refused click events; not retried", "events", len(batch), "firstID", batch[0].ID)
+			s.m.failed.Add(float64(len(batch)))
+			s.buf.done(len(batch))
+			return
+		}
+		wait := backoff(&p.cfg.Retry, retry, a.retryAfter)
+		s.log.V(1).Info("click events not delivered; retrying", "error", a.err.Error(), "in", wait, "events", len(batch))
+		s.m.retries.Inc()
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
+// backoff is the wait before retry number retry (0 the first): what a
+// Retry-After asked for (capped at MaxRetryAfter), else InitialBackoff
+// doubled at each retry up to MaxBackoff; both with a random part, so that
+// replicas that failed together do not retry together.
+func backoff(c *RetryConfig, retry int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, c.MaxRetryAfter) + rand.N(c.InitialBackoff)
+	}
+	d := c.MaxBackoff
+	if retry < 32 {
+		d = min(c.InitialBackoff<<retry, c.MaxBackoff)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// Close stops taking records, hands what the ring holds to the sinks and
+// waits until they have delivered their buffers or ctx ends; then it drops
+// what is left (counted as shutdown) and ends the sinks' requests. Offers
+// after Close are dropped (counted as shutdown).
+func (p *Pipeline) Close(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	var err error
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		close(p.stop)
+		<-p.batched
+		// A record offered while Close began is past the batcher's last
+		// drain: counted as lost to shutdown.
+		for p.ring.peek() != nil {
+			p.ring.release()
+			dropAll(p.m.closedDropped)
+		}
+		for _, s := range p.sinks {
+			s.buf.close()
+		}
+		done := make(chan struct{})
+		go func() { p.sinksDone.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			p.cancelSink()
+			<-done
+			err = fmt.Errorf("click events: not all delivered before the deadline: %w", ctx.Err())
+		}
+		p.cancelSink()
+		for _, s := range p.sinks {
+			err = errors.Join(err, s.sink.close(context.WithoutCancel(ctx)))
+		}
+	})
+	return err
+}
+
+// buffer is a sink's queue of batches, bounded in events. The batch being
+// sent stays counted until done.
+type buffer struct {
+	mu       sync.Mutex
+	queue    [][]Event
+	n, limit int
+	closing  bool
+	ready    chan struct{} // a batch was added, or the buffer closed
+}
+
+func newBuffer(limit int) *buffer {
+	return &buffer{limit: limit, ready: make(chan struct{}, 1)}
+}
+
+// add appends the events that fit and returns how many did.
+func (b *buffer) add(events []Event) int {
+	b.mu.Lock()
+	kept := min(len(events), b.limit-b.n)
+	if kept > 0 {
+		b.queue = append(b.queue, events[:kept])
+		b.n += kept
+	}
+	b.mu.Unlock()
+	if kept > 0 {
+		b.signal()
+	}
+	return max(kept, 0)
+}
+
+func (b *buffer) signal() {
+	select {
+	case b.ready <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for the next batch; false when the buffer is closed and
+// empty, or ctx ended.
+func (b *buffer) next(ctx context.Context) ([]Event, bool) {
+	for {
+		b.mu.Lock()
+		if len(b.queue) > 0 {
+			batch := b.queue[0]
+			b.queue[0] = nil
+			b.queue = b.queue[1:]
+			b.mu.Unlock()
+			return batch, true
+		}
+		closing := b.closing
+		b.mu.Unlock()
+		if closing {
+			return nil, false
+		}
+		select {
+		case <-b.ready:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// done frees n events of the batch being sent.
+func (b *buffer) done(n int) {
+	b.mu.Lock()
+	b.n -= n
+	b.mu.Unlock()
+}
+
+// len is how many events the buffer holds, the batch being sent included.
+func (b *buffer) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
+}
+
+// close lets next end once the buffer is empty.
+func (b *buffer) close() {
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
+	b.signal()
+}
+
+// discard empties the buffer and returns how many events it held.
+func (b *buffer) discard() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, batch := range b.queue {
+		n += len(batch)
+	}
+	b.queue, b.n = nil, b.n-n
+	return n
+}

@@ -1,0 +1,228 @@
+package events
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+)
+
+// NoRule is Record.Rule when the link has no rule or variant that chose the
+// target.
+const NoRule = -1
+
+// Sizes of a Record's copies of request bytes. The request's buffers are
+// reused by the next request, so what a Record keeps of them is copied into
+// arrays of a fixed size: a Record is a value with no pointer to the request.
+const (
+	// MaxCodeLen is the longest code kept (spec.code's limit); a longer
+	// requested code (an orphan) is cut to it.
+	MaxCodeLen = 64
+	// MaxRefererLen is how much of a Referer is kept, its host read from
+	// it off the hit path: a host that does not end within it is left out.
+	MaxRefererLen = 256
+	// MaxRefererHostLen is the longest Referer host: a DNS name's limit.
+	MaxRefererHostLen = 253
+	// MaxUserAgentLen is how much of a User-Agent is kept for classifying
+	// it: all of a shorter one, else its first userAgentHead and last
+	// MaxUserAgentLen-userAgentHead bytes, where browsers and bots put the
+	// words the classes are read from.
+	MaxUserAgentLen = 256
+	userAgentHead   = 192
+	countryLen      = 2
+)
+
+// Record is what the redirector hands over for one answered request: a value
+// of a fixed size (no allocation to build or hand over), copied into the
+// pipeline's ring by Offer.
+//
+// The string fields must be strings that already exist and do not change
+// (the index's interned namespace, the link's name, uid, code and target):
+// Offer copies their headers, not their bytes. What comes from the request
+// goes through the setters, which copy the bytes.
+type Record struct {
+	// Time of the answer in Unix nanoseconds; Offer reads the clock when it
+	// is 0.
+	Time int64
+	// Namespace, Name and UID of the link that answered; empty for an orphan
+	// (a code no link holds).
+	Namespace, Name, UID string
+	// Target is the URL the link chose, without the request's query that
+	// the link may forward (a query can carry personal data).
+	Target string
+	// Status is the HTTP status of the answer.
+	Status uint16
+	// Rule is the index of the link's rule or variant that chose Target, or
+	// NoRule.
+	Rule int16
+	// Client is the client's address, anonymized when the event is built
+	// unless Config.KeepClientAddress.
+	Client netip.Addr
+
+	codeLen    uint8
+	refererCut bool // the Referer was longer than MaxRefererLen
+	refererLen uint16
+	uaLen      uint16
+	country    [countryLen]byte
+	code       [MaxCodeLen]byte
+	referer    [MaxRefererLen]byte
+	userAgent  [MaxUserAgentLen]byte
+}
+
+// SetCode copies the code requested (the link's code, or an orphan's path).
+func (r *Record) SetCode(code []byte) {
+	r.codeLen = uint8(copy(r.code[:], code))
+}
+
+// SetCodeString is SetCode for a code held as a string.
+func (r *Record) SetCodeString(code string) {
+	r.codeLen = uint8(copy(r.code[:], code))
+}
+
+// Code is the code SetCode kept.
+func (r *Record) Code() string { return string(r.code[:r.codeLen]) }
+
+// SetReferer keeps the start of a Referer header: the event has its host
+// (no scheme, user, port, path or query), where the click came from without
+// what page. A value with no host (a relative or malformed one), or whose
+// host does not end within MaxRefererLen bytes, gives none.
+func (r *Record) SetReferer(referer []byte) {
+	r.refererLen = uint16(copy(r.referer[:], referer))
+	r.refererCut = len(referer) > MaxRefererLen
+}
+
+// RefererHost is the host of the Referer SetReferer kept, as sent (the
+// event lower-cases it).
+func (r *Record) RefererHost() string {
+	return string(refererHost(r.referer[:r.refererLen], !r.refererCut))
+}
+
+// refererHost returns the host of an absolute URL, or nil. When u is not
+// all of the URL (complete false), a host must end within it.
+func refererHost(u []byte, complete bool) []byte {
+	rest := afterScheme(u)
+	if rest == nil {
+		return nil
+	}
+	auth, ended := rest, complete
+	if i := bytes.IndexAny(rest, "/?#"); i >= 0 {
+		auth, ended = rest[:i], true
+	}
+	if !ended {
+		return nil
+	}
+	if i := bytes.LastIndexByte(auth, '@'); i >= 0 { // user info ends at the last '@'
+		auth = auth[i+1:]
+	}
+	host := hostOf(auth)
+	if len(host) == 0 || len(host) > MaxRefererHostLen || !printable(host) {
+		return nil
+	}
+	return host
+}
+
+// afterScheme returns what follows "scheme://" in u, or nil.
+func afterScheme(u []byte) []byte {
+	i := bytes.IndexByte(u, ':')
+	if i <= 0 || !bytes.HasPrefix(u[i:], []byte("://")) {
+		return nil
+	}
+	for j, c := range u[:i] {
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		later := '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.' // not first
+		if !letter && (j == 0 || !later) {
+			return nil
+		}
+	}
+	return u[i+3:]
+}
+
+// hostOf returns the host of an authority without its port; an IPv6
+// literal keeps its brackets.
+func hostOf(auth []byte) []byte {
+	if len(auth) > 0 && auth[0] == '[' {
+		i := bytes.IndexByte(auth, ']')
+		if i < 0 {
+			return nil
+		}
+		return auth[:i+1]
+	}
+	if i := bytes.IndexByte(auth, ':'); i >= 0 {
+		return auth[:i]
+	}
+	return auth
+}
+
+// printable reports whether host has only visible ASCII, none of the bytes
+// that would make it markup: a name, not garbage.
+func printable(host []byte) bool {
+	for _, c := range host {
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' {
+			return false
+		}
+	}
+	return true
+}
+
+// SetUserAgent keeps what the event's User-Agent class is read from: all of
+// a User-Agent up to MaxUserAgentLen bytes, else its head and tail.
+func (r *Record) SetUserAgent(ua []byte) {
+	if len(ua) <= MaxUserAgentLen {
+		r.uaLen = uint16(copy(r.userAgent[:], ua))
+		return
+	}
+	copy(r.userAgent[:userAgentHead], ua)
+	copy(r.userAgent[userAgentHead:], ua[len(ua)-(MaxUserAgentLen-userAgentHead):])
+	r.uaLen = MaxUserAgentLen
+}
+
+// UserAgent is what SetUserAgent kept.
+func (r *Record) UserAgent() string { return string(r.userAgent[:r.uaLen]) }
+
+// SetCountry keeps a country header's value: the event has it when it is
+// a two-character code (ISO 3166-1 alpha-2, or a proxy's own such as XX or
+// T1), upper-cased; anything else gives none.
+func (r *Record) SetCountry(v []byte) {
+	r.country = [countryLen]byte{}
+	if len(v) == countryLen {
+		r.country = [countryLen]byte(v)
+	}
+}
+
+// Country is the code SetCountry kept, or "".
+func (r *Record) Country() string {
+	var c [countryLen]byte
+	for i, b := range r.country {
+		switch {
+		case 'a' <= b && b <= 'z':
+			c[i] = b - 'a' + 'A'
+		case 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+			c[i] = b
+		default:
+			return ""
+		}
+	}
+	return string(c[:])
+}
+
+// SetClientIP sets Client from a net.IP (fasthttp's RemoteIP), IPv4-mapped
+// IPv6 addresses as IPv4.
+func (r *Record) SetClientIP(ip net.IP) {
+	a, _ := netip.AddrFromSlice(ip)
+	r.Client = a.Unmap()
+}
+
+// anonymize returns a with its host bits cleared: an IPv4 address to its
+// /24, an IPv6 address to its /48, the prefixes that name a network, not a
+// subscriber.
+func anonymize(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	bits := 48
+	if a.Is4() {
+		bits = 24
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return p.Addr()
+}

@@ -1,0 +1,195 @@
+package events
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestRefererHost(t *testing.T) {
+	long := strings.Repeat("a", MaxRefererHostLen+1)
+	for _, tc := range []struct{ referer, want string }{
+		{"https://www.example.com/page?q=1#x", "www.example.com"},
+		{"http://Example.COM", "Example.COM"},
+		{"https://user:pw@example.com:8443/a", "example.com"},
+		{"https://a@b@example.com/", "example.com"},
+		{"https://[2001:db8::1]:443/p", "[2001:db8::1]"},
+		{"https://[2001:db8::1/p", ""},
+		{"android-app://com.google.android.gm/", "com.google.android.gm"},
+		{"https://example.com?x", "example.com"},
+		{"/relative/path", ""},
+		{"example.com/path", ""},
+		{"https:/example.com", ""},
+		{"://example.com", ""},
+		{"1http://example.com", ""},
+		{"https://", ""},
+		{"https://:443/", ""},
+		{"https://exa mple.com/", ""},
+		{"https://ex\x00ample.com/", ""},
+		{"https://exämple.com/", ""},
+		{"https://" + long + "/", ""},
+		{"https://" + long[:MaxRefererHostLen-8] + "/", long[:MaxRefererHostLen-8]},
+		{"https://" + long[:MaxRefererLen-8], long[:MaxRefererLen-8]},
+		{"https://" + long[:MaxRefererLen-8] + "x", ""},
+		{"https://" + long[:100] + "/" + long, long[:100]},
+		{"", ""},
+	} {
+		var r Record
+		r.SetReferer([]byte(tc.referer))
+		if got := r.RefererHost(); got != tc.want {
+			t.Errorf("SetReferer(%q): host %q, want %q", tc.referer, got, tc.want)
+		}
+	}
+}
+
+func FuzzRefererHost(f *testing.F) {
+	for _, s := range []string{"https://u@h:1/p", "http://[::1]/", "x://", "https://a.b?c#d"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, referer []byte) {
+		host := refererHost(referer, true)
+		if len(host) > MaxRefererHostLen || !bytes.Contains(referer, host) {
+			t.Fatalf("refererHost(%q) = %q: not a part of it, or too long", referer, host)
+		}
+		if bytes.ContainsAny(host, "/?#@ \"\\<>") {
+			t.Fatalf("refererHost(%q) = %q: holds a delimiter", referer, host)
+		}
+		var r Record
+		r.SetReferer(referer)
+		if got := r.RefererHost(); got != string(host) && (len(referer) <= MaxRefererLen || got != "") {
+			t.Fatalf("the record gives %q, not %q", got, host)
+		}
+	})
+}
+
+func TestSetCountry(t *testing.T) {
+	for _, tc := range []struct{ header, want string }{
+		{"de", "DE"}, {"US", "US"}, {"T1", "T1"}, {"XX", "XX"},
+		{"", ""}, {"D", ""}, {"DEU", ""}, {"d-", ""}, {"é", ""},
+	} {
+		var r Record
+		r.SetCountry([]byte("ZZ")) // a reused record forgets the last country
+		r.SetCountry([]byte(tc.header))
+		if got := r.Country(); got != tc.want {
+			t.Errorf("SetCountry(%q) = %q, want %q", tc.header, got, tc.want)
+		}
+	}
+}
+
+func TestSetUserAgentKeepsHeadAndTail(t *testing.T) {
+	head := "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X) " + strings.Repeat("x", 300)
+	tail := " (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+	var r Record
+	r.SetUserAgent([]byte(head + tail))
+	got := r.UserAgent()
+	if len(got) != MaxUserAgentLen || !strings.HasPrefix(got, head[:userAgentHead]) || !strings.HasSuffix(got, tail) {
+		t.Fatalf("kept %q: want the first %d and last %d bytes", got, userAgentHead, MaxUserAgentLen-userAgentHead)
+	}
+	if bot, _ := classify(r.userAgent[:r.uaLen]); !bot {
+		t.Error("a long Googlebot User-Agent is not a bot: its tail was lost")
+	}
+	r.SetUserAgent([]byte("curl/8.5.0"))
+	if r.UserAgent() != "curl/8.5.0" {
+		t.Errorf("a short User-Agent kept as %q", r.UserAgent())
+	}
+}
+
+func TestSetCodeCutsAtTheLimit(t *testing.T) {
+	var r Record
+	r.SetCode([]byte(strings.Repeat("c", MaxCodeLen+10)))
+	if len(r.Code()) != MaxCodeLen {
+		t.Errorf("kept %d bytes of a long code, want %d", len(r.Code()), MaxCodeLen)
+	}
+	r.SetCodeString("abc")
+	if r.Code() != "abc" {
+		t.Errorf("code %q, want abc", r.Code())
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		ua     string
+		bot    bool
+		device string
+	}{
+		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36", false, DeviceDesktop},
+		{"Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15", false, DeviceDesktop},
+		{"Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0", false, DeviceDesktop},
+		{"Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1", false, DeviceMobile},
+		{"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Mobile Safari/537.36", false, DeviceMobile},
+		{"Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1", false, DeviceTablet},
+		{"Mozilla/5.0 (Linux; Android 13; SM-X700) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36", false, DeviceTablet},
+		{"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", true, DeviceUnknown},
+		{"Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)", true, DeviceUnknown},
+		{"facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)", true, DeviceUnknown},
+		{"WhatsApp/2.23.20.0", true, DeviceUnknown},
+		{"curl/8.5.0", true, DeviceUnknown},
+		{"python-requests/2.32.3", true, DeviceUnknown},
+		{"Go-http-client/1.1", true, DeviceUnknown},
+		{"", true, DeviceUnknown},
+	} {
+		bot, device := classify([]byte(tc.ua))
+		if bot != tc.bot || device != tc.device {
+			t.Errorf("classify(%q) = %v, %s; want %v, %s", tc.ua, bot, device, tc.bot, tc.device)
+		}
+	}
+}
+
+func TestAnonymize(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"203.0.113.77", "203.0.113.0"},
+		{"::ffff:203.0.113.77", "203.0.113.0"},
+		{"2001:db8:abcd:1234::1", "2001:db8:abcd::"},
+		{"fe80::1%eth0", "fe80::"},
+	} {
+		if got := anonymize(netip.MustParseAddr(tc.in)); got.String() != tc.want {
+			t.Errorf("anonymize(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	if anonymize(netip.Addr{}).IsValid() {
+		t.Error("the zero address anonymized to a valid one")
+	}
+}
+
+func TestBuildEvent(t *testing.T) {
+	r := Record{Time: 1_700_000_000_123_456_789, Namespace: "team-a", Name: "docs", UID: "u-1", Target: "https://example.com/docs", Status: 302, Rule: NoRule}
+	r.SetCodeString("abc")
+	r.SetReferer([]byte("https://News.Example.org/item?id=1"))
+	r.SetUserAgent([]byte("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Mobile/15E148"))
+	r.SetCountry([]byte("de"))
+	r.SetClientIP(net.ParseIP("198.51.100.23"))
+	e := build(&r, "id-1", false)
+	want := Event{ID: "id-1", Time: e.Time, Namespace: "team-a", Name: "docs", UID: "u-1", Code: "abc", Target: "https://example.com/docs",
+		Rule: NoRule, Status: 302, RefererHost: "news.example.org", Device: DeviceMobile, Country: "DE", ClientAddress: "198.51.100.0"}
+	if e != want {
+		t.Errorf("event\n %+v\nwant\n %+v", e, want)
+	}
+	if e.Time.UnixNano() != r.Time || e.Time.Location().String() != "UTC" {
+		t.Errorf("time %v, want %d in UTC", e.Time, r.Time)
+	}
+	if e := build(&r, "id-2", true); e.ClientAddress != "198.51.100.23" {
+		t.Errorf("KeepClientAddress: %s, want the whole address", e.ClientAddress)
+	}
+	orphan := Record{Status: 404, Rule: NoRule}
+	orphan.SetCodeString("nope")
+	if e := build(&orphan, "id-3", false); !e.Orphan || e.Subject() != "nope" || e.ClientAddress != "" {
+		t.Errorf("orphan event %+v: want orphan, subject the code, no address", e)
+	}
+}
+
+func TestIDsAreUniqueUUIDv8(t *testing.T) {
+	s := newIDSource()
+	seen := map[string]bool{}
+	for range 1000 {
+		id := s.next()
+		if seen[id] || len(id) != 36 || id[14] != '8' || !strings.ContainsRune("89ab", rune(id[19])) {
+			t.Fatalf("id %q: repeated or not a UUIDv8", id)
+		}
+		seen[id] = true
+	}
+	if a, b := newIDSource(), newIDSource(); a.next() == b.next() {
+		t.Error("two pipelines made the same first id")
+	}
+}

@@ -1,0 +1,129 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+const schemaFile = "../../docs/events.schema.json"
+
+func compileSchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	f, err := os.Open(schemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatalf("%s: %v", schemaFile, err)
+	}
+	if err := c.AddResource(schemaFile, doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile(schemaFile)
+	if err != nil {
+		t.Fatalf("%s: %v", schemaFile, err)
+	}
+	return s
+}
+
+func validate(t *testing.T, s *jsonschema.Schema, raw []byte) error {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Validate(v)
+}
+
+// TestEmittedEventsMatchTheSchema: the events a pipeline sends (a redirect
+// with every field, an orphan with none of the optional ones, an address
+// kept whole, IPv6) are valid against docs/events.schema.json, and the
+// schema refuses events that break it.
+func TestEmittedEventsMatchTheSchema(t *testing.T) {
+	s := compileSchema(t)
+	recv := newCEReceiver(t)
+	cfg := testConfig(recv.URL)
+	cfg.KeepClientAddress = true
+	p := start(t, cfg)
+	full := record(1)
+	orphan := Record{Status: 404, Rule: NoRule}
+	orphan.SetCodeString("no-such-code")
+	v6 := record(2)
+	v6.Client = netipMust("2001:db8:abcd:12::7")
+	v6.SetUserAgent(nil)
+	v6.SetReferer([]byte("https://[2001:db8::1]:8443/x"))
+	for _, r := range []Record{full, orphan, v6} {
+		if !p.Offer(&r) {
+			t.Fatal("offer refused")
+		}
+	}
+	waitFor(t, func() bool { return countsOf(p, SinkCloudEvents).sent == 3 }, "3 events sent")
+	raw := make([]json.RawMessage, 0, 3)
+	for _, req := range recv.got() {
+		var batch []json.RawMessage
+		if err := json.Unmarshal(req.body, &batch); err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, batch...)
+	}
+	if len(raw) != 3 {
+		t.Fatalf("%d events received, want 3", len(raw))
+	}
+	for _, ev := range raw {
+		if err := validate(t, s, ev); err != nil {
+			t.Errorf("an emitted event is not valid:\n%s\n%v", ev, err)
+		}
+	}
+
+	// The schema can fail: each change breaks the first event.
+	for _, bad := range []struct{ from, to string }{
+		{`"type":"io.linkforge.click.v1"`, `"type":"io.linkforge.click.v2"`},
+		{`"status":302`, `"status":"302"`},
+		{`"device":"mobile"`, `"device":"phone"`},
+		{`"code":"c00001",`, ``},
+		{`"country":"DE"`, `"country":"Germany"`},
+		{`"clientAddress":"198.51.100.23"`, `"clientAddress":"not-an-address"`},
+		{`"rule":-1`, `"rule":-2`},
+		{`"orphan":false`, `"orphan":false,"extra":1`},
+	} {
+		changed := bytes.Replace(raw[0], []byte(bad.from), []byte(bad.to), 1)
+		if bytes.Equal(changed, raw[0]) {
+			t.Fatalf("%s is not in the event %s", bad.from, raw[0])
+		}
+		if validate(t, s, changed) == nil {
+			t.Errorf("the schema takes an event with %s", bad.to)
+		}
+	}
+}
+
+// TestDocumentedExampleMatchesTheSchema: the example event in
+// docs/events.md is valid too.
+func TestDocumentedExampleMatchesTheSchema(t *testing.T) {
+	s := compileSchema(t)
+	doc, err := os.ReadFile("../../docs/events.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- example event -->\\s*```json\\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/events.md has no example event (a json block after <!-- example event -->)")
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(m[1], &batch); err != nil {
+		t.Fatalf("the example is not a JSON batch: %v", err)
+	}
+	for _, ev := range batch {
+		if err := validate(t, s, ev); err != nil {
+			t.Errorf("the documented example is not valid:\n%s\n%v", ev, err)
+		}
+	}
+}
