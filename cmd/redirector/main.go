@@ -62,6 +62,8 @@ func run() error {
 		rootRedirect    string
 		notFoundRedir   string
 		goneRedirect    string
+		renderSlots     int
+		renderShare     float64
 		srvOpts         = redirect.DefaultServerOptions()
 		usesOpts        uses.Options
 		peerBind        string
@@ -109,7 +111,11 @@ func run() error {
 	flag.BoolVar(&peerOpts.allowLocal, "peer-allow-local", false,
 		"Forward to peer addresses on loopback and link-local networks. Off: a reservation naming one (127.0.0.1, 169.254.169.254, fe80::...) is not asked; for a single machine and tests.")
 	flag.StringVar(&publicBaseURL, "public-base-url", "",
-		"Public base URL of the redirector, e.g. https://go.example.com (as the manager's --redirect-base-url): the URL that QR codes of /<namespace>/<code> show. Empty: the request's own host.")
+		"Public base URL of the redirector, e.g. https://go.example.com (as the manager's --redirect-base-url): the URL that QR codes of /<namespace>/<code> show, never the request's Host. Empty: those QR codes answer 404 (/<code>/qr on a namespace's domain still works).")
+	flag.IntVar(&renderSlots, "render-concurrency", 0,
+		"QR codes and preview pages drawn at once; more are answered 503 with Retry-After, so they cannot starve the redirects. 0: half of GOMAXPROCS, at least 1.")
+	flag.Float64Var(&renderShare, "render-cpu-share", redirect.DefaultRenderCPUShare,
+		"Share of the CPUs (GOMAXPROCS) that drawing QR codes and preview pages may use over time, in (0, 1]; beyond it they are answered 503 with Retry-After.")
 	flag.StringVar(&rootRedirect, "root-redirect", "",
 		"Redirect GET / here (302) instead of answering 404, on hosts whose namespace sets no "+redirect.RootRedirectAnnotation+" annotation.")
 	flag.StringVar(&notFoundRedir, "not-found-redirect", "",
@@ -132,8 +138,11 @@ func run() error {
 	if err := redirect.CheckPublicBaseURL(publicBaseURL); err != nil {
 		return fmt.Errorf("--public-base-url: %w", err)
 	}
-	fallbacks, err := fallbackFlags(rootRedirect, notFoundRedir, goneRedirect)
+	fallbacks, err := fallbackFlags(rootRedirect, notFoundRedir, goneRedirect, publicBaseURL)
 	if err != nil {
+		return err
+	}
+	if err := checkRenderFlags(renderSlots, renderShare); err != nil {
 		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -187,13 +196,15 @@ func run() error {
 	}
 
 	opts := redirect.Options{
-		TombstoneTTL:  tombstoneTTL,
-		Namespaces:    nsList,
-		Registry:      reg,
-		Gatherer:      reg,
-		Log:           log,
-		PublicBaseURL: publicBaseURL,
-		Fallbacks:     fallbacks,
+		TombstoneTTL:      tombstoneTTL,
+		Namespaces:        nsList,
+		Registry:          reg,
+		Gatherer:          reg,
+		Log:               log,
+		PublicBaseURL:     publicBaseURL,
+		Fallbacks:         fallbacks,
+		RenderConcurrency: renderSlots,
+		RenderCPUShare:    renderShare,
 	}
 	if accessLog {
 		opts.AccessLog = os.Stdout
@@ -393,14 +404,33 @@ func (f peerFlags) keyring(cfg *rest.Config, log logr.Logger) (*peer.Keyring, er
 	return peer.NewKeyring(c, types.NamespacedName{Namespace: ns, Name: f.secret}, log), nil
 }
 
-// fallbackFlags checks the fallback URL flags, naming the one that is wrong.
-func fallbackFlags(root, notFound, gone string) (redirect.Fallbacks, error) {
+// fallbackFlags checks the fallback URL flags, naming the one that is
+// wrong, and refuses one on the redirector's own public host (a loop).
+func fallbackFlags(root, notFound, gone, publicBaseURL string) (redirect.Fallbacks, error) {
 	for name, u := range map[string]string{"root-redirect": root, "not-found-redirect": notFound, "gone-redirect": gone} {
 		if err := redirect.CheckFallbackURL(u); err != nil {
 			return redirect.Fallbacks{}, fmt.Errorf("--%s: %w", name, err)
 		}
 	}
-	return redirect.NewFallbacks(root, notFound, gone)
+	f, err := redirect.NewFallbacks(root, notFound, gone)
+	if err != nil {
+		return f, err
+	}
+	if err := redirect.CheckFallbackLoops(f, publicBaseURL); err != nil {
+		return redirect.Fallbacks{}, fmt.Errorf("--public-base-url=%s and the fallback flags: %w", publicBaseURL, err)
+	}
+	return f, nil
+}
+
+// checkRenderFlags refuses a render budget that cannot work.
+func checkRenderFlags(slots int, share float64) error {
+	if slots < 0 {
+		return fmt.Errorf("--render-concurrency=%d must not be negative", slots)
+	}
+	if share <= 0 || share > 1 {
+		return fmt.Errorf("--render-cpu-share=%v must be more than 0 and at most 1", share)
+	}
+	return nil
 }
 
 // kubeconfigFlag is controller-runtime's --kubeconfig ("": none given).

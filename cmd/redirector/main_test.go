@@ -170,18 +170,25 @@ users:
 	})
 }
 
-// Bad fallback or base URLs stop the start with a message naming the flag.
+// Bad fallback or base URLs stop the start with a message naming the flag
+// ("|" separates flags given together).
 func TestBadURLFlags(t *testing.T) {
 	bin := buildBinary(t, "./")
 	for flag, want := range map[string]string{
-		"--gone-redirect=javascript:alert(1)":       `--gone-redirect: invalid URL "javascript:alert(1)"`,
-		"--not-found-redirect=https://a b.example/": `--not-found-redirect: invalid URL`,
-		"--root-redirect=ftp://example.com/":        `--root-redirect: invalid URL`,
-		"--public-base-url=go.example.com":          `--public-base-url: "go.example.com" is not an absolute http or https URL`,
-		"--peer-advertise-address=evil.example/x:1": `--peer-advertise-address="evil.example/x:1" is not a host:port`,
-		"--uses-reserve-ahead=-1s":                  `--uses-reserve-ahead=-1s must not be negative`,
+		"--gone-redirect=javascript:alert(1)":               `--gone-redirect: invalid URL "javascript:alert(1)"`,
+		"--not-found-redirect=https://a b.example/":         `--not-found-redirect: invalid URL`,
+		"--root-redirect=ftp://example.com/":                `--root-redirect: invalid URL`,
+		"--public-base-url=go.example.com":                  `--public-base-url: "go.example.com" is not an absolute http or https URL`,
+		"--peer-advertise-address=evil.example/x:1":         `--peer-advertise-address="evil.example/x:1" is not a host:port`,
+		"--uses-reserve-ahead=-1s":                          `--uses-reserve-ahead=-1s must not be negative`,
+		"--public-base-url=https://go.example.com:99999999": `--public-base-url: "https://go.example.com:99999999" is not an absolute http or https URL`,
+		// A fallback on the redirector's own host loops (issue 40).
+		"--public-base-url=https://go.example.com|--not-found-redirect=https://go.example.com/team-a/missing": `not_found redirect: "https://go.example.com/team-a/missing" points back at the redirector`,
+		"--public-base-url=https://go.example.com|--root-redirect=http://GO.example.com:8080/":                `root redirect: "http://GO.example.com:8080/" points back at the redirector`,
+		"--render-cpu-share=0":    `--render-cpu-share=0 must be more than 0 and at most 1`,
+		"--render-concurrency=-1": `--render-concurrency=-1 must not be negative`,
 	} {
-		out, err := exec.Command(bin, flag).CombinedOutput()
+		out, err := exec.Command(bin, strings.Split(flag, "|")...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Errorf("%s: %v, output %q; want a failure with %q", flag, err, out, want)
 		}

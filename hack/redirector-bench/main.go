@@ -42,6 +42,7 @@ func run() error {
 	cpuProfile := flag.String("cpuprofile", "", "Write a CPU profile of the whole run to this file.")
 	countUses := flag.Bool("count-uses", true,
 		"Count uses on the request path as bin/redirector does (in memory; with no API server, nothing is written). false measures the path without counting.")
+	publicBaseURL := flag.String("public-base-url", "", "As bin/redirector's --public-base-url: the host of the QR codes of /<namespace>/<code>.")
 	flag.Parse()
 
 	if *table != "" {
@@ -71,7 +72,10 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	opts := redirect.Options{TombstoneTTL: 24 * time.Hour, Registry: reg, Gatherer: reg, Log: logr.Discard()}
+	if err := redirect.CheckPublicBaseURL(*publicBaseURL); err != nil {
+		return fmt.Errorf("--public-base-url: %w", err)
+	}
+	opts := redirect.Options{TombstoneTTL: 24 * time.Hour, Registry: reg, Gatherer: reg, Log: logr.Discard(), PublicBaseURL: *publicBaseURL}
 	if *accessLog {
 		opts.AccessLog = os.Stdout
 	}

@@ -8,12 +8,14 @@ package qr
 
 import (
 	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"errors"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
+	"hash/crc32"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/boombuler/barcode/qr"
 )
@@ -30,6 +32,28 @@ const (
 	DefaultMargin = 4
 )
 
+// SizeBuckets are the sizes a server draws (Bucket), smallest first: a
+// client that may ask for any size in MinSize..MaxSize gets one of five
+// drawings per code and margin, so a cache of drawings holds few of them.
+var SizeBuckets = [...]int{64, 128, 256, 512, 1024}
+
+// Bucket is the size bucket of a size: the largest of SizeBuckets not
+// larger than size (MinSize for a smaller one), so the image is never
+// wider than asked, as PNG promises.
+func Bucket(size int) int {
+	b := SizeBuckets[0]
+	for _, s := range SizeBuckets {
+		if s <= size {
+			b = s
+		}
+	}
+	return b
+}
+
+// ErrTooLong is the error of Encode for a text longer than the largest QR
+// code holds (about 2,300 bytes of a URL at level M).
+var ErrTooLong = errors.New("too long for a QR code")
+
 // Code is an encoded QR code: n x n modules.
 type Code struct {
 	text string
@@ -42,7 +66,9 @@ type Code struct {
 func Encode(text string) (*Code, error) {
 	b, err := qr.Encode(text, qr.M, qr.Auto)
 	if err != nil {
-		return nil, fmt.Errorf("encoding %q as a QR code: %w", text, err)
+		// Auto falls back to byte mode, which encodes any text: its only
+		// failure is a text too long. The text is the caller's to quote.
+		return nil, fmt.Errorf("%d bytes: %w", len(text), ErrTooLong)
 	}
 	n := b.Bounds().Dx()
 	c := &Code{text: text, n: n, dark: make([]bool, n*n)}
@@ -88,34 +114,67 @@ func (c *Code) scale(size, margin int) int {
 
 // PNG draws the code as a black and white PNG (one bit per pixel) as wide
 // as size, or a little less: the largest whole number of pixels per module
-// that fits, so that modules stay sharp.
+// that fits, so that modules stay sharp. It writes the PNG itself (a 1-bit
+// grayscale image, filter None): image/png packs such an image pixel by
+// pixel, 5 ms for the largest size, where each row here is packed once per
+// module row and the rows of a module are copies.
 func (c *Code) PNG(size, margin int) ([]byte, error) {
 	if err := CheckSize(size, margin); err != nil {
 		return nil, err
 	}
 	scale := c.scale(size, margin)
 	side := (c.n + 2*margin) * scale
-	img := image.NewPaletted(image.Rect(0, 0, side, side), color.Palette{color.White, color.Black})
-	for y := range c.n {
-		for x := range c.n {
-			if !c.dark[y*c.n+x] {
-				continue
-			}
-			x0, y0 := (x+margin)*scale, (y+margin)*scale
-			for py := y0; py < y0+scale; py++ {
-				row := img.Pix[py*img.Stride:]
-				for px := x0; px < x0+scale; px++ {
-					row[px] = 1
-				}
+	stride := 1 + (side+7)/8 // the filter byte, then the pixels
+	raw := make([]byte, stride*side)
+	for y := -margin; y < c.n+margin; y++ {
+		row := raw[(y+margin)*scale*stride:][:stride]
+		for px := range side {
+			// A set bit is white (grayscale 1); dark modules stay 0.
+			if x := px/scale - margin; !c.Dark(x, y) {
+				row[1+px/8] |= 0x80 >> (px % 8)
 			}
 		}
+		for i := 1; i < scale; i++ {
+			copy(raw[((y+margin)*scale+i)*stride:][:stride], row)
+		}
 	}
-	var buf bytes.Buffer
-	enc := png.Encoder{CompressionLevel: png.BestCompression}
-	if err := enc.Encode(&buf, img); err != nil {
+	var idat bytes.Buffer
+	zw := zlibWriters.Get().(*zlib.Writer)
+	defer zlibWriters.Put(zw)
+	zw.Reset(&idat)
+	if _, err := zw.Write(raw); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	var ihdr [13]byte
+	binary.BigEndian.PutUint32(ihdr[0:], uint32(side))
+	binary.BigEndian.PutUint32(ihdr[4:], uint32(side))
+	ihdr[8], ihdr[9] = 1, 0 // bit depth 1, grayscale; compression, filter and interlace 0
+	pngChunk(&b, "IHDR", ihdr[:])
+	pngChunk(&b, "IDAT", idat.Bytes())
+	pngChunk(&b, "IEND", nil)
+	return b.Bytes(), nil
+}
+
+// zlibWriters keep deflate's state (most of a megabyte) between drawings.
+var zlibWriters = sync.Pool{New: func() any { return zlib.NewWriter(nil) }}
+
+// pngChunk writes a PNG chunk: length, type, data, CRC of type and data.
+func pngChunk(b *bytes.Buffer, typ string, data []byte) {
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(data)))
+	b.Write(n[:])
+	crc := crc32.NewIEEE()
+	_, _ = crc.Write([]byte(typ))
+	_, _ = crc.Write(data)
+	b.WriteString(typ)
+	b.Write(data)
+	binary.BigEndian.PutUint32(n[:], crc.Sum32())
+	b.Write(n[:])
 }
 
 // SVG draws the code as an SVG image size pixels wide: a white square and

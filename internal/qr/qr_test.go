@@ -2,6 +2,7 @@ package qr
 
 import (
 	"bytes"
+	"errors"
 	"image"
 	"image/color"
 	"image/png"
@@ -172,5 +173,25 @@ func TestDeterministic(t *testing.T) {
 	sb, _ := b.SVG(DefaultSize, DefaultMargin)
 	if !bytes.Equal(pa, pb) || !bytes.Equal(sa, sb) {
 		t.Error("one URL drawn twice gives two images")
+	}
+}
+
+func TestBucket(t *testing.T) {
+	for size, want := range map[int]int{MinSize: 64, 127: 64, 128: 128, 255: 128, DefaultSize: 256, 300: 256, 511: 256, 512: 512, 1023: 512, MaxSize: 1024, 0: 64} {
+		if got := Bucket(size); got != want {
+			t.Errorf("Bucket(%d) = %d, want %d", size, got, want)
+		}
+	}
+	if Bucket(DefaultSize) != DefaultSize {
+		t.Error("the default size is not a bucket: every default request would be scaled")
+	}
+}
+
+// A text too long says so, without quoting it (the caller logs what it needs).
+func TestEncodeTooLong(t *testing.T) {
+	long := "https://go.example.com/" + strings.Repeat("x", 3000)
+	_, err := Encode(long)
+	if !errors.Is(err, ErrTooLong) || strings.Contains(err.Error(), "xxxx") {
+		t.Errorf("Encode(3,023 bytes) = %v, want ErrTooLong without the text", err)
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"github.com/linkforge/linkforge/internal/uses"
 )
 
+// methodHead is HEAD, which gets the headers of an answer: nothing is
+// drawn or rendered for it.
+const methodHead = "HEAD"
+
 // answer is what the redirect port answers to one request.
 type answer struct {
 	resp *canned
@@ -44,7 +48,7 @@ type requestClock interface{ Time() time.Time }
 // It neither keeps nor returns any of its string arguments, so a caller
 // may pass strings that alias a buffer it reuses afterwards.
 func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock) answer {
-	if method != "GET" && method != "HEAD" {
+	if method != "GET" && method != methodHead {
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
 	}
 	if !r.Ready() {
@@ -77,16 +81,16 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		if now >= e.until {
 			return r.notFound(rt)
 		}
-		return r.gone(rt, e, path, now)
+		return r.gone(rt, e, method, path, now)
 	}
 	if e.gone(now) {
-		return r.gone(rt, e, path, now)
+		return r.gone(rt, e, method, path, now)
 	}
 	switch rt.view {
 	case viewQR:
-		return r.qrAnswer(rt, e, host, rawQuery, at, now)
+		return r.qrAnswer(rt, e, host, rawQuery, method == methodHead, at, now)
 	case viewPreview:
-		return r.previewAnswer(path[:len(path)-1], e, now)
+		return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
 	}
 	if method == "GET" && r.opts.Uses != nil && e.counter != nil {
 		// A use: a GET answered with a redirect. HEAD (link unfurlers) is not.
@@ -95,7 +99,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		} else {
 			switch r.opts.Uses.Take(e.counter, start) {
 			case uses.Exhausted:
-				return r.gone(rt, e, path, now)
+				return r.gone(rt, e, method, path, now)
 			case uses.Unavailable:
 				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter())}
 			}
@@ -116,10 +120,10 @@ func (r *Redirector) notFound(rt route) answer {
 
 // gone answers a request for an expired or exhausted link: 410, or the gone
 // fallback of its namespace for a redirect; the preview page says so.
-func (r *Redirector) gone(rt route, e *Link, path string, now int64) answer {
+func (r *Redirector) gone(rt route, e *Link, method, path string, now int64) answer {
 	switch rt.view {
 	case viewPreview:
-		return r.previewAnswer(path[:len(path)-1], e, now)
+		return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
 	case viewQR:
 		return answer{resp: respGone, cacheControl: ccNoStore}
 	}
@@ -129,14 +133,20 @@ func (r *Redirector) gone(rt route, e *Link, path string, now int64) answer {
 // fallback redirects to the fallback of kind k of namespace ns (else the
 // redirector's default), or answers otherwise when there is none.
 func (r *Redirector) fallback(k fallbackKind, ns string, otherwise *canned) answer {
-	loc := r.fallbacks.lookup(ns, k)
-	if loc == "" {
-		loc = r.opts.Fallbacks[k]
-	}
+	loc := r.fallbackLocation(k, ns)
 	if loc == "" {
 		return answer{resp: otherwise, cacheControl: ccNoStore}
 	}
 	r.metrics.fallbacks[k].Inc()
 	// A link may appear under the code: the fallback is never cached.
 	return answer{resp: resp302, cacheControl: ccNoStore, location: loc}
+}
+
+// fallbackLocation is the Location of namespace ns's fallback of kind k,
+// else the redirector's default, else "".
+func (r *Redirector) fallbackLocation(k fallbackKind, ns string) string {
+	if loc := r.fallbacks.lookup(ns, k); loc != "" {
+		return loc
+	}
+	return r.opts.Fallbacks[k]
 }

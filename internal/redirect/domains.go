@@ -10,19 +10,50 @@ import (
 )
 
 // normalizeHost turns a Host header or a domain annotation into the form the
-// domain table is keyed by: no port, lower case, no trailing dot. It does not
-// allocate for a host that is already lower case.
+// domain table is keyed by: no port, lower case, no trailing dot. A host
+// with userinfo, or with a port that is not a port (digits, at most 65535),
+// is refused: "" names no host. It does not allocate for a host that is
+// already lower case.
 func normalizeHost(h string) string {
 	h = strings.TrimSpace(h)
+	if strings.IndexByte(h, '@') >= 0 {
+		return ""
+	}
+	port := ""
 	if strings.HasPrefix(h, "[") {
-		if i := strings.IndexByte(h, ']'); i > 0 {
-			h = h[:i+1]
+		i := strings.IndexByte(h, ']')
+		if i < 0 {
+			return ""
 		}
+		h, port = h[:i+1], h[i+1:]
 	} else if i := strings.LastIndexByte(h, ':'); i >= 0 {
-		h = h[:i]
+		h, port = h[:i], h[i:]
+	}
+	if !validPort(port) {
+		return ""
 	}
 	h = strings.TrimSuffix(h, ".")
 	return strings.ToLower(h)
+}
+
+// validPort reports whether p is empty or ':' and a port: up to five
+// digits, at most 65535 (RFC 3986 allows an empty port after ':').
+func validPort(p string) bool {
+	if p == "" {
+		return true
+	}
+	if p[0] != ':' || len(p) > 6 {
+		return false
+	}
+	n := 0
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n <= 65535
 }
 
 type nsClaim struct {
@@ -67,7 +98,11 @@ func (d *Domains) Lookup(host string) (string, bool) {
 	if len(m) == 0 {
 		return "", false
 	}
-	ns, ok := m[normalizeHost(host)]
+	h := normalizeHost(host)
+	if h == "" {
+		return "", false
+	}
+	ns, ok := m[h]
 	return ns, ok
 }
 

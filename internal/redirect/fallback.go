@@ -2,6 +2,7 @@ package redirect
 
 import (
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 
@@ -81,6 +82,40 @@ func fallbackLocation(u string) (string, error) {
 	return Location(u), nil
 }
 
+// CheckFallbackLoops refuses fallbacks that point back at the redirector
+// itself, on the host of publicBaseURL: a fallback is taken for a code
+// that does not answer, and a code that does not answer there takes the
+// fallback again, forever (a browser gives up after about 20 redirects).
+// Point fallbacks at pages outside linkforge.
+func CheckFallbackLoops(f Fallbacks, publicBaseURL string) error {
+	base, err := url.Parse(publicBaseURL)
+	if err != nil || publicBaseURL == "" {
+		return nil
+	}
+	for k, loc := range f {
+		if err := fallbackLoop(loc, base.Host); err != nil {
+			return fmt.Errorf("%s redirect: %w", fallbackKind(k), err)
+		}
+	}
+	return nil
+}
+
+// fallbackLoop says whether fallback URL u is on one of the redirector's
+// own hosts (a host with or without its port; "" is none).
+func fallbackLoop(u string, self ...string) error {
+	pu, err := url.Parse(u)
+	if err != nil || u == "" {
+		return nil
+	}
+	host := normalizeHost(pu.Host)
+	for _, s := range self {
+		if s = normalizeHost(s); s != "" && s == host {
+			return fmt.Errorf("%q points back at the redirector (%s is its own host): a code that does not answer there would take the fallback again, in a loop; point it at a page outside linkforge", u, s)
+		}
+	}
+	return nil
+}
+
 // fallbackTable maps namespaces to the fallbacks their annotations set.
 // Reads load an immutable snapshot (one atomic load, no lock); writes
 // (namespace events, rare) copy it under a mutex.
@@ -130,14 +165,19 @@ func (t *fallbackTable) set(ns string, f Fallbacks) {
 }
 
 // namespaceFallbacks reads a namespace's fallback annotations. A value
-// that is not a valid URL is left out, and reported in errs by kind.
-func namespaceFallbacks(annotations map[string]string) (f Fallbacks, errs [numFallbacks]error) {
+// that is not a valid URL, or that points at one of the redirector's own
+// hosts (self: the public base's, the namespace's domain), is left out,
+// and reported in errs by kind.
+func namespaceFallbacks(annotations map[string]string, self ...string) (f Fallbacks, errs [numFallbacks]error) {
 	for k := range numFallbacks {
 		v, ok := annotations[k.annotation()]
 		if !ok {
 			continue
 		}
 		loc, err := fallbackLocation(v)
+		if err == nil {
+			err = fallbackLoop(loc, self...)
+		}
 		if err != nil {
 			errs[k] = err
 			continue

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,7 +133,8 @@ func TestActivationWithFallbackAndExpiry(t *testing.T) {
 
 // qrHarness serves a few links, with fallbacks that the QR route must not take.
 func qrHarness(t *testing.T) *harness {
-	h := newHarnessWith(t, Options{Fallbacks: Fallbacks{"https://example.com/root", "https://example.com/nf", "https://example.com/gone"}})
+	h := newHarnessWith(t, Options{PublicBaseURL: "https://go.example.com",
+		Fallbacks: Fallbacks{"https://example.com/root", "https://example.com/nf", "https://example.com/gone"}})
 	h.add(link("team-a", "docs", "LUMLV6n3To", "https://example.com/docs"))
 	h.add(link("team-a", "qr", "qr", "https://example.com/qr-code"))
 	h.add(link("team-a", "old", "old", "https://example.com/old", decided(linkv1.ReasonExpired)))
@@ -148,16 +150,13 @@ func TestQRCode(t *testing.T) {
 	if g.status != http.StatusOK || g.header.Get("Content-Type") != "image/png" {
 		t.Fatalf("GET /team-a/LUMLV6n3To/qr: %d %s %q", g.status, g.header.Get("Content-Type"), g.body)
 	}
-	if u := qrtest.ScanPNG(t, g.body); u != "http://go.example.com/team-a/LUMLV6n3To" {
+	if u := qrtest.ScanPNG(t, g.body); u != "https://go.example.com/team-a/LUMLV6n3To" {
 		t.Errorf("the QR code reads %q", u)
 	}
 	if g.header.Get("Vary") != "Accept" || g.header.Get("X-Content-Type-Options") != "nosniff" || g.header.Get("Cache-Control") != "public, max-age=3600" {
 		t.Errorf("headers %v", g.header)
 	}
-	if g := h.get("GET", "go.example.com", "/team-a/LUMLV6n3To/qr", "X-Forwarded-Proto", "https"); qrtest.ScanPNG(t, g.body) != "https://go.example.com/team-a/LUMLV6n3To" {
-		t.Errorf("behind a TLS proxy: %q", qrtest.ScanPNG(t, g.body))
-	}
-	if g := h.get("GET", "go.a.example", "/LUMLV6n3To/qr"); g.status != http.StatusOK || qrtest.ScanPNG(t, g.body) != "http://go.a.example/LUMLV6n3To" {
+	if g := h.get("GET", "go.a.example", "/LUMLV6n3To/qr"); g.status != http.StatusOK || qrtest.ScanPNG(t, g.body) != "https://go.a.example/LUMLV6n3To" {
 		t.Errorf("vanity host: %d %q", g.status, qrtest.ScanPNG(t, g.body))
 	}
 	if g := h.get("GET", "go.a.example", "/docs/qr"); g.String() != "Found https://example.com/docs-ns-code-qr" {
@@ -166,7 +165,6 @@ func TestQRCode(t *testing.T) {
 	if g := h.get("GET", "go.a.example", "/qr"); g.String() != "Found https://example.com/qr-code" {
 		t.Errorf("/qr on the vanity host: %s, want team-a's code qr", g)
 	}
-
 }
 
 func TestQRCodeFormats(t *testing.T) {
@@ -237,20 +235,27 @@ func TestQRCodeBoundsAndAnswers(t *testing.T) {
 		}
 	})
 
-	t.Run("cached: drawn once", func(t *testing.T) {
+	t.Run("cached: drawn once per size bucket", func(t *testing.T) {
 		m := h.r.metrics
-		drawn, cached := testutil.ToFloat64(m.qrMisses), testutil.ToFloat64(m.qrHits)
+		drawn, cached := testutil.ToFloat64(m.qrDrawn), testutil.ToFloat64(m.qrCached)
 		first := h.get("GET", "", "/team-a/LUMLV6n3To/qr?size=200")
-		second := h.get("GET", "", "/team-a/LUMLV6n3To/qr?size=200")
-		if !bytes.Equal(first.body, second.body) {
-			t.Error("two answers differ")
+		second := h.get("GET", "", "/team-a/LUMLV6n3To/qr?size=129")
+		if !bytes.Equal(first.body, second.body) || first.status != http.StatusOK {
+			t.Errorf("sizes 200 and 129 (bucket 128) differ, or %d", first.status)
 		}
-		if d, c := testutil.ToFloat64(m.qrMisses)-drawn, testutil.ToFloat64(m.qrHits)-cached; d != 1 || c != 1 {
+		if d, c := testutil.ToFloat64(m.qrDrawn)-drawn, testutil.ToFloat64(m.qrCached)-cached; d != 1 || c != 1 {
 			t.Errorf("drawn %v, cached %v; want 1 and 1", d, c)
 		}
-		h.get("HEAD", "", "/team-a/LUMLV6n3To/qr?size=200")
-		if d := testutil.ToFloat64(m.qrMisses) - drawn; d != 1 {
-			t.Errorf("HEAD drew it again")
+		if img, err := png.Decode(bytes.NewReader(first.body)); err != nil || img.Bounds().Dx() > 128 {
+			t.Errorf("size 200 is drawn at bucket 128: %v %v", err, img.Bounds())
+		}
+		// HEAD of a drawing not made yet: its headers, without drawing it.
+		g := h.get("HEAD", "", "/team-a/LUMLV6n3To/qr?size=600")
+		if d := testutil.ToFloat64(m.qrDrawn) - drawn; d != 1 || g.status != http.StatusOK || g.header.Get("Content-Type") != "image/png" {
+			t.Errorf("HEAD: %d %q, drawn %v times in all, want 200 image/png and no new drawing", g.status, g.header.Get("Content-Type"), d)
+		}
+		if g := h.get("HEAD", "", "/team-a/LUMLV6n3To/qr?size=200"); g.status != http.StatusOK || g.header.Get("Content-Length") != strconv.Itoa(len(first.body)) {
+			t.Errorf("HEAD of a cached drawing: %d, Content-Length %q, want %d", g.status, g.header.Get("Content-Length"), len(first.body))
 		}
 	})
 }
@@ -265,39 +270,28 @@ func TestQRCodePublicBaseURL(t *testing.T) {
 	if g := h.get("GET", "go.a.example", "/LUMLV6n3To/qr"); qrtest.ScanPNG(t, g.body) != "https://go.a.example/LUMLV6n3To" {
 		t.Errorf("vanity form: %q", qrtest.ScanPNG(t, g.body))
 	}
-	for _, bad := range []string{"go.example.com", "ftp://go.example.com", "https://go.example.com/?a=1", "https://u@go.example.com"} {
+	for _, bad := range []string{"go.example.com", "ftp://go.example.com", "https://go.example.com/?a=1", "https://u@go.example.com", "https://go.example.com:65536", "https://go.example.com:" + strings.Repeat("9", 2200)} {
 		if CheckPublicBaseURL(bad) == nil {
 			t.Errorf("CheckPublicBaseURL(%q) = nil", bad)
 		}
 	}
 }
 
-func TestQRCache(t *testing.T) {
-	hits, misses := prometheus.NewCounter(prometheus.CounterOpts{Name: "h"}), prometheus.NewCounter(prometheus.CounterOpts{Name: "m"})
-	c := newQRCache(4000, hits, misses)
-	keys := []qrKey{{url: "https://a/1", size: 64, margin: 4}, {url: "https://a/2", size: 64, margin: 4}, {url: "https://a/3", size: 64, margin: 4}}
-	for _, k := range keys {
-		if _, err := c.get(k); err != nil {
-			t.Fatal(err)
-		}
+func TestLRU(t *testing.T) {
+	c := newLRU(25, func(k string, v []byte) int { return len(k) + len(v) })
+	c.add("a", make([]byte, 9))
+	c.add("b", make([]byte, 9))
+	c.get("a")
+	c.add("c", make([]byte, 9)) // over the budget: b, the least recently used, goes
+	if _, ok := c.get("b"); ok || c.len() != 2 || c.used > c.budget {
+		t.Errorf("kept %d values, %d bytes (budget %d); b kept: %v", c.len(), c.used, c.budget, ok)
 	}
-	if _, err := c.get(keys[0]); err != nil {
-		t.Fatal(err)
+	if _, ok := c.get("a"); !ok {
+		t.Error("the most recently used value was dropped")
 	}
-	if c.used > c.budget {
-		t.Errorf("%d bytes kept, budget %d", c.used, c.budget)
-	}
-	if n := c.len(); n == 0 || n == len(keys) && c.used > 4000 {
-		t.Errorf("%d drawings kept", n)
-	}
-	// The most recent is kept.
-	before := testutil.ToFloat64(misses)
-	if _, err := c.get(keys[0]); err != nil || testutil.ToFloat64(misses) != before {
-		t.Errorf("the most recently used drawing was dropped")
-	}
-	big := newQRCache(10, hits, misses)
-	if _, err := big.get(keys[0]); err != nil || big.len() != 0 {
-		t.Errorf("a drawing larger than the budget is kept (%d)", big.len())
+	c.add("big", make([]byte, 40))
+	if _, ok := c.get("big"); ok {
+		t.Error("a value larger than the budget is kept")
 	}
 }
 

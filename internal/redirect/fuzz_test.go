@@ -28,8 +28,8 @@ var (
 )
 
 // FuzzServe sends raw bytes to the redirect server over a TCP connection
-// and checks every answer: well-formed status lines, and a Location only on
-// 3xx, only http(s) and only printable ASCII. With the seed corpus it runs
+// and checks every answer: well-formed status lines, a Location only on
+// 3xx, only http(s) and only printable ASCII, and Retry-After on a 503. With the seed corpus it runs
 // as a normal test.
 func FuzzServe(f *testing.F) {
 	for _, seed := range []string{
@@ -45,13 +45,21 @@ func FuzzServe(f *testing.F) {
 		"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03",
 		"GET /ns/a HTTP/1.9\r\nHost: x\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
+		// QR codes and previews (issue 40): every size, margin and format,
+		// hosts that are not ours, HEAD, absolute-form targets.
+		"GET /ns/a/qr?size=1024&margin=0&format=svg HTTP/1.1\r\nHost: x\r\nAccept: image/svg+xml\r\n\r\n",
+		"GET /ns/a/qr?size=%00&margin=99&format=gif HTTP/1.1\r\nHost: x\r\nAccept: text/html;q=0, */*;q=abc\r\n\r\n",
+		"GET /a/qr HTTP/1.1\r\nHost: go.example.com:" + strings.Repeat("9", 2200) + "\r\n\r\n",
+		"GET http://evil.example/ns/a/qr?size=64 HTTP/1.1\r\nHost: go.example.com\r\nX-Forwarded-Proto: https\r\n\r\n",
+		"HEAD /ns/a/qr?size=777 HTTP/1.1\r\nHost: x\r\n\r\nGET /ns/a+ HTTP/1.1\r\nHost: x\r\n\r\nHEAD /a+ HTTP/1.1\r\nHost: go.example.com\r\n\r\n",
+		"GET /a+ HTTP/1.1\r\nHost: user@go.example.com\r\n\r\nGET /a/qr HTTP/1.1\r\nHost: GO.example.com.:80\r\n\r\n",
+		"GET /ns/q+?x=<script> HTTP/1.1\r\nHost: x\r\n\r\nGET /ns/nope/qr HTTP/1.1\r\nHost: x\r\n\r\n",
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, input []byte) {
 		fuzzOnce.Do(func() {
-			h := newHarness(&testing.T{})
-			h.r.accessLog = nil
+			h := newHarnessWith(&testing.T{}, Options{PublicBaseURL: "https://go.example.com"})
 			h.add(link("ns", "a", "a", "https://example.com/a"))
 			h.add(link("ns", "q", "q", "https://example.com/q?k=v#f", func(l *linkv1.ShortLink) { l.Spec.ForwardQuery = true }))
 			h.addNS(nsObj("ns", epoch.Add(-time.Hour), "go.example.com"))
@@ -95,7 +103,7 @@ func checkAnswers(t *testing.T, out []byte) {
 			t.Fatalf("status line %q", lines[0])
 		}
 		status, _ := strconv.Atoi(lines[0][9:12])
-		length := 0
+		length, retryAfter := 0, false
 		for _, l := range lines[1:] {
 			name, value, ok := strings.Cut(l, ": ")
 			if !ok {
@@ -108,7 +116,12 @@ func checkAnswers(t *testing.T, out []byte) {
 				}
 			case "content-length":
 				length, _ = strconv.Atoi(value)
+			case "retry-after":
+				retryAfter = true
 			}
+		}
+		if status == 503 && !retryAfter {
+			t.Fatalf("503 without Retry-After: %q", lines)
 		}
 		if !bytes.HasPrefix(out, []byte("HTTP/1.")) {
 			out = out[min(length, len(out)):]

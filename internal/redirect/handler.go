@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -118,6 +119,7 @@ func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
 	case !ok:
 		a = answer{resp: respBadRequest, cacheControl: ccNoStore}
 		ctx.SetConnectionClose()
+		r.refused(http.StatusBadRequest, ctx.RemoteAddr(), "the request target is not a URL")
 	case target == "*" && method == "OPTIONS":
 		// The server's own options, as net/http answers them.
 		a = answer{resp: respOptionsServer}
@@ -189,9 +191,9 @@ func writeAnswer(ctx *fasthttp.RequestCtx, a *answer) {
 	ctx.Response.SetBodyRaw(a.resp.body)
 }
 
-// serveError answers a request fasthttp could not read; fasthttp closes the
-// connection after it.
-func serveError(ctx *fasthttp.RequestCtx, err error) {
+// serveError answers a request fasthttp could not read (fasthttp closes
+// the connection after it), and counts and logs it (sampled).
+func (r *Redirector) serveError(ctx *fasthttp.RequestCtx, err error) {
 	resp := respBadRequest
 	var small *fasthttp.ErrSmallBuffer
 	var netErr net.Error
@@ -205,6 +207,57 @@ func serveError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	ctx.Response.Reset()
 	writeAnswer(ctx, &answer{resp: resp, cacheControl: ccNoStore})
+	r.refused(resp.status, ctx.RemoteAddr(), err.Error())
+}
+
+// refusedLogEvery is how often a refused request is logged at most: a
+// client that sends garbage fast must not fill the log.
+const refusedLogEvery = 10 * time.Second
+
+// maxLoggedReason bounds the error text logged of a refused request.
+const maxLoggedReason = 200
+
+// refused counts a request the server could not read, and logs the first
+// in each refusedLogEvery with the number not logged before it.
+func (r *Redirector) refused(status int, remote net.Addr, reason string) {
+	if c := r.metrics.refused[status]; c != nil {
+		c.Inc()
+	}
+	unlogged, ok := r.refusedLog.allow(time.Now())
+	if !ok {
+		return
+	}
+	if len(reason) > maxLoggedReason {
+		reason = reason[:maxLoggedReason] + "..."
+	}
+	addr := ""
+	if remote != nil {
+		addr = remote.String()
+	}
+	r.log.Info("refused a request the server could not read", "status", status, "remote", addr,
+		"reason", strconv.QuoteToASCII(reason), "unloggedBefore", unlogged)
+}
+
+// sampler lets one event through per interval and counts the others.
+type sampler struct {
+	every time.Duration
+
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+// allow reports whether the event at now is let through, and how many
+// were not since the last one that was.
+func (s *sampler) allow(now time.Time) (skipped int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.last.IsZero() && now.Sub(s.last) < s.every {
+		s.skipped++
+		return 0, false
+	}
+	skipped, s.skipped, s.last = s.skipped, 0, now
+	return skipped, true
 }
 
 // Classes of the bytes of a request target, for requestTarget's fast path:

@@ -1,6 +1,9 @@
 package redirect
 
 import (
+	"net/http"
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,9 +18,18 @@ type metrics struct {
 	accessLogDropped prometheus.Counter
 	// fallbacks counts fallback redirects, by kind.
 	fallbacks [numFallbacks]prometheus.Counter
-	// qrHits and qrMisses count QR codes served from the cache and drawn.
-	qrHits, qrMisses prometheus.Counter
+	// qrCached, qrDrawn and qrMerged count QR codes served from the
+	// cache, drawn, and taken from an identical request's drawing.
+	qrCached, qrDrawn, qrMerged prometheus.Counter
+	// renderRefused counts QR codes and previews refused for want of
+	// render budget (503), by view.
+	renderRefused [numViews]prometheus.Counter
+	// refused counts requests the HTTP layer could not read, by status.
+	refused map[int]prometheus.Counter
 }
+
+// refusedStatuses are the answers to requests the server cannot read.
+var refusedStatuses = []int{http.StatusBadRequest, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge}
 
 // qrResultLabel labels linkforge_redirector_qr_codes_total.
 const qrResultLabel = "result"
@@ -60,13 +72,31 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready f
 		Namespace: metricsNamespace,
 		Subsystem: metricsSubsystem,
 		Name:      "qr_codes_total",
-		Help:      "QR codes served, by result: cached (served from the cache) or drawn (encoded and drawn for this request).",
+		Help:      "QR codes served, by result: cached (served from the cache), drawn (drawn for this request) or merged (drawn once for identical requests at the same time).",
 	}, []string{qrResultLabel})
-	m.qrHits, m.qrMisses = qrCodes.WithLabelValues("cached"), qrCodes.WithLabelValues("drawn")
+	m.qrCached, m.qrDrawn, m.qrMerged = qrCodes.WithLabelValues("cached"), qrCodes.WithLabelValues("drawn"), qrCodes.WithLabelValues("merged")
+	renderRefused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "renders_refused_total",
+		Help:      "QR codes and preview pages answered 503 because the render budget (--render-concurrency, --render-cpu-share) was spent, by view (qr, preview).",
+	}, []string{"view"})
+	m.renderRefused[viewQR], m.renderRefused[viewPreview] = renderRefused.WithLabelValues("qr"), renderRefused.WithLabelValues("preview")
+	m.renderRefused[viewRedirect] = m.renderRefused[viewQR] // never counted
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "refused_requests_total",
+		Help:      "Requests the redirect port could not read, by the status it answered: 400 (malformed), 408 (too slow), 413 (a body) or 431 (a head too large).",
+	}, []string{"code"})
+	m.refused = map[int]prometheus.Counter{}
+	for _, code := range refusedStatuses {
+		m.refused[code] = refused.WithLabelValues(strconv.Itoa(code))
+	}
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(requests, m.accessLogDropped, fallbacks, qrCodes,
+	reg.MustRegister(requests, m.accessLogDropped, fallbacks, qrCodes, renderRefused, refused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace,
 			Subsystem: metricsSubsystem,

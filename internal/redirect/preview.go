@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -12,7 +13,12 @@ import (
 // HTML page that names where the link goes and what it does, instead of
 // redirecting: bit.ly's "+" preview. It is not a use, has no script, and
 // asks search engines not to index it. A link that is not active yet
-// answers as an unknown code (404), as its redirect does.
+// answers as an unknown code (404), as its redirect does. A finished link
+// whose namespace (or the redirector) sends finished codes to a gone
+// fallback does not show its old destination: its redirect hides it too.
+// The page names the link by its path only, no host, so it carries no
+// host a request named. It is rendered within the render budget
+// (render.go; else 503 with Retry-After), and not at all for HEAD.
 
 var (
 	previewHeaders = []header{
@@ -56,8 +62,9 @@ type previewData struct {
 	Detail      string
 }
 
-// previewAnswer answers the preview of e, named by path (without its "+").
-func (r *Redirector) previewAnswer(path string, e *Link, now int64) answer {
+// previewAnswer answers the preview of e, named by rt and path (without
+// its "+"); for HEAD without rendering it.
+func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, now int64) answer {
 	d := previewData{Path: path, Destination: e.Location, State: "Active", Redirects: true}
 	status := respOK
 	switch {
@@ -89,10 +96,26 @@ func (r *Redirector) previewAnswer(path string, e *Link, now int64) answer {
 		}
 		d.Detail += "."
 	}
+	if !d.Redirects && r.fallbackLocation(fallbackGone, rt.ns) != "" {
+		// The link redirects to the gone fallback, which hides where it went.
+		d.Destination = ""
+		d.Detail = strings.Replace(d.Detail, "answers 410 Gone", "redirects to the page its namespace shows for finished links", 1)
+	}
+	a := answer{resp: status, contentType: contentTypeHTML, cacheControl: ccNoStore, extra: previewHeaders}
+	if head {
+		return a // the headers of the page, without rendering it (nor a length)
+	}
+	release, retryAfter, ok := r.render.acquire()
+	if !ok {
+		r.metrics.renderRefused[viewPreview].Inc()
+		return answer{resp: respRenderBusy, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(int64((retryAfter + time.Second - 1) / time.Second))}
+	}
+	defer release()
 	var buf bytes.Buffer
 	if err := previewPage.Execute(&buf, d); err != nil {
 		r.log.Error(err, "rendering a preview page")
 		return answer{resp: respInternal, cacheControl: ccNoStore}
 	}
-	return answer{resp: status, body: buf.Bytes(), contentType: contentTypeHTML, cacheControl: ccNoStore, extra: previewHeaders}
+	a.body = buf.Bytes()
+	return a
 }

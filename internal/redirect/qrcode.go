@@ -1,29 +1,35 @@
 package redirect
 
 import (
-	"container/list"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-
-	"github.com/prometheus/client_golang/prometheus"
+	"time"
 
 	"github.com/linkforge/linkforge/internal/qr"
 )
 
 // GET /<namespace>/<code>/qr (and /<code>/qr on a vanity host) answers a QR
-// code of the link's short URL: the URL of the request without its /qr, on
-// Options.PublicBaseURL for the long form when it is set. It answers only
-// while the link redirects (otherwise as the link itself: 404 or 410,
-// without fallbacks) and is not a use.
+// code of the link's short URL, on a host the operator configured, never on
+// one a request names: the long form on Options.PublicBaseURL (without it,
+// 404), the vanity form on the domain its namespace claims (without the
+// request's port). It answers only while the link redirects (otherwise as
+// the link itself: 404 or 410, without fallbacks) and is not a use.
+//
+// The cost of a QR code is bounded (render.go): the code of a URL is
+// encoded once (qrCodeCacheBytes) and drawn at one of qr.SizeBuckets (a
+// size asks for the largest bucket not above it), so a link has at most
+// 5 sizes x 17 margins x 2 formats drawings, kept in qrDrawingCacheBytes;
+// identical misses are drawn once; a miss is drawn only within the render
+// budget (else 503 with Retry-After), and never for HEAD.
 
 // Query parameters of the QR route.
 const (
 	qrParamFormat = "format" // png or svg; default: the Accept header's choice, else png
-	qrParamSize   = "size"   // width in pixels, qr.MinSize to qr.MaxSize
+	qrParamSize   = "size"   // width in pixels, qr.MinSize to qr.MaxSize, drawn at qr.Bucket(size)
 	qrParamMargin = "margin" // quiet zone in modules, qr.MinMargin to qr.MaxMargin
 )
 
@@ -32,20 +38,33 @@ const (
 	contentTypeSVG = "image/svg+xml"
 )
 
-// qrCacheBytes bounds the memory of drawn QR codes one redirector keeps:
-// about 2,000 PNGs of the default size, or 400 of the largest SVGs.
-const qrCacheBytes = 8 << 20
+const (
+	// qrDrawingCacheBytes bounds the drawn QR codes one redirector keeps:
+	// 8,000 PNGs of the default size, or 400 of the largest SVGs.
+	qrDrawingCacheBytes = 8 << 20
+	// qrCodeCacheBytes bounds the encoded codes (module matrices, about
+	// 1.5 KB for a short URL): encoding is most of the cost of a drawing.
+	qrCodeCacheBytes = 4 << 20
+	// qrEntryOverhead is the bookkeeping of a cache entry, in bytes.
+	qrEntryOverhead = 96
+)
 
 var (
-	respOK           = newCanned(http.StatusOK, "")
-	respBadQR        = newCanned(http.StatusBadRequest, "")
-	respNotAccepted  = newCanned(http.StatusNotAcceptable, "406 Not Acceptable: the QR code is served as image/png or image/svg+xml; accept one of them, or ask with ?format=png or ?format=svg\n")
-	respQRTooLong    = newCanned(http.StatusInternalServerError, "500 Internal Server Error: the short URL does not fit in a QR code\n")
-	hdrVaryAccept    = header{key: []byte("Vary"), value: "Accept"}
-	hdrNoSniff       = header{key: []byte("X-Content-Type-Options"), value: "nosniff"}
-	hdrImageCSP      = header{key: []byte("Content-Security-Policy"), value: "default-src 'none'; style-src 'unsafe-inline'"}
-	qrHeaders        = []header{hdrNoSniff, hdrImageCSP}
-	qrHeadersVary    = []header{hdrNoSniff, hdrImageCSP, hdrVaryAccept}
+	respOK          = newCanned(http.StatusOK, "")
+	respBadQR       = newCanned(http.StatusBadRequest, "")
+	respNotAccepted = newCanned(http.StatusNotAcceptable, "406 Not Acceptable: the QR code is served as image/png or image/svg+xml; accept one of them, or ask with ?format=png or ?format=svg\n")
+	respQRTooLong   = newCanned(http.StatusRequestURITooLong, "414 URI Too Long: the short URL does not fit in a QR code\n")
+	respQRNoBase    = newCanned(http.StatusNotFound, "404 Not Found: this redirector draws QR codes of /<namespace>/<code> only with --public-base-url set; ask for /<code>/qr on the namespace's own host\n")
+	respRenderBusy  = newCanned(http.StatusServiceUnavailable, "503 Service Unavailable: too many QR codes or previews are being drawn; retry shortly (redirects are not affected)\n")
+	hdrNoSniff      = header{key: []byte("X-Content-Type-Options"), value: "nosniff"}
+	hdrImageCSP     = header{key: []byte("Content-Security-Policy"), value: "default-src 'none'; style-src 'unsafe-inline'"}
+	hdrVaryAccept   = header{key: []byte("Vary"), value: "Accept"}
+	// qrHeaders are the headers of a QR code, by what its body varies with:
+	// [Accept chose the format][X-Forwarded-Proto chose the scheme].
+	qrHeaders = [2][2][]header{
+		{{hdrNoSniff, hdrImageCSP}, {hdrNoSniff, hdrImageCSP, {key: []byte("Vary"), value: "X-Forwarded-Proto"}}},
+		{{hdrNoSniff, hdrImageCSP, hdrVaryAccept}, {hdrNoSniff, hdrImageCSP, {key: []byte("Vary"), value: "Accept, X-Forwarded-Proto"}}},
+	}
 	errFormatUnknown = fmt.Errorf("format must be png or svg")
 )
 
@@ -59,81 +78,86 @@ type qrKey struct {
 	size, margin uint16
 }
 
-type qrEntry struct {
-	key  qrKey
-	body []byte
+// busyError refuses a render for want of budget.
+type busyError struct{ retryAfter time.Duration }
+
+func (e busyError) Error() string { return "the render budget is spent" }
+
+// qrDrawer draws QR codes within the render budget, through its caches.
+type qrDrawer struct {
+	codes    *lru[string, *qr.Code]
+	drawings *lru[qrKey, []byte]
+	flights  flights[qrKey, []byte]
+	budget   *renderBudget
+	metrics  *metrics
+	// drawing, if set, is called by each draw before it draws (tests).
+	drawing func(qrKey)
 }
 
-// qrCache keeps the drawn QR codes, least recently used first out, within
-// a budget of bytes, so that a hot QR code is drawn once.
-type qrCache struct {
-	mu     sync.Mutex
-	budget int
-	used   int
-	order  *list.List // of *qrEntry, most recent first
-	byKey  map[qrKey]*list.Element
-	hits   prometheus.Counter
-	misses prometheus.Counter
-}
-
-func newQRCache(budget int, hits, misses prometheus.Counter) *qrCache {
-	return &qrCache{budget: budget, order: list.New(), byKey: map[qrKey]*list.Element{}, hits: hits, misses: misses}
-}
-
-// get returns the drawing of k, drawing it on a miss.
-func (c *qrCache) get(k qrKey) ([]byte, error) {
-	c.mu.Lock()
-	if e, ok := c.byKey[k]; ok {
-		c.order.MoveToFront(e)
-		c.mu.Unlock()
-		c.hits.Inc()
-		return e.Value.(*qrEntry).body, nil
-	}
-	c.mu.Unlock()
-	c.misses.Inc()
-	code, err := qr.Encode(k.url)
-	if err != nil {
-		return nil, err
-	}
-	var body []byte
-	if k.svg {
-		body, err = code.SVG(int(k.size), int(k.margin))
-	} else {
-		body, err = code.PNG(int(k.size), int(k.margin))
-	}
-	if err != nil {
-		return nil, err
-	}
-	c.add(k, body)
-	return body, nil
-}
-
-func (c *qrCache) add(k qrKey, body []byte) {
-	cost := len(body) + len(k.url) + 64
-	if cost > c.budget {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.byKey[k]; ok {
-		return // drawn meanwhile by another request
-	}
-	c.byKey[k] = c.order.PushFront(&qrEntry{key: k, body: body})
-	c.used += cost
-	for c.used > c.budget {
-		last := c.order.Back()
-		e := last.Value.(*qrEntry)
-		c.order.Remove(last)
-		delete(c.byKey, e.key)
-		c.used -= len(e.body) + len(e.key.url) + 64
+func newQRDrawer(budget *renderBudget, m *metrics) *qrDrawer {
+	return &qrDrawer{
+		codes: newLRU(qrCodeCacheBytes, func(u string, c *qr.Code) int {
+			return len(u) + c.Modules()*c.Modules() + qrEntryOverhead
+		}),
+		drawings: newLRU(qrDrawingCacheBytes, func(k qrKey, body []byte) int {
+			return len(k.url) + len(body) + qrEntryOverhead
+		}),
+		budget:  budget,
+		metrics: m,
 	}
 }
 
-// len is the number of drawings kept.
-func (c *qrCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.byKey)
+// cached returns the drawing of k if it is kept.
+func (d *qrDrawer) cached(k qrKey) ([]byte, bool) {
+	body, ok := d.drawings.get(k)
+	if ok {
+		d.metrics.qrCached.Inc()
+	}
+	return body, ok
+}
+
+// draw draws k, or waits for the same drawing in flight. Its errors are a
+// busyError (the budget is spent) and qr.ErrTooLong.
+func (d *qrDrawer) draw(k qrKey) ([]byte, error) {
+	body, err, merged := d.flights.do(k, func() ([]byte, error) {
+		if body, ok := d.drawings.get(k); ok {
+			return body, nil // drawn just before this flight began
+		}
+		release, retryAfter, ok := d.budget.acquire()
+		if !ok {
+			d.metrics.renderRefused[viewQR].Inc()
+			return nil, busyError{retryAfter}
+		}
+		defer release()
+		if d.drawing != nil {
+			d.drawing(k)
+		}
+		code, ok := d.codes.get(k.url)
+		if !ok {
+			var err error
+			if code, err = qr.Encode(k.url); err != nil {
+				return nil, err
+			}
+			d.codes.add(k.url, code)
+		}
+		var body []byte
+		var err error
+		if k.svg {
+			body, err = code.SVG(int(k.size), int(k.margin))
+		} else {
+			body, err = code.PNG(int(k.size), int(k.margin))
+		}
+		if err != nil {
+			return nil, err
+		}
+		d.metrics.qrDrawn.Inc()
+		d.drawings.add(k, body)
+		return body, nil
+	})
+	if merged {
+		d.metrics.qrMerged.Inc()
+	}
+	return body, err
 }
 
 // headerReader reads request headers; the QR route reads Accept and
@@ -143,8 +167,8 @@ type headerReader interface {
 }
 
 // qrAnswer answers the QR code of link e (which redirects) named by rt on
-// host, drawn as rawQuery asks.
-func (r *Redirector) qrAnswer(rt route, e *Link, host, rawQuery string, req requestClock, now int64) answer {
+// host, drawn as rawQuery asks; for HEAD without drawing it.
+func (r *Redirector) qrAnswer(rt route, e *Link, host, rawQuery string, head bool, req requestClock, now int64) answer {
 	var hdr headerReader = noHeaders{}
 	if h, ok := req.(headerReader); ok {
 		hdr = h
@@ -156,19 +180,36 @@ func (r *Redirector) qrAnswer(rt route, e *Link, host, rawQuery string, req requ
 	case err != nil:
 		return answer{resp: respBadQR, cacheControl: ccNoStore, body: []byte("400 Bad Request: " + err.Error() + "\n")}
 	}
-	k.url = r.shortURL(rt, host, hdr.header("X-Forwarded-Proto"))
-	body, err := r.qr.get(k)
-	if err != nil {
-		r.log.Error(err, "drawing a QR code", "url", k.url)
-		return answer{resp: respQRTooLong, cacheControl: ccNoStore}
+	u, byProto, ok := r.shortURL(rt, host, hdr.header("X-Forwarded-Proto"))
+	if !ok {
+		return answer{resp: respQRNoBase, cacheControl: ccNoStore}
 	}
-	a := answer{resp: respOK, body: body, contentType: contentTypePNG, cacheControl: imageCacheControl(e, now), extra: qrHeaders}
+	k.url = u
+	a := answer{resp: respOK, contentType: contentTypePNG, cacheControl: imageCacheControl(e, now), extra: qrHeaders[b2i(negotiated)][b2i(byProto)]}
 	if k.svg {
 		a.contentType = contentTypeSVG
 	}
-	if negotiated {
-		a.extra = qrHeadersVary
+	if body, ok := r.qr.cached(k); ok {
+		a.body = body
+		return a
 	}
+	if head {
+		// The headers of the drawing, without drawing it (nor a length).
+		return a
+	}
+	body, err := r.qr.draw(k)
+	var busy busyError
+	switch {
+	case errors.As(err, &busy):
+		return answer{resp: respRenderBusy, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(int64((busy.retryAfter + time.Second - 1) / time.Second))}
+	case errors.Is(err, qr.ErrTooLong):
+		// The URL is the operator's base and the client's code: a client error.
+		return answer{resp: respQRTooLong, cacheControl: ccNoStore}
+	case err != nil:
+		r.log.Error(err, "drawing a QR code", "namespace", rt.ns, "code", rt.code)
+		return answer{resp: respInternal, cacheControl: ccNoStore}
+	}
+	a.body = body
 	return a
 }
 
@@ -213,7 +254,7 @@ func qrParams(rawQuery, accept string) (k qrKey, negotiated bool, err error) {
 	if err := qr.CheckSize(size, margin); err != nil {
 		return k, false, err
 	}
-	k.size, k.margin = uint16(size), uint16(margin)
+	k.size, k.margin = uint16(qr.Bucket(size)), uint16(margin)
 	switch f := q.Get(qrParamFormat); f {
 	case "png":
 	case "svg":
@@ -277,24 +318,32 @@ func acceptQuality(accept, typ, subtype string) float64 {
 	return quality
 }
 
-// shortURL is the short URL a request for rt's QR code shows: the request's
-// URL without /qr, on PublicBaseURL for the long form when it is set. The
-// scheme of a URL on the request's host is PublicBaseURL's, else https if
-// the proxy in front says so (X-Forwarded-Proto), else http.
-func (r *Redirector) shortURL(rt route, host, forwardedProto string) string {
-	if base := r.publicBase; base != nil && !rt.vanity {
-		return strings.TrimRight(base.String(), "/") + "/" + rt.ns + "/" + rt.code
+// shortURL is the short URL a QR code of rt shows, on a host the operator
+// vouches for: the long form on PublicBaseURL (ok is false without it),
+// the vanity form on the domain rt's namespace claims, which is the
+// request's host once normalized (domains.go; no port, no userinfo). The
+// vanity form's scheme is PublicBaseURL's, else https when the proxy in
+// front says so (X-Forwarded-Proto; byProto: the answer varies by it),
+// else http.
+func (r *Redirector) shortURL(rt route, host, forwardedProto string) (u string, byProto, ok bool) {
+	if !rt.vanity {
+		if r.publicBase == nil {
+			return "", false, false
+		}
+		return strings.TrimRight(r.publicBase.String(), "/") + "/" + rt.ns + "/" + rt.code, false, true
+	}
+	domain := normalizeHost(host)
+	if ns, claimed := r.domains.Lookup(domain); !claimed || ns != rt.ns {
+		return "", false, false
 	}
 	scheme := "http"
 	switch {
 	case r.publicBase != nil:
 		scheme = r.publicBase.Scheme
 	case strings.EqualFold(strings.TrimSpace(forwardedProto), "https"):
-		scheme = "https"
+		scheme, byProto = "https", true
+	default:
+		byProto = true
 	}
-	path := "/" + rt.ns + "/" + rt.code
-	if rt.vanity {
-		path = "/" + rt.code
-	}
-	return scheme + "://" + host + path
+	return scheme + "://" + domain + "/" + rt.code, byProto, true
 }

@@ -81,6 +81,12 @@ type Options struct {
 	// Fallbacks are the default fallback redirects (NewFallbacks), for
 	// namespaces whose annotations set none.
 	Fallbacks Fallbacks
+	// RenderConcurrency bounds the QR codes and preview pages rendered at
+	// once (render.go); 0: DefaultRenderConcurrency.
+	RenderConcurrency int
+	// RenderCPUShare is the share of the CPUs (GOMAXPROCS) that rendering
+	// may use over time, in (0, 1]; 0: DefaultRenderCPUShare.
+	RenderCPUShare float64
 }
 
 // CheckPublicBaseURL says what is wrong with a PublicBaseURL, if anything:
@@ -93,7 +99,7 @@ func CheckPublicBaseURL(base string) error {
 	if err != nil {
 		return err
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || normalizeHost(u.Host) == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return fmt.Errorf("%q is not an absolute http or https URL of a host (and path), without a query", base)
 	}
 	return nil
@@ -104,7 +110,8 @@ type Redirector struct {
 	index      *Index
 	domains    *Domains
 	fallbacks  *fallbackTable
-	qr         *qrCache
+	qr         *qrDrawer
+	render     *renderBudget
 	publicBase *url.URL
 	metrics    *metrics
 	clock      clock.PassiveClock
@@ -123,6 +130,8 @@ type Redirector struct {
 	linkInformers          int
 
 	accessLog *accessLog
+	// refusedLog samples the log lines of refused requests.
+	refusedLog sampler
 
 	warnMu sync.Mutex
 	warned map[string]string // namespace/annotation -> the invalid value warned about
@@ -137,12 +146,16 @@ func New(opts Options) *Redirector {
 		opts:          opts,
 		index:         NewIndex(opts.TombstoneTTL),
 		linkInformers: 1,
+		refusedLog:    sampler{every: refusedLogEvery},
 	}
 	r.domains = NewDomains(r.domainConflict)
 	r.fallbacks = newFallbackTable()
 	r.metrics = newMetrics(opts.Registry, r.index, r.domains, func() bool { return !r.draining.Load() && r.Ready() })
-	r.qr = newQRCache(qrCacheBytes, r.metrics.qrHits, r.metrics.qrMisses)
-	if opts.PublicBaseURL != "" {
+	r.render = newRenderBudget(opts.RenderConcurrency, opts.RenderCPUShare, time.Now)
+	r.qr = newQRDrawer(r.render, r.metrics)
+	if opts.PublicBaseURL == "" {
+		r.log.Info("no public base URL (--public-base-url): QR codes of /<namespace>/<code> answer 404, since the redirector draws only hosts it is told are its own")
+	} else {
 		// Checked by the caller (CheckPublicBaseURL); an invalid one is unused.
 		if u, err := url.Parse(opts.PublicBaseURL); err == nil && CheckPublicBaseURL(opts.PublicBaseURL) == nil {
 			r.publicBase = u
@@ -355,7 +368,11 @@ const ReasonInvalidFallback = "InvalidFallback"
 // an invalid one is left out, with a Warning event on the namespace (once
 // per value).
 func (r *Redirector) setFallbacks(ns *corev1.Namespace) {
-	f, errs := namespaceFallbacks(ns.Annotations)
+	var self string
+	if r.publicBase != nil {
+		self = r.publicBase.Host
+	}
+	f, errs := namespaceFallbacks(ns.Annotations, self, ns.Annotations[DomainAnnotation])
 	r.fallbacks.set(ns.Name, f)
 	r.warnMu.Lock()
 	defer r.warnMu.Unlock()
@@ -376,7 +393,7 @@ func (r *Redirector) setFallbacks(ns *corev1.Namespace) {
 		r.log.Info("ignoring a fallback annotation", "namespace", ns.Name, "annotation", fallbackKind(k).annotation(), "error", err.Error())
 		if r.opts.Recorder != nil {
 			r.opts.Recorder.Eventf(ns, nil, corev1.EventTypeWarning, ReasonInvalidFallback, "ServeFallback",
-				"annotation %s is ignored: %v; use an absolute http or https URL", fallbackKind(k).annotation(), err)
+				"annotation %s is ignored: %v; use an absolute http or https URL of a page outside linkforge", fallbackKind(k).annotation(), err)
 		}
 	}
 }

@@ -9,6 +9,7 @@ const (
 	viewRedirect view = iota // /<namespace>/<code>: the redirect
 	viewQR                   // /<namespace>/<code>/qr: a QR code of the short URL
 	viewPreview              // /<namespace>/<code>+: a page naming the destination
+	numViews
 )
 
 // route is what a request path names.

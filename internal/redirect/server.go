@@ -92,7 +92,7 @@ func NewServer(addr string, r *Redirector, opts ServerOptions) *Server {
 			}
 			r.handle(ctx)
 		},
-		ErrorHandler: serveError,
+		ErrorHandler: r.serveError,
 		// No ReadTimeout, IdleTimeout or WriteTimeout: fasthttp would set
 		// three deadlines a keep-alive request (the idle wait, the head after
 		// its first byte, the write after the handler), each a clock read and
