@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
+	clickevents "github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/uses"
 )
 
@@ -87,6 +88,12 @@ type Options struct {
 	// RenderCPUShare is the share of the CPUs (GOMAXPROCS) that rendering
 	// may use over time, in (0, 1]; 0: DefaultRenderCPUShare.
 	RenderCPUShare float64
+	// ClickEvents, when set, gets a click event of every answered request
+	// of a link (clicks.go); nil: none.
+	ClickEvents *clickevents.Pipeline
+	// CountryHeader names the request header whose two-letter country the
+	// click events carry (--events-country-header); empty: none.
+	CountryHeader string
 }
 
 // CheckPublicBaseURL says what is wrong with a PublicBaseURL, if anything:
@@ -130,6 +137,8 @@ type Redirector struct {
 	linkInformers          int
 
 	accessLog *accessLog
+	// countryHeader is Options.CountryHeader as fasthttp's PeekBytes takes it.
+	countryHeader []byte
 	// refusedLog samples the log lines of refused requests.
 	refusedLog sampler
 
@@ -160,6 +169,9 @@ func New(opts Options) *Redirector {
 		if u, err := url.Parse(opts.PublicBaseURL); err == nil && CheckPublicBaseURL(opts.PublicBaseURL) == nil {
 			r.publicBase = u
 		}
+	}
+	if opts.CountryHeader != "" {
+		r.countryHeader = []byte(opts.CountryHeader)
 	}
 	if opts.AccessLog != nil {
 		r.accessLog = newAccessLog(opts.AccessLog, opts.AccessLogBuffer, r.metrics.accessLogDropped)
