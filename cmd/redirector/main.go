@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/net/http/httpguts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +35,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/peer"
 	"github.com/linkforge/linkforge/internal/redirect"
 	"github.com/linkforge/linkforge/internal/uses"
@@ -124,6 +127,8 @@ func run() error {
 		"Redirect requests for expired or exhausted codes here (302) instead of answering 410, unless their namespace sets "+redirect.GoneRedirectAnnotation+".")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof); \"0\" disables them.")
 	flag.BoolVar(&showVersion, "version", false, "Print the version and exit.")
+	var eventFlags events.Flags
+	eventFlags.Bind(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -144,6 +149,13 @@ func run() error {
 	}
 	if err := checkRenderFlags(renderSlots, renderShare); err != nil {
 		return err
+	}
+	eventsCfg, err := eventFlags.Config()
+	if err == nil {
+		err = checkCountryHeader(eventFlags.CountryHeader, eventsCfg.Enabled())
+	}
+	if err != nil {
+		return fmt.Errorf("click events: %w", err)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("redirector")
@@ -208,6 +220,10 @@ func run() error {
 	}
 	if accessLog {
 		opts.AccessLog = os.Stdout
+	}
+	clicks, err := startClickEvents(eventsCfg, eventFlags.CountryHeader, reg, log.WithName("events"), &opts)
+	if err != nil {
+		return err
 	}
 	opts.Recorder = mgr.GetEventRecorder("linkforge-redirector")
 	// Uses are written with a client of their own: the manager's cache
@@ -288,9 +304,46 @@ func run() error {
 	// unused quota, within the shutdown timeout.
 	final, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	left := counting.Stop(final)
+	// Then deliver the click events still buffered, in what is left of it
+	// (those it cannot deliver are counted as dropped, reason shutdown).
+	if err := clicks.Close(final); err != nil {
+		log.Info("click events left undelivered at shutdown (linkforge_events_dropped_total{reason=\"shutdown\"})", "reason", err.Error())
+	}
 	cancel()
 	log.Info("stopped", "usesUnwritten", left)
 	return nil
+}
+
+// checkCountryHeader refuses a country header with no sink to send it to,
+// or that is not a header name.
+func checkCountryHeader(name string, enabled bool) error {
+	if name == "" {
+		return nil
+	}
+	if !enabled {
+		return errors.New("--events-country-header needs a sink: --events-cloudevents-url or --events-otlp-endpoint")
+	}
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("--events-country-header=%q is not a header name", name)
+	}
+	return nil
+}
+
+// startClickEvents starts the click events' pipeline when a sink is set
+// and hands it to the redirector's opts; nil (no events) otherwise.
+func startClickEvents(cfg events.Config, countryHeader string, reg prometheus.Registerer, log logr.Logger, opts *redirect.Options) (*events.Pipeline, error) {
+	if !cfg.Enabled() {
+		log.Info("click events are off (no --events-cloudevents-url or --events-otlp-endpoint)")
+		return nil, nil
+	}
+	cfg.Registerer, cfg.Log, cfg.Instance = reg, log, os.Getenv("POD_NAME")
+	p, err := events.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("click events: %w", err)
+	}
+	opts.ClickEvents, opts.CountryHeader = p, countryHeader
+	log.Info("click events on", "cloudevents", cfg.CloudEvents.URL, "otlp", cfg.OTLP.Endpoint, "buffer", cfg.Buffer, "countryHeader", countryHeader)
+	return p, nil
 }
 
 // checkUsesFlags refuses counting and peer flags that cannot work.
