@@ -33,12 +33,14 @@ func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, host, path string, 
 	var e *Link
 	if rt.ok {
 		e = r.index.Lookup(rt.ns, rt.code)
-		rec.SetCodeString(rt.code)
-	} else if len(path) > 1 {
-		rec.SetCodeString(path[1:]) // route gives no code: the path is the orphan's
 	}
 	if e != nil {
 		rec.Namespace, rec.Name, rec.UID = e.Namespace, e.Name, e.UID
+		rec.SetCodeString(rt.code)
+	} else if len(path) > 1 {
+		// An orphan's code is its path, namespace and all: the request's
+		// bytes, copied (a Record's strings must outlive the request).
+		rec.SetCodeString(path[1:])
 	}
 	if a.redirect() {
 		// The link's Location without the query it may forward, or a

@@ -127,7 +127,7 @@ func TestClickEvents(t *testing.T) {
 	want[0].Namespace, want[0].Name, want[0].UID, want[0].Code = "ns", "docs", "uid-docs", "docs"
 	want[0].Target, want[0].Status = "https://example.com/docs?a=1", 302 // without the forwarded query
 	want[1].Namespace, want[1].Name, want[1].UID, want[1].Code, want[1].Status = "ns", "old", "uid-old", "old", 410
-	want[2].Code, want[2].Orphan, want[2].Status = "nope", true, 404
+	want[2].Code, want[2].Orphan, want[2].Status = "ns/nope", true, 404
 	want[3].Code, want[3].Orphan, want[3].Status = "wp-login.php", true, 404
 	if got := recv.received(); !slices.Equal(got, want) {
 		t.Errorf("events:\n got %+v\nwant %+v", got, want)
