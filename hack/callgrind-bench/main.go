@@ -1,7 +1,8 @@
 // Command callgrind-bench measures the redirect hit path in instructions
 // per request under callgrind (internal/hitpath): the redirector of
 // hack/redirector-bench (the production handler, index and server) with
-// counting uses on and off, the bare fasthttp floor (hack/fasthttp-floor)
+// counting uses on and off and with click events on (to a receiver in this
+// process that discards them), the bare fasthttp floor (hack/fasthttp-floor)
 // and Debian's nginx, each answering the same fixed sequence of requests
 // over keep-alive connections from a client that is not under callgrind.
 // It prints instructions per request, the ratios, and the functions where
@@ -27,6 +28,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,11 +52,12 @@ func main() {
 const (
 	redirector = "redirector"
 	nocount    = "nocount"
+	clicks     = "events"
 	floor      = "floor"
 	nginx      = "nginx"
 )
 
-var names = []string{redirector, nocount, floor, nginx}
+var names = []string{redirector, nocount, clicks, floor, nginx}
 
 // flags are the command line.
 type flags struct {
@@ -64,7 +69,7 @@ func run() error {
 	var f flags
 	flag.StringVar(&f.redirector, "redirector", "", "hack/redirector-bench binary (built if empty)")
 	flag.StringVar(&f.floor, "floor", "", "hack/fasthttp-floor binary (built if empty)")
-	flag.StringVar(&f.only, "only", "", "comma-separated servers to measure (redirector,nocount,floor,nginx); all if empty")
+	flag.StringVar(&f.only, "only", "", "comma-separated servers to measure (redirector,nocount,events,floor,nginx); all if empty")
 	flag.IntVar(&f.top, "top", 15, "functions to list where the redirector spends more than the floor")
 	flag.IntVar(&f.functions, "functions", 0, "also list each server's costliest functions, this many")
 	flag.StringVar(&f.diff, "diff", "", "DIR1,DIR2: compare, function by function, the runs kept in two -dir directories, and exit")
@@ -163,6 +168,13 @@ func setup(f *flags, o *hitpath.Options, work string) ([]hitpath.Server, error) 
 		hitpath.Redirector(f.redirector, f.links, "127.0.0.1:18160", "127.0.0.1:18161", false),
 		hitpath.Floor(f.floor, table, "127.0.0.1:18170"),
 	}
+	if want(f.only, clicks) {
+		sink, err := discardingReceiver()
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, hitpath.RedirectorEvents(f.redirector, f.links, "127.0.0.1:18150", "127.0.0.1:18151", sink))
+	}
 	if want(f.only, nginx) {
 		ng, err := hitpath.Nginx(o.Links, work, "127.0.0.1:18190")
 		if err != nil {
@@ -195,6 +207,7 @@ func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took 
 	}
 	fmt.Println("ratios of instructions per request:")
 	ratio("counting on / off", redirector, nocount, "(goal <= 1.03x)")
+	ratio("click events on / off", clicks, redirector, "(goal <= 1.10x)")
 	ratio("redirector / fasthttp floor", redirector, floor, "(goal <= 1.10x)")
 	ratio("redirector / nginx", redirector, nginx, "")
 	ratio("fasthttp floor / nginx", floor, nginx, "")
@@ -254,6 +267,8 @@ func label(name string) string {
 	switch name {
 	case nocount:
 		return "redirector, counting off"
+	case clicks:
+		return "redirector, click events on"
 	case floor:
 		return "fasthttp floor"
 	}
@@ -368,4 +383,20 @@ func aboveFloor(r, f hitpath.Result, top int) error {
 		}
 	}
 	return nil
+}
+
+// discardingReceiver serves, in this process (not under callgrind), a
+// receiver of click events that reads each request and answers 204, and
+// returns its URL.
+func discardingReceiver() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/events", nil
 }

@@ -47,6 +47,25 @@ func Redirector(bin string, links int, addr, probe string, countUses bool) Serve
 	}
 }
 
+// EventsBatch is the click events' batch of RedirectorEvents: with no flush
+// tick in a measurement (an hour), the batcher sends full batches only, and
+// every phase (a multiple of 65 requests) sends the same number of them
+// whatever the warm-up left in the ring.
+const EventsBatch = 65
+
+// RedirectorEvents is Redirector counting uses, with click events on: a
+// CloudEvents batch of EventsBatch events to sinkURL (a receiver not under
+// callgrind) per EventsBatch requests. Its instructions per request are the
+// whole cost of events: the record on the hit path, and the batcher's and
+// the sink's work (building, encoding and sending the events).
+func RedirectorEvents(bin string, links int, addr, probe, sinkURL string) Server {
+	s := Redirector(bin, links, addr, probe, true)
+	s.Name = "events"
+	s.Command = append(s.Command, "--events-cloudevents-url="+sinkURL,
+		"--events-max-batch="+strconv.Itoa(EventsBatch), "--events-flush-interval=1h")
+	return s
+}
+
 // Floor is hack/fasthttp-floor (binary bin) serving the links of table on addr.
 func Floor(bin, table, addr string) Server {
 	return Server{Name: "floor", Command: []string{bin, "--bind-address=" + addr, "--table=" + table},
