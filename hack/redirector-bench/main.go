@@ -49,6 +49,8 @@ func run() error {
 	// that discards them).
 	var eventFlags events.Flags
 	eventFlags.Bind(flag.CommandLine)
+	handoff := flag.Int("events-handoff-buffer", 0,
+		"Records between the handler and the batcher (events.Config.HandoffBuffer; 0: its default). Not a flag of bin/redirector: hack/callgrind-bench's events server makes it hold every record of a measurement.")
 	flag.Parse()
 
 	if *table != "" {
@@ -94,7 +96,7 @@ func run() error {
 		return fmt.Errorf("click events: %w", err)
 	}
 	if eventsCfg.Enabled() {
-		eventsCfg.Registerer = reg
+		eventsCfg.Registerer, eventsCfg.HandoffBuffer = reg, *handoff
 		clicks, err := events.New(eventsCfg)
 		if err != nil {
 			return fmt.Errorf("click events: %w", err)
