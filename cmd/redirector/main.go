@@ -150,12 +150,9 @@ func run() error {
 	if err := checkRenderFlags(renderSlots, renderShare); err != nil {
 		return err
 	}
-	eventsCfg, err := eventFlags.Config()
-	if err == nil {
-		err = checkCountryHeader(eventFlags.CountryHeader, eventsCfg.Enabled())
-	}
+	eventsCfg, err := clickEventsConfig(&eventFlags)
 	if err != nil {
-		return fmt.Errorf("click events: %w", err)
+		return err
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("redirector")
@@ -164,12 +161,7 @@ func run() error {
 		debug.SetGCPercent(redirect.GCPercent)
 	}
 
-	var nsList []string
-	for _, ns := range strings.Split(namespaces, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			nsList = append(nsList, ns)
-		}
-	}
+	nsList := splitNamespaces(namespaces)
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -306,12 +298,42 @@ func run() error {
 	left := counting.Stop(final)
 	// Then deliver the click events still buffered, in what is left of it
 	// (those it cannot deliver are counted as dropped, reason shutdown).
-	if err := clicks.Close(final); err != nil {
-		log.Info("click events left undelivered at shutdown (linkforge_events_dropped_total{reason=\"shutdown\"})", "reason", err.Error())
-	}
+	closeClickEvents(final, clicks, log)
 	cancel()
 	log.Info("stopped", "usesUnwritten", left)
 	return nil
+}
+
+// splitNamespaces is the list of --namespaces.
+func splitNamespaces(flagValue string) []string {
+	var list []string
+	for _, ns := range strings.Split(flagValue, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			list = append(list, ns)
+		}
+	}
+	return list
+}
+
+// clickEventsConfig is the Config of the --events-* flags, with what is
+// wrong with them in one error.
+func clickEventsConfig(f *events.Flags) (events.Config, error) {
+	cfg, err := f.Config()
+	if err == nil {
+		err = checkCountryHeader(f.CountryHeader, cfg.Enabled())
+	}
+	if err != nil {
+		return events.Config{}, fmt.Errorf("click events: %w", err)
+	}
+	return cfg, nil
+}
+
+// closeClickEvents delivers the click events still buffered until ctx
+// ends; those left are dropped and counted.
+func closeClickEvents(ctx context.Context, p *events.Pipeline, log logr.Logger) {
+	if err := p.Close(ctx); err != nil {
+		log.Info("click events left undelivered at shutdown (linkforge_events_dropped_total{reason=\"shutdown\"})", "reason", err.Error())
+	}
 }
 
 // checkCountryHeader refuses a country header with no sink to send it to,

@@ -3,8 +3,8 @@ package chart
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"

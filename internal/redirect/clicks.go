@@ -1,6 +1,8 @@
 package redirect
 
 import (
+	"net/http"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/linkforge/linkforge/internal/events"
@@ -20,7 +22,7 @@ import (
 // answer stays as it is: a link replaced between the two lookups (an
 // informer update in those nanoseconds) gives the event of its new version.
 func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, host, path string, a *answer) {
-	if method != "GET" || a.resp == respUnavailable || a.resp == respBadMethod {
+	if method != http.MethodGet || a.resp == respUnavailable || a.resp == respBadMethod {
 		return
 	}
 	rt := r.route(host, path)
