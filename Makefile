@@ -126,6 +126,10 @@ go-test: ## Run the Go tests only, as make test does last (after its other stage
 	LINKFORGE_E2E_BINARIES="$(CURDIR)/$(IMAGE_BINARIES)" KUBEBUILDER_ASSETS="$(ASSETS)" \
 		go test -json $(TEST_FIRST) ./... -coverprofile cover.out | bin/testsummary -dir $(TEST_LOGS)/go
 
+.PHONY: test-otelcol
+test-otelcol: envtest-assets ## Build the test OpenTelemetry Collector (hack/otelcol; minutes the first time, seconds after) and run the tests against it: the OTLP sink (internal/events) and the real redirector's click events (internal/e2e). Not part of make test.
+	KUBEBUILDER_ASSETS="$(ASSETS)" hack/otelcol/test.sh ./internal/e2e
+
 .PHONY: bench
 bench: envtest-assets build ## Run the benchmarks: code algorithm, controller and reaper against envtest, counting uses, the hit path in instructions (callgrind), redirector vs nginx.
 	go test ./internal/shortcode -run '^$$' -bench . -benchmem

@@ -18,6 +18,11 @@
 #     limits. It runs fasthttp's defaults, so it reads right after each
 #     response; the redirector yields before that read while it helps
 #     (internal/redirect/readyield.go), which is why it can beat the floor.
+#   - with EVENTS=on, the redirector with click events on as well
+#     (--events-cloudevents-url): batches of CloudEvents to a second nginx
+#     on LOAD_CPU that answers 204 and discards them. The batcher and the
+#     sink run in the redirector's process, on its core: its CPU per
+#     request is the whole cost of events (docs/events.md, Cost).
 #   - wrk with a Lua script cycling through all N paths, keep-alive.
 # The servers are pinned to SERVER_CPU (one core), wrk to LOAD_CPU; same
 # duration and connections for all, in ROUNDS alternating rounds of the same
@@ -41,6 +46,7 @@
 #
 # Usage: hack/bench-redirect.sh            (defaults below; about 4 minutes)
 #        N=100000 DURATION=15s ROUNDS=3 CONNS=64 hack/bench-redirect.sh
+#        EVENTS=on hack/bench-redirect.sh  (adds the click events' redirector)
 # Needs nginx and wrk (installed with apt-get if missing) and taskset.
 # Not part of `make test`.
 set -euo pipefail
@@ -60,6 +66,10 @@ NGINX_PORT=${NGINX_PORT:-18090}
 FLOOR_PORT=${FLOOR_PORT:-18070}
 NOCOUNT_PORT=${NOCOUNT_PORT:-18060}
 NOCOUNT_PROBE_PORT=${NOCOUNT_PROBE_PORT:-18061}
+EVENTS=${EVENTS:-off}
+EVENTS_PORT=${EVENTS_PORT:-18050}
+EVENTS_PROBE_PORT=${EVENTS_PROBE_PORT:-18051}
+SINK_PORT=${SINK_PORT:-18052}
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -249,6 +259,39 @@ op=$(start_redirector "$N" "$NOCOUNT_PORT" "$NOCOUNT_PROBE_PORT" --count-uses=fa
 pids+=("$op")
 wait_http "http://127.0.0.1:$NOCOUNT_PROBE_PORT/readyz"
 
+if [ "$EVENTS" = on ]; then
+	log "click events' receiver (nginx answering 204) and the redirector with click events on"
+	mkdir -p "$work/sink"
+	cat >"$work/sink.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $work/sink/nginx.pid;
+error_log $work/sink/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_max_body_size 64m;
+    keepalive_requests 100000000;
+    client_body_temp_path $work/sink;
+    proxy_temp_path $work/sink;
+    fastcgi_temp_path $work/sink;
+    uwsgi_temp_path $work/sink;
+    scgi_temp_path $work/sink;
+    server {
+        listen 127.0.0.1:$SINK_PORT;
+        location / { return 204; }
+    }
+}
+EOF
+	taskset -c "$LOAD_CPU" nginx -c "$work/sink.conf" -p "$work/sink" &
+	sp=$!
+	pids+=("$sp")
+	ep=$(start_redirector "$N" "$EVENTS_PORT" "$EVENTS_PROBE_PORT" --events-cloudevents-url="http://127.0.0.1:$SINK_PORT/events")
+	pids+=("$ep")
+	wait_http "http://127.0.0.1:$EVENTS_PROBE_PORT/readyz"
+fi
+
 log "fasthttp floor"
 taskset -c "$SERVER_CPU" "$work/fasthttp-floor" --bind-address=127.0.0.1:$FLOOR_PORT --table="$work/links.txt" &
 fp=$!
@@ -266,6 +309,10 @@ for round in $(seq 1 "$ROUNDS"); do
 	echo "redirector $(run_wrk "http://127.0.0.1:$REDIR_PORT" "$rp")" >>"$work/rounds.txt"
 	log "round $round/$ROUNDS: redirector, counting off"
 	echo "nocount $(run_wrk "http://127.0.0.1:$NOCOUNT_PORT" "$op")" >>"$work/rounds.txt"
+	if [ "$EVENTS" = on ]; then
+		log "round $round/$ROUNDS: redirector, click events on"
+		echo "events $(run_wrk "http://127.0.0.1:$EVENTS_PORT" "$ep")" >>"$work/rounds.txt"
+	fi
 	log "round $round/$ROUNDS: nginx"
 	echo "nginx $(run_wrk "http://127.0.0.1:$NGINX_PORT" "$np")" >>"$work/rounds.txt"
 	log "round $round/$ROUNDS: fasthttp floor"
@@ -276,6 +323,12 @@ stop "$rp"
 stop "$op"
 stop "$np"
 stop "$fp"
+if [ "$EVENTS" = on ]; then
+	events_metrics=$(curl -s "http://127.0.0.1:$EVENTS_PROBE_PORT/metrics" | awk '/^linkforge_events_(offered|sent|dropped)_total/ { split($1, n, "{"); s[n[1]] += $2 }
+		END { printf "offered %d, sent %d, dropped %d", s["linkforge_events_offered_total"], s["linkforge_events_sent_total"], s["linkforge_events_dropped_total"] }')
+	stop "$ep"
+	stop "$sp"
+fi
 
 # median SERVER FIELD: the RESULT line of the server's median round by FIELD.
 median() {
@@ -298,6 +351,10 @@ fr=$(field "$flr" rps) fp50=$(field "$flr" p50_us) fp99=$(field "$flr" p99_us) f
 echo
 echo "rounds:"
 awk '{ split($3, r, "="); split($NF, c, "="); printf "  %-10s %8s requests/s %8s CPU ns/request\n", $1, r[2], c[2] }' "$work/rounds.txt"
+if [ "$EVENTS" = on ]; then
+	ev=$(median events rps)
+	echo "click events on: $(field "$ev" rps) requests/s (median round), p99 $(field "$ev" p99_us) us, $(field "$(median events cpu_ns)" cpu_ns) CPU ns/request; events $events_metrics"
+fi
 echo
 echo "read yield: ${YIELD:-on}"
 echo "links: $N over $NSS namespaces; wrk -t1 -c$CONNS -d$DURATION (after a $WARMUP warm-up), $ROUNDS alternating rounds, median shown;"
@@ -338,6 +395,7 @@ awk '
 	END {
 		print "per-round ratios by CPU per request (" rounds " rounds):"
 		report("counting on/off", "nocount", "redirector", 0.95)
+		report("click events on/off", "redirector", "events", 0.90)
 		report("redirector/nginx", "nginx", "redirector", 0.90)
 		report("redirector/floor", "floor", "redirector", 0)
 		report("fasthttp floor/nginx", "nginx", "floor", 0)

@@ -20,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/net/http/httpguts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,6 +35,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/peer"
 	"github.com/linkforge/linkforge/internal/redirect"
 	"github.com/linkforge/linkforge/internal/uses"
@@ -131,6 +133,8 @@ func run() error {
 		"Request header that identifies the client for the variant split (spec.variants), with its User-Agent, e.g. X-Real-IP as the ingress sets it. Empty (the default): the peer's IP address, which behind a proxy is the proxy's, so the split then goes by User-Agent alone. It only picks a variant: a client that sets it picks its own, as it could by changing its User-Agent.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof); \"0\" disables them.")
 	flag.BoolVar(&showVersion, "version", false, "Print the version and exit.")
+	var eventFlags events.Flags
+	eventFlags.Bind(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -152,6 +156,10 @@ func run() error {
 	if err := errors.Join(checkRenderFlags(renderSlots, renderShare), checkRequestFlags(countryHeader, clientHeader)); err != nil {
 		return err
 	}
+	eventsCfg, err := clickEventsConfig(&eventFlags)
+	if err != nil {
+		return err
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("redirector")
 
@@ -159,12 +167,7 @@ func run() error {
 		debug.SetGCPercent(redirect.GCPercent)
 	}
 
-	var nsList []string
-	for _, ns := range strings.Split(namespaces, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			nsList = append(nsList, ns)
-		}
-	}
+	nsList := splitNamespaces(namespaces)
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -217,6 +220,10 @@ func run() error {
 	}
 	if accessLog {
 		opts.AccessLog = os.Stdout
+	}
+	clicks, err := startClickEvents(eventsCfg, eventFlags.CountryHeader, reg, log.WithName("events"), &opts)
+	if err != nil {
+		return err
 	}
 	opts.Recorder = mgr.GetEventRecorder("linkforge-redirector")
 	// Uses are written with a client of their own: the manager's cache
@@ -297,9 +304,76 @@ func run() error {
 	// unused quota, within the shutdown timeout.
 	final, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	left := counting.Stop(final)
+	// Then deliver the click events still buffered, in what is left of it
+	// (those it cannot deliver are counted as dropped, reason shutdown).
+	closeClickEvents(final, clicks, log)
 	cancel()
 	log.Info("stopped", "usesUnwritten", left)
 	return nil
+}
+
+// splitNamespaces is the list of --namespaces.
+func splitNamespaces(flagValue string) []string {
+	var list []string
+	for _, ns := range strings.Split(flagValue, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			list = append(list, ns)
+		}
+	}
+	return list
+}
+
+// clickEventsConfig is the Config of the --events-* flags, with what is
+// wrong with them in one error.
+func clickEventsConfig(f *events.Flags) (events.Config, error) {
+	cfg, err := f.Config()
+	if err == nil {
+		err = checkCountryHeader(f.CountryHeader, cfg.Enabled())
+	}
+	if err != nil {
+		return events.Config{}, fmt.Errorf("click events: %w", err)
+	}
+	return cfg, nil
+}
+
+// closeClickEvents delivers the click events still buffered until ctx
+// ends; those left are dropped and counted.
+func closeClickEvents(ctx context.Context, p *events.Pipeline, log logr.Logger) {
+	if err := p.Close(ctx); err != nil {
+		log.Info("click events left undelivered at shutdown (linkforge_events_dropped_total{reason=\"shutdown\"})", "reason", err.Error())
+	}
+}
+
+// checkCountryHeader refuses a country header with no sink to send it to,
+// or that is not a header name.
+func checkCountryHeader(name string, enabled bool) error {
+	if name == "" {
+		return nil
+	}
+	if !enabled {
+		return errors.New("--events-country-header needs a sink: --events-cloudevents-url or --events-otlp-endpoint")
+	}
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("--events-country-header=%q is not a header name", name)
+	}
+	return nil
+}
+
+// startClickEvents starts the click events' pipeline when a sink is set
+// and hands it to the redirector's opts; nil (no events) otherwise.
+func startClickEvents(cfg events.Config, countryHeader string, reg prometheus.Registerer, log logr.Logger, opts *redirect.Options) (*events.Pipeline, error) {
+	if !cfg.Enabled() {
+		log.Info("click events are off (no --events-cloudevents-url or --events-otlp-endpoint)")
+		return nil, nil
+	}
+	cfg.Registerer, cfg.Log, cfg.Instance = reg, log, os.Getenv("POD_NAME")
+	p, err := events.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("click events: %w", err)
+	}
+	opts.ClickEvents, opts.EventsCountryHeader = p, countryHeader
+	log.Info("click events on", "cloudevents", cfg.CloudEvents.URL, "otlp", cfg.OTLP.Endpoint, "buffer", cfg.Buffer, "countryHeader", countryHeader)
+	return p, nil
 }
 
 // checkUsesFlags refuses counting and peer flags that cannot work.

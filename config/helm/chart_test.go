@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/testenv"
 )
 
@@ -732,4 +734,98 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// TestClickEvents checks the chart's redirector.events values: off by
+// default (no --events-* flag, nothing mounted); with sinks, the flags the
+// redirector binds (parsed with its own events.Flags) and the credentials'
+// Secret mounted read-only, each key the file of its flag; and a clear
+// failure for credentials or a country header without a sink, or keys
+// without their Secret.
+func TestClickEvents(t *testing.T) {
+	root := moduleRoot(t)
+	helm := testenv.HelmBinary(t, root)
+	pod := func(set map[string]object) (map[string]any, map[string]any) {
+		d := set["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
+		p := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		return p, p["containers"].([]any)[0].(map[string]any)
+	}
+	eventArgs := func(ct map[string]any) []string {
+		var out []string
+		for _, a := range ct["args"].([]any) {
+			if s := a.(string); strings.HasPrefix(s, "--events-") {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+
+	t.Run("off by default", func(t *testing.T) {
+		p, ct := pod(helmTemplate(t, helm, root))
+		if a := eventArgs(ct); len(a) != 0 || p["volumes"] != nil || ct["volumeMounts"] != nil {
+			t.Errorf("events flags %v, volumes %v, mounts %v; want none", a, p["volumes"], ct["volumeMounts"])
+		}
+	})
+
+	t.Run("on", func(t *testing.T) {
+		p, ct := pod(helmTemplate(t, helm, root,
+			"--set", "redirector.events.cloudEvents.url=https://events.example.com/linkforge",
+			"--set", "redirector.events.otlp.endpoint=http://otel-collector.observability:4318",
+			"--set", "redirector.events.otlp.gzip=true",
+			"--set", "redirector.events.credentials.secretName=linkforge-events",
+			"--set", "redirector.events.credentials.signingKey=signing-key",
+			"--set", "redirector.events.credentials.otlpBearerToken=otlp-token",
+			"--set", "redirector.events.buffer=50000",
+			"--set", "redirector.events.countryHeader=CF-IPCountry"))
+		var f events.Flags
+		fs := flag.NewFlagSet("redirector", flag.ContinueOnError)
+		f.Bind(fs)
+		if err := fs.Parse(eventArgs(ct)); err != nil {
+			t.Fatalf("the redirector refuses the chart's flags %v: %v", eventArgs(ct), err)
+		}
+		want := events.Flags{
+			CloudEventsURL: "https://events.example.com/linkforge", SigningKeyFile: "/etc/linkforge/events/signing-key",
+			OTLPEndpoint: "http://otel-collector.observability:4318", OTLPBearerTokenFile: "/etc/linkforge/events/otlp-token", OTLPGzip: true,
+			Buffer: 50000, MaxBatch: events.DefaultMaxBatch, FlushInterval: events.DefaultFlushInterval, CountryHeader: "CF-IPCountry",
+		}
+		if f != want {
+			t.Errorf("flags %+v\nwant  %+v", f, want)
+		}
+		for _, c := range []struct {
+			what      string
+			want, got any
+		}{
+			{"volumes", decodeOne(t, `[{name: events-credentials, secret: {secretName: linkforge-events}}]`), p["volumes"]},
+			{"volumeMounts", decodeOne(t, `[{name: events-credentials, mountPath: /etc/linkforge/events, readOnly: true}]`), ct["volumeMounts"]},
+		} {
+			if d := diff(c.what, c.want, c.got); len(d) > 0 {
+				t.Errorf("%s differ (- want, + got):\n%s", c.what, strings.Join(d, "\n"))
+			}
+		}
+	})
+
+	for _, c := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"redirector.events.countryHeader=CF-IPCountry"}, "credentials or countryHeader are set but no sink"},
+		{[]string{"redirector.events.credentials.secretName=s"}, "credentials or countryHeader are set but no sink"},
+		{[]string{"redirector.events.otlp.endpoint=http://o:4318", "redirector.events.credentials.bearerToken=t"}, "the keys need secretName"},
+	} {
+		args := []string{"template", release, filepath.Join(root, "config", "helm", "linkforge")}
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		out, err := exec.Command(helm, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("helm template --set %v: %v, %s; want a failure with %q", c.set, err, tail(string(out), 300), c.want)
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }

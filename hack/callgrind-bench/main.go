@@ -1,7 +1,10 @@
 // Command callgrind-bench measures the redirect hit path in instructions
 // per request under callgrind (internal/hitpath): the redirector of
 // hack/redirector-bench (the production handler, index and server) with
-// counting uses on and off, the bare fasthttp floor (hack/fasthttp-floor)
+// counting uses on and off and with click events on (events: the request
+// path's share, no batch sent during a measurement; events-sent: batches
+// built, encoded and sent to a receiver in this process that discards them),
+// the bare fasthttp floor (hack/fasthttp-floor)
 // and Debian's nginx, each answering the same fixed sequence of requests
 // over keep-alive connections from a client that is not under callgrind.
 // It prints instructions per request, the ratios, and the functions where
@@ -30,6 +33,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +57,8 @@ func main() {
 const (
 	redirector = "redirector"
 	nocount    = "nocount"
+	clicks     = "events"
+	clicksSent = "events-sent"
 	floor      = "floor"
 	nginx      = "nginx"
 	// rules and plain are the redirector with links of 8 rules and 3
@@ -60,7 +68,7 @@ const (
 	plain = "plain"
 )
 
-var names = []string{redirector, nocount, floor, nginx, rules, plain}
+var names = []string{redirector, nocount, clicks, clicksSent, floor, nginx, rules, plain}
 
 // flags are the command line.
 type flags struct {
@@ -72,7 +80,7 @@ func run() error {
 	var f flags
 	flag.StringVar(&f.redirector, "redirector", "", "hack/redirector-bench binary (built if empty)")
 	flag.StringVar(&f.floor, "floor", "", "hack/fasthttp-floor binary (built if empty)")
-	flag.StringVar(&f.only, "only", "", "comma-separated servers to measure (redirector,nocount,floor,nginx,rules,plain); all if empty")
+	flag.StringVar(&f.only, "only", "", "comma-separated servers to measure (redirector,nocount,events,events-sent,floor,nginx,rules,plain); all if empty")
 	flag.IntVar(&f.top, "top", 15, "functions to list where the redirector spends more than the floor")
 	flag.IntVar(&f.functions, "functions", 0, "also list each server's costliest functions, this many")
 	flag.StringVar(&f.diff, "diff", "", "DIR1,DIR2: compare, function by function, the runs kept in two -dir directories, and exit")
@@ -137,6 +145,13 @@ func run() error {
 				so.Links = rulesLinks
 			}
 		}
+		if s.Name == clicksSent {
+			// Its batches take long enough under callgrind that a timer
+			// (fasthttp's Date, every second) lands in one segment of most
+			// attempts: keep the last attempt's, whose disturbances add a
+			// few hundred instructions each, a few per request.
+			so.AcceptDisturbed = true
+		}
 		r, err := hitpath.Measure(context.Background(), s, so)
 		if err != nil {
 			return err
@@ -145,7 +160,7 @@ func run() error {
 		if err := r.Save(o.Dir); err != nil {
 			return err
 		}
-		o.Log("%s: %.1f instructions per request", s.Name, r.PerRequest())
+		o.Log("%s: %.1f instructions per request (disturbances kept: %d)", s.Name, r.PerRequest(), r.Disturbed)
 	}
 	return report(results, o, f, time.Since(start))
 }
@@ -192,6 +207,15 @@ func setup(f *flags, o *hitpath.Options, work string) ([]hitpath.Server, []hitpa
 		hitpath.RedirectorOf(f.redirector, rules, "rules", f.links, "127.0.0.1:18200", "127.0.0.1:18201"),
 		hitpath.RedirectorOf(f.redirector, plain, "plain", f.links, "127.0.0.1:18210", "127.0.0.1:18211"),
 	}
+	if want(f.only, clicks) || want(f.only, clicksSent) {
+		sink, err := discardingReceiver()
+		if err != nil {
+			return nil, nil, err
+		}
+		servers = append(servers,
+			hitpath.RedirectorEvents(f.redirector, f.links, "127.0.0.1:18150", "127.0.0.1:18151", sink),
+			hitpath.RedirectorEventsSent(f.redirector, f.links, "127.0.0.1:18140", "127.0.0.1:18141", sink))
+	}
 	if want(f.only, nginx) {
 		ng, err := hitpath.Nginx(o.Links, work, "127.0.0.1:18190")
 		if err != nil {
@@ -227,6 +251,8 @@ func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took 
 	}
 	fmt.Println("ratios of instructions per request:")
 	ratio("counting on / off", redirector, nocount, "(goal <= 1.03x)")
+	ratio("click events on / off (hit path)", clicks, redirector, "(goal <= 1.10x)")
+	ratio("click events sent / off (all)", clicksSent, redirector, "")
 	ratio("redirector / fasthttp floor", redirector, floor, "(goal <= 1.10x)")
 	ratio("redirector / nginx", redirector, nginx, "")
 	ratio("fasthttp floor / nginx", floor, nginx, "")
@@ -294,6 +320,10 @@ func label(name string) string {
 	switch name {
 	case nocount:
 		return "redirector, counting off"
+	case clicks:
+		return "click events on, hit path"
+	case clicksSent:
+		return "click events sent"
 	case floor:
 		return "fasthttp floor"
 	case rules:
@@ -413,4 +443,20 @@ func aboveFloor(r, f hitpath.Result, top int, rWhose, fWhose, rColumn, fColumn s
 		}
 	}
 	return nil
+}
+
+// discardingReceiver serves, in this process (not under callgrind), a
+// receiver of click events that reads each request and answers 204, and
+// returns its URL.
+func discardingReceiver() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/events", nil
 }

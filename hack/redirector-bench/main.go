@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/redirect"
 	"github.com/linkforge/linkforge/internal/uses"
 )
@@ -44,6 +45,13 @@ func run() error {
 		"Count uses on the request path as bin/redirector does (in memory; with no API server, nothing is written). false measures the path without counting.")
 	publicBaseURL := flag.String("public-base-url", "", "As bin/redirector's --public-base-url: the host of the QR codes of /<namespace>/<code>.")
 	kind := flag.String("link-kind", kindPlain, "The synthetic links: plain (spec.url only), or rules (8 rules and 3 variants each, see withRules).")
+	// bin/redirector's --events-* flags: click events on with a sink set
+	// (hack/callgrind-bench's "events" server sends them to a receiver
+	// that discards them).
+	var eventFlags events.Flags
+	eventFlags.Bind(flag.CommandLine)
+	handoff := flag.Int("events-handoff-buffer", 0,
+		"Records between the handler and the batcher (events.Config.HandoffBuffer; 0: its default). Not a flag of bin/redirector: hack/callgrind-bench's events server makes it hold every record of a measurement.")
 	flag.Parse()
 	if *kind != kindPlain && *kind != kindRules {
 		return fmt.Errorf("--link-kind=%q: use plain or rules", *kind)
@@ -86,6 +94,23 @@ func run() error {
 	if *countUses {
 		// No Start: the counts stay in memory, as between two flushes.
 		opts.Uses = uses.New(uses.Options{Registry: reg})
+	}
+	eventsCfg, err := eventFlags.Config()
+	if err != nil {
+		return fmt.Errorf("click events: %w", err)
+	}
+	if eventsCfg.Enabled() {
+		eventsCfg.Registerer, eventsCfg.HandoffBuffer = reg, *handoff
+		clicks, err := events.New(eventsCfg)
+		if err != nil {
+			return fmt.Errorf("click events: %w", err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = clicks.Close(ctx)
+		}()
+		opts.ClickEvents, opts.EventsCountryHeader = clicks, eventFlags.CountryHeader
 	}
 	r := redirect.New(opts)
 	defer r.Close()

@@ -38,6 +38,9 @@ type env struct {
 	mgrProbes string
 	// redirectProbes is host:port of the redirector's probes and metrics.
 	redirectProbes string
+	// eventsProbes is host:port of the probes and metrics of the redirector
+	// with click events on (startClickEvents), when it runs.
+	eventsProbes string
 	// mgrMetrics is host:port of the manager's /metrics and /reaper (HTTPS),
 	// and scraperToken a token bound to the linkforge-metrics-reader ClusterRole.
 	mgrMetrics, scraperToken string
@@ -287,6 +290,11 @@ func TestEndToEnd(t *testing.T) {
 
 		g.Expect(e.reaperStats()).To(BeNumerically(">=", 1))
 	})
+
+	clicks := e.startClickEvents(t, bin, tmp, kubeconfigs.Redirector)
+	e.eventsProbes = clicks.red.probes
+	t.Run("click events: a redirect and an unknown code arrive at a CloudEvents receiver with the documented fields; HEAD and previews are not clicks", clicks.testClickFields)
+	t.Run(fmt.Sprintf("click events: with the receiver down for %s under load, serving is unaffected and what was lost is what dropped_total shows", clickOutage), clicks.testClickOutage)
 
 	t.Run("the alerts and the dashboard use only metrics the binaries export", e.testMonitoringMetrics)
 

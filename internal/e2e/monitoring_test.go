@@ -134,7 +134,8 @@ func exported(pages []string, name string) bool {
 }
 
 // testMonitoringMetrics: every metric the alerts and the dashboard use is
-// exported by the running manager (leading) or redirector.
+// exported by the running manager (leading) or redirector, the click
+// events' series by the redirector that has them on (TestEndToEnd runs one).
 func (e *env) testMonitoringMetrics(t *testing.T) {
 	g := newG(t)
 	var pages []string
@@ -146,6 +147,13 @@ func (e *env) testMonitoringMetrics(t *testing.T) {
 		red, err := e.fetch(e.redirectProbes + "/metrics")
 		g.Expect(err).NotTo(HaveOccurred())
 		pages = []string{body, red}
+		if e.eventsProbes != "" {
+			// The linkforge_events_* series: only a redirector with
+			// click events on has them (docs/events.md).
+			ev, err := e.fetch(e.eventsProbes + "/metrics")
+			g.Expect(err).NotTo(HaveOccurred())
+			pages = append(pages, ev)
+		}
 	}).Should(Succeed())
 	var missing []string
 	for where, expr := range monitoringExprs(t) {

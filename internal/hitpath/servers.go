@@ -57,6 +57,39 @@ func RedirectorOf(bin, name, kind string, links int, addr, probe string) Server 
 	return s
 }
 
+// EventsBatch is the click events' batch of RedirectorEventsSent: with no
+// flush tick in a measurement (an hour), the batcher sends full batches
+// only, and every phase (a multiple of 65 requests) sends the same number
+// of them whatever the warm-up left in the ring.
+const EventsBatch = 65
+
+// RedirectorEvents is Redirector counting uses, with click events on, as
+// the hit path pays for them: each answer builds its record and offers it,
+// but no batch fills during a measurement (a batch of 100,000, a hand-off
+// ring of 65,536 records, no flush tick), so the batcher and the sink stay
+// asleep. Its instructions per request are the events' cost on the
+// request path.
+func RedirectorEvents(bin string, links int, addr, probe, sinkURL string) Server {
+	s := Redirector(bin, links, addr, probe, true)
+	s.Name = "events"
+	s.Command = append(s.Command, "--events-cloudevents-url="+sinkURL,
+		"--events-buffer=100000", "--events-max-batch=100000", "--events-handoff-buffer=65536", "--events-flush-interval=1h")
+	return s
+}
+
+// RedirectorEventsSent is RedirectorEvents with the events sent: a
+// CloudEvents batch of EventsBatch events to sinkURL (a receiver not under
+// callgrind) every EventsBatch requests. Its instructions per request are
+// the whole cost of events: the record on the request path, and the
+// batcher's and the sink's work (building, encoding and sending them).
+func RedirectorEventsSent(bin string, links int, addr, probe, sinkURL string) Server {
+	s := Redirector(bin, links, addr, probe, true)
+	s.Name = "events-sent"
+	s.Command = append(s.Command, "--events-cloudevents-url="+sinkURL,
+		"--events-max-batch="+strconv.Itoa(EventsBatch), "--events-flush-interval=1h")
+	return s
+}
+
 // Floor is hack/fasthttp-floor (binary bin) serving the links of table on addr.
 func Floor(bin, table, addr string) Server {
 	return Server{Name: "floor", Command: []string{bin, "--bind-address=" + addr, "--table=" + table},

@@ -127,6 +127,9 @@ func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
 		a = answer{resp: respOptionsServer}
 	default:
 		a = r.answer(method, host, path, rawQuery, at)
+		if r.opts.ClickEvents != nil {
+			r.click(ctx, method, host, path, &a)
+		}
 	}
 	writeAnswer(ctx, &a)
 	r.metrics.count(a.resp.status)

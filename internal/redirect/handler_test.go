@@ -635,12 +635,13 @@ func TestUsesVersion(t *testing.T) {
 	}
 }
 
-// A Link is allocated per link version: keep it within the 128-byte size
+// A Link is allocated per link version: keep it within the 160-byte size
 // class (it was 112 until the activation time, which the request path
-// reads; 16 bytes a link, measured by hack/bench-redirect.sh).
+// reads, 144 until the uid of click events; 16 bytes a link each, measured
+// by hack/bench-redirect.sh).
 func TestLinkSize(t *testing.T) {
-	if n := unsafe.Sizeof(Link{}); n > 144 {
-		t.Errorf("Link is %d bytes; keep it within the 144-byte size class", n)
+	if n := unsafe.Sizeof(Link{}); n > 160 {
+		t.Errorf("Link is %d bytes; keep it within the 160-byte size class", n)
 	}
 }
 

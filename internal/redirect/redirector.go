@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
+	clickevents "github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/uses"
 )
 
@@ -102,6 +103,12 @@ type Options struct {
 	// alone). It only picks a variant: a client that sets it chooses its
 	// own, as it could by changing its User-Agent.
 	ClientAddressHeader string
+	// ClickEvents, when set, gets a click event of every answered request
+	// of a link (clicks.go); nil: none.
+	ClickEvents *clickevents.Pipeline
+	// EventsCountryHeader names the request header whose two-letter
+	// country the click events carry (--events-country-header); empty: none.
+	EventsCountryHeader string
 }
 
 // CheckPublicBaseURL says what is wrong with a PublicBaseURL, if anything:
@@ -149,6 +156,9 @@ type Redirector struct {
 	linkInformers          int
 
 	accessLog *accessLog
+	// eventsCountryHeader is Options.EventsCountryHeader as fasthttp's
+	// PeekBytes takes it.
+	eventsCountryHeader []byte
 	// refusedLog samples the log lines of refused requests.
 	refusedLog sampler
 
@@ -182,6 +192,9 @@ func New(opts Options) *Redirector {
 		if u, err := url.Parse(opts.PublicBaseURL); err == nil && CheckPublicBaseURL(opts.PublicBaseURL) == nil {
 			r.publicBase = u
 		}
+	}
+	if opts.EventsCountryHeader != "" {
+		r.eventsCountryHeader = []byte(opts.EventsCountryHeader)
 	}
 	if opts.AccessLog != nil {
 		r.accessLog = newAccessLog(opts.AccessLog, opts.AccessLogBuffer, r.metrics.accessLogDropped)

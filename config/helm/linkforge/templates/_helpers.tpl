@@ -98,3 +98,12 @@ The ServiceAccount names.
 {{- define "linkforge.peerKeySecret" -}}
 {{ include "linkforge.fullname" . }}-peer-key
 {{- end }}
+
+{{/*
+"true" when the redirector's click events have a sink (redirector.events), else empty.
+*/}}
+{{- define "linkforge.redirectorEventsOn" -}}
+{{- with .Values.redirector.events -}}
+{{- if or .cloudEvents.url .otlp.endpoint }}true{{ end -}}
+{{- end -}}
+{{- end }}

@@ -1,0 +1,183 @@
+// Package otelcoltest runs the test OpenTelemetry Collector of hack/otelcol
+// (the OTLP receiver, the file and debug exporters, built from the Go module
+// proxy) for the tests behind the otelcol build tag: internal/events'
+// (the OTLP sink against a real Collector) and internal/e2e's (the real
+// redirector's click events).
+package otelcoltest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// Binary is $OTELCOL, or the Collector built from root/hack/otelcol into a
+// temporary directory (minutes the first time: hack/otelcol/README.md).
+func Binary(t testing.TB, root string) string {
+	t.Helper()
+	if bin := os.Getenv("OTELCOL"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "otelcol")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join(root, "hack", "otelcol")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the collector: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Collector is a Collector (stopped until Start) whose OTLP/HTTP receiver
+// listens on Endpoint and whose file exporter writes the logs it receives
+// to a file that Records reads.
+type Collector struct {
+	// Endpoint is the OTLP/HTTP base URL, http://127.0.0.1:<port>.
+	Endpoint string
+
+	bin, config, file string
+	mu                sync.Mutex
+	cmd               *exec.Cmd
+	log               bytes.Buffer
+}
+
+// New writes the configuration of a Collector on a free loopback port; it
+// is stopped when t ends.
+func New(t testing.TB, bin string) *Collector {
+	t.Helper()
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	c := &Collector{bin: bin, config: filepath.Join(dir, "config.yaml"), file: filepath.Join(dir, "logs.jsonl"), Endpoint: "http://" + addr}
+	config := fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: %s
+exporters:
+  file:
+    path: %s
+    flush_interval: 10ms
+    append: true # a restart keeps what came before
+  debug:
+    verbosity: basic
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    logs:
+      receivers: [otlp]
+      exporters: [file, debug]
+`, addr, c.file)
+	if err := os.WriteFile(c.config, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Start runs the Collector; Listening says when it takes requests.
+func (c *Collector) Start(t testing.TB) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cmd = exec.Command(c.bin, "--config", c.config)
+	c.cmd.Stdout, c.cmd.Stderr = &c.log, &c.log
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Listening reports whether the receiver accepts connections.
+func (c *Collector) Listening() bool {
+	conn, err := net.Dial("tcp", c.Endpoint[len("http://"):])
+	if err == nil {
+		_ = conn.Close()
+	}
+	return err == nil
+}
+
+// Stop stops the Collector (SIGINT, then waits), if it runs.
+func (c *Collector) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd == nil || c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(os.Interrupt)
+	_ = c.cmd.Wait()
+	c.cmd = nil
+}
+
+// Log is what the Collector wrote to stdout and stderr (after Stop).
+func (c *Collector) Log() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.log.String()
+}
+
+// Records reads the log records the file exporter wrote (OTLP/JSON, a
+// request per line), each as its attributes (values as JSON text, strings
+// unquoted) and "eventName".
+func (c *Collector) Records(t testing.TB) []map[string]string {
+	t.Helper()
+	f, err := os.Open(c.file)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var out []map[string]string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var req struct {
+			ResourceLogs []struct {
+				ScopeLogs []struct {
+					LogRecords []struct {
+						EventName  string `json:"eventName"`
+						Attributes []struct {
+							Key   string                     `json:"key"`
+							Value map[string]json.RawMessage `json:"value"`
+						} `json:"attributes"`
+					} `json:"logRecords"`
+				} `json:"scopeLogs"`
+			} `json:"resourceLogs"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			t.Fatalf("the file exporter wrote %q: %v", sc.Text(), err)
+		}
+		for _, rl := range req.ResourceLogs {
+			for _, sl := range rl.ScopeLogs {
+				for _, lr := range sl.LogRecords {
+					m := map[string]string{"eventName": lr.EventName}
+					for _, a := range lr.Attributes {
+						for _, v := range a.Value {
+							s := string(v)
+							if u, err := strconv.Unquote(s); err == nil {
+								s = u
+							}
+							m[a.Key] = s
+						}
+					}
+					out = append(out, m)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package redirect
+
+import (
+	"net/http"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/linkforge/linkforge/internal/events"
+)
+
+// click offers the click event of a request that answer answered
+// (docs/events.md): one per GET of a link's redirect path, whatever the
+// answer (a redirect, 410, the 503 of a use limit, a fallback), and one per
+// GET of a path no link holds (an orphan, its code the path). Not clicks:
+// HEAD (link unfurlers and monitors, which uses do not count either), the
+// QR code and preview views (a look at the link, not a visit), "/", 405,
+// and the 503 before the index is synced. The record is built on the stack
+// and Offer neither waits nor allocates; a full buffer drops the event and
+// counts it.
+//
+// It looks the link up again rather than carrying it out of answer, so
+// answer stays as it is: a link replaced between the two lookups (an
+// informer update in those nanoseconds) gives the event of its new version.
+func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, host, path string, a *answer) {
+	if method != http.MethodGet || a.resp == respUnavailable || a.resp == respBadMethod {
+		return
+	}
+	rt := r.route(host, path)
+	if rt.root || rt.ok && rt.view != viewRedirect {
+		return
+	}
+	var rec events.Record
+	rec.Rule = events.NoRule
+	rec.Status = uint16(a.resp.status)
+	var e *Link
+	if rt.ok {
+		e = r.index.Lookup(rt.ns, rt.code)
+	}
+	if e != nil {
+		rec.Namespace, rec.Name, rec.UID = e.Namespace, e.Name, e.UID
+		rec.SetCodeString(rt.code)
+	} else if len(path) > 1 {
+		// An orphan's code is its path, namespace and all: the request's
+		// bytes, copied (a Record's strings must outlive the request).
+		rec.SetCodeString(path[1:])
+	}
+	if a.redirect() {
+		// The link's Location without the query it may forward, or a
+		// fallback's (a link's own redirect is never no-store; a
+		// fallback always is).
+		if e != nil && a.cacheControl != ccNoStore {
+			rec.Target = e.Location
+		} else {
+			rec.Target = a.location
+		}
+	}
+	h := &ctx.Request.Header
+	rec.SetReferer(h.Referer())
+	rec.SetUserAgent(h.UserAgent())
+	if r.eventsCountryHeader != nil {
+		rec.SetCountry(h.PeekBytes(r.eventsCountryHeader))
+	}
+	rec.SetClientIP(ctx.RemoteIP())
+	r.opts.ClickEvents.Offer(&rec)
+}
