@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,43 +26,16 @@ func TestLinkFeatures(t *testing.T) {
 	g := newG(t)
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)
-	var addrs [4]string
-	for i := range addrs {
-		a, err := devenv.FreeAddr()
-		g.Expect(err).NotTo(HaveOccurred())
-		addrs[i] = a
-	}
-	redirectAddr, redirectProbes, mgrProbes, mgrMetrics := addrs[0], addrs[1], addrs[2], addrs[3]
-	base := "http://" + redirectAddr
-	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
-		"--kubeconfig", kc.Manager, "--health-probe-bind-address", mgrProbes, "--redirect-base-url", base,
-		"--metrics-bind-address", mgrMetrics, "--metrics-secure=false")
+	mgrMetrics, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
-	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
-		"--kubeconfig", kc.Redirector, "--bind-address", redirectAddr, "--health-probe-bind-address", redirectProbes, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local",
-		"--public-base-url", base, "--uses-flush-interval", "1s", "--uses-lease", "3s",
-		"--root-redirect", "https://example.com/home", "--gone-redirect", "https://example.com/gone")
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		for _, p := range []*devenv.Process{red, mgr} {
-			if err := p.Stop(15 * time.Second); err != nil {
-				t.Error(err)
-			}
-		}
-		expectNoForbidden(t, mgr, red)
-		if t.Failed() {
-			for _, p := range []*devenv.Process{mgr, red} {
-				if b, err := os.ReadFile(p.Log); err == nil {
-					t.Logf("--- %s log ---\n%s", p.Name, tail(string(b), 4000))
-				}
-			}
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	for _, probe := range []string{mgrProbes, redirectProbes} {
-		g.Expect(devenv.WaitHTTP(ctx, "http://"+probe+"/readyz", http.StatusOK)).To(Succeed())
-	}
+	pr := startPair(t, g, bin, tmp, kc,
+		func(string) []string { return []string{"--metrics-bind-address", mgrMetrics, "--metrics-secure=false"} },
+		func(base string) []string {
+			return []string{"--peer-bind-address", "127.0.0.1:0", "--peer-allow-local",
+				"--public-base-url", base, "--uses-flush-interval", "1s", "--uses-lease", "3s",
+				"--root-redirect", "https://example.com/home", "--gone-redirect", "https://example.com/gone"}
+		})
+	base, redirectAddr, redirectProbes := pr.base, pr.redirectAddr, pr.redirectProbes
 	e := &env{t: t, cp: cp, redirect: base, redirectProbes: redirectProbes}
 	const ns = "features"
 	e.mustKubectl("create", "namespace", ns)

@@ -1,21 +1,15 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
-
-	"github.com/linkforge/linkforge/internal/devenv"
 )
 
 const (
@@ -33,43 +27,14 @@ func TestRouting(t *testing.T) {
 	g := newG(t)
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)
-	var addrs [3]string
-	for i := range addrs {
-		a, err := devenv.FreeAddr()
-		g.Expect(err).NotTo(HaveOccurred())
-		addrs[i] = a
-	}
-	redirectAddr, redirectProbes, mgrProbes := addrs[0], addrs[1], addrs[2]
-	base := "http://" + redirectAddr
-	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
-		"--kubeconfig", kc.Manager, "--health-probe-bind-address", mgrProbes, "--redirect-base-url", base, "--metrics-bind-address", "0")
-	g.Expect(err).NotTo(HaveOccurred())
 	// The redirector trusts no client-address header here: the clients of
 	// the split differ by User-Agent.
-	red, err := devenv.Start("redirector", filepath.Join(tmp, "redirector.log"), filepath.Join(bin, "redirector"),
-		"--kubeconfig", kc.Redirector, "--bind-address", redirectAddr, "--health-probe-bind-address", redirectProbes,
-		"--peer-bind-address", "0", "--uses-flush-interval", "1s", "--gone-redirect", "https://example.com/gone")
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		for _, p := range []*devenv.Process{red, mgr} {
-			if err := p.Stop(15 * time.Second); err != nil {
-				t.Error(err)
-			}
-		}
-		expectNoForbidden(t, mgr, red)
-		if t.Failed() {
-			for _, p := range []*devenv.Process{mgr, red} {
-				if b, err := os.ReadFile(p.Log); err == nil {
-					t.Logf("--- %s log ---\n%s", p.Name, tail(string(b), 4000))
-				}
-			}
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	for _, probe := range []string{mgrProbes, redirectProbes} {
-		g.Expect(devenv.WaitHTTP(ctx, "http://"+probe+"/readyz", http.StatusOK)).To(Succeed())
-	}
+	pr := startPair(t, g, bin, tmp, kc,
+		func(string) []string { return []string{"--metrics-bind-address", "0"} },
+		func(string) []string {
+			return []string{"--peer-bind-address", "0", "--uses-flush-interval", "1s", "--gone-redirect", "https://example.com/gone"}
+		})
+	base, redirectAddr, redirectProbes := pr.base, pr.redirectAddr, pr.redirectProbes
 	e := &env{t: t, cp: cp, redirect: base, redirectProbes: redirectProbes}
 	const ns = "routing"
 	e.mustKubectl("create", "namespace", ns)
