@@ -235,7 +235,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 			return l.Status.Uses, err
 		}).WithTimeout(2 * usesFlush).Should(Equal(int64(900)))
 		out := u.mustKubectl("get", "shortlink", "-n", "uses", "plain", "-o", "wide")
-		g.Expect(out).To(MatchRegexp(`(?m)^NAME\s+CODE\s+URL\s+READY\s+STATE\s+ACTIVATES\s+EXPIRES\s+USES\s+LAST USED\s+MAX\s+AGE`))
+		g.Expect(out).To(MatchRegexp(`(?m)^NAME\s+CODE\s+URL\s+READY\s+STATE\s+ACTIVATES\s+EXPIRES\s+USES\s+LAST USED\s+MAX\s+RULES\s+VARIANTS\s+AGE`))
 		g.Expect(out).To(MatchRegexp(`(?m)^plain\s+` + code + `\s+https://example.com/plain\s+True\s+Active\s+900\s+`))
 	})
 

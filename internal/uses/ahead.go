@@ -59,11 +59,21 @@ func (u *Uses) Ahead(c *Counter) {
 	u.aheadQueue[c] = now.Add(aheadOffset(v.UID, u.opts.Holder))
 }
 
-// aheadEligible reports whether v may be reserved ahead at now.
+// aheadEligible reports whether v may be reserved ahead at now. Without a
+// peer port the others could only wait for the reservation to lapse; one
+// that does not answer yet (no peer key read) is waited for when the link
+// falls due (reserveAheadOne), not here: a link that arrives first is
+// offered once only.
 func (u *Uses) aheadEligible(v LinkVersion, now time.Time) bool {
-	// Without a peer port the others could only wait for it to lapse.
-	return u.peer() != "" && v.MaxUses > 0 && v.NoReservations && v.StatusUses == 0 && v.Created > 0 &&
+	return u.opts.Peer != "" && v.MaxUses > 0 && v.NoReservations && v.StatusUses == 0 && v.Created > 0 &&
 		now.Sub(time.Unix(v.Created, 0)) < u.opts.ReserveAhead
+}
+
+// offerAheadAgain queues c to be reserved ahead after d.
+func (u *Uses) offerAheadAgain(c *Counter, d time.Duration) {
+	u.mu.Lock()
+	u.aheadQueue[c] = u.opts.Clock().Add(d)
+	u.mu.Unlock()
 }
 
 // aheadMax is how many reservations a replica holds ahead: their renewals,
@@ -134,6 +144,12 @@ func (u *Uses) reserveAheadOne(ctx context.Context, c *Counter) {
 	if !ok || !u.aheadEligible(v, u.opts.Clock()) {
 		return // reserved by another replica first, used, or no longer new
 	}
+	if u.peer() == "" {
+		// The peer port cannot take forwarded uses yet (its key is not
+		// read): nobody could use this reservation. Offer it again.
+		u.offerAheadAgain(c, time.Second)
+		return
+	}
 	u.mu.Lock()
 	full := u.aheadHeld >= u.aheadMax()
 	u.mu.Unlock()
@@ -155,9 +171,7 @@ func (u *Uses) reserveAheadOne(ctx context.Context, c *Counter) {
 	switch {
 	case errors.Is(err, errNoBudget):
 		// The clicks spent the budget: offer it again in a second.
-		u.mu.Lock()
-		u.aheadQueue[c] = u.opts.Clock().Add(time.Second)
-		u.mu.Unlock()
+		u.offerAheadAgain(c, time.Second)
 	case err != nil:
 		u.metrics.ahead.WithLabelValues(resultError).Inc()
 		u.opts.Log.V(1).Info("cannot reserve ahead", "link", c.name(), "error", err.Error())

@@ -49,6 +49,28 @@ func TestReserveAheadOnceAcrossReplicas(t *testing.T) {
 	}
 }
 
+// A link that arrives before the replica's peer port answers (its peer key
+// not read yet) is reserved ahead once it does: the informer offers it
+// once only. (The e2e's TestUntrustedPeers lost such links on a loaded
+// machine, where the manager made the key after the links arrived.)
+func TestReserveAheadWaitsForThePeerPort(t *testing.T) {
+	api := newFakeAPI(1)
+	clk := &fakeClock{now: epoch}
+	a := newAheadReplica(api, clk, "a", epoch, nil)
+	ready := false
+	a.u.opts.PeerReady = func() bool { return ready }
+	a.aheadRound(clk)
+	if len(api.patches) != 0 {
+		t.Fatalf("reserved ahead before the peer port answers: %v", api.get().Status.UseReservations)
+	}
+	ready = true
+	clk.advance(time.Second)
+	a.u.reserveAhead(context.Background())
+	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].Peer != "a" {
+		t.Fatalf("reservations %v once the peer port answers, want a's reserved ahead", st.UseReservations)
+	}
+}
+
 // Links that are not new, already used or reserved, or unlimited are not
 // reserved ahead; nor with ReserveAhead off.
 func TestReserveAheadOnlyNewUnusedLinks(t *testing.T) {
