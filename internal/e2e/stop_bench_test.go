@@ -59,8 +59,9 @@ func BenchmarkStopReturnsEverything(b *testing.B) {
 	if err := rs[0].proc.Signal(syscall.SIGTERM); err != nil {
 		b.Fatal(err)
 	}
-	for !rs[0].proc.Exited() && time.Since(start) < time.Minute {
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-rs[0].proc.Done():
+	case <-time.After(time.Minute):
 	}
 	stopped := time.Since(start)
 	for b.Loop() {
