@@ -79,7 +79,9 @@ build_kubernetes() {
 	need_kubectl && [ ! -x "$DIR/kubectl" ] && targets+=(kubectl)
 	for t in "${targets[@]}"; do
 		log "building $t v$K8S_VERSION from source (first run only; about 4 minutes on 2 cores)"
-		GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$staged/$t" "k8s.io/kubernetes/cmd/$t"
+		# cgo as Go decides for its machine: make exports CGO_ENABLED=0 for the
+		# project's own builds, which share no package with Kubernetes'.
+		env -u CGO_ENABLED GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$staged/$t" "k8s.io/kubernetes/cmd/$t"
 	done
 }
 
@@ -89,7 +91,7 @@ build_etcd() {
 	cd "$mod"
 	printf 'module linkforge.local/envtest-etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" >go.mod
 	log "building etcd v$ETCD_VERSION from source (first run only; about 1 minute)"
-	GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$staged/etcd" go.etcd.io/etcd/server/v3
+	env -u CGO_ENABLED GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$staged/etcd" go.etcd.io/etcd/server/v3
 }
 
 start=$(date +%s)

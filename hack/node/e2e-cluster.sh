@@ -73,4 +73,4 @@ install_started=$(date +%s)
 KUBECONFIG=$LINKFORGE_CLUSTER_KUBECONFIG "$LINKFORGE_CLUSTER_KUBECTL" apply --server-side -f "$LINKFORGE_PREVIOUS_RELEASE/dist/install.yaml"
 log "previous release applied in $(($(date +%s) - install_started))s"
 
-go test -tags clustere2e ./internal/clustere2e -count=1 -v -timeout 30m ${CLUSTER_E2E_RUN:+-run "$CLUSTER_E2E_RUN"}
+go test -tags "${BUILD_TAGS:+$BUILD_TAGS,}clustere2e" ./internal/clustere2e -count=1 -v -timeout 30m ${CLUSTER_E2E_RUN:+-run "$CLUSTER_E2E_RUN"}

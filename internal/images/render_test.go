@@ -37,6 +37,25 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	}
 }
 
+// TestMakeBuildsLikeTheImages checks the Makefile's build configuration is
+// the images' (its tags are BuildTags, cgo off, trimmed), so the build cache
+// holds one compiled copy of every package for vet, the tests and ko.
+func TestMakeBuildsLikeTheImages(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(moduleRoot(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"\nexport BUILD_TAGS = " + BuildTags + "\n",
+		"\nexport CGO_ENABLED ?= 0\n",
+		"\nexport GOFLAGS ?= -trimpath -tags=$(BUILD_TAGS)\n",
+	} {
+		if !strings.Contains(string(mk), want) {
+			t.Errorf("the Makefile has no line %q: it must build as ko builds the images", strings.TrimSpace(want))
+		}
+	}
+}
+
 // TestGoImageMatchesGoMod checks the Dockerfile builds with go.mod's Go.
 func TestGoImageMatchesGoMod(t *testing.T) {
 	mod, err := os.ReadFile(filepath.Join(moduleRoot(t), "go.mod"))

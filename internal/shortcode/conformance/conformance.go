@@ -7,9 +7,11 @@ package conformance
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 // Vectors mirrors vectors.json.
@@ -40,13 +42,15 @@ type Invalid struct {
 	Reason string `json:"reason"`
 }
 
-// Load reads the vectors from the source tree (tests run in it).
+// Load reads the vectors from the source tree. Tests run in it, so the
+// module root is found from the working directory (not from this file's
+// compiled path, which -trimpath makes relative).
 func Load() (*Vectors, error) {
-	_, self, _, ok := runtime.Caller(0)
-	if !ok {
-		return nil, errors.New("conformance: cannot locate the source tree")
+	root, err := testenv.ModuleRoot()
+	if err != nil {
+		return nil, fmt.Errorf("conformance: %w", err)
 	}
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(self), "..", "testdata", "vectors.json"))
+	data, err := os.ReadFile(filepath.Join(root, "internal", "shortcode", "testdata", "vectors.json"))
 	if err != nil {
 		return nil, err
 	}
