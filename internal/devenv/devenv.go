@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -164,14 +165,25 @@ func (p *Process) Stop(grace time.Duration) error {
 	}
 }
 
-// FreeAddr returns a free loopback address host:port.
+// handedOut holds the addresses FreeAddr returned: tests that run in
+// parallel must not be handed the same port before its process binds it.
+var handedOut sync.Map
+
+// FreeAddr returns a free loopback address host:port, never one it returned
+// before in this process.
 func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		if _, taken := handedOut.LoadOrStore(addr, struct{}{}); !taken {
+			return addr, nil
+		}
 	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().String(), nil
+	return "", errors.New("no free loopback port that was not handed out already")
 }
 
 // WaitHTTP polls url until it answers want (redirects are not followed) or

@@ -219,6 +219,7 @@ func expectAllDecided(g Gomega, links map[string]crashLink, err error) {
 }
 
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel() // its own control plane, binaries and ports (newCluster)
 	g := newG(t)
 	bin, tmp, cp := newCluster(t)
 	c := &crashEnv{env: &env{t: t, cp: cp}, bin: bin, dir: tmp, kc: installOperator(t, cp, tmp)}

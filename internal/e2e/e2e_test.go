@@ -164,6 +164,7 @@ func newCluster(t testing.TB) (bin, tmp string, cp *devenv.ControlPlane) {
 }
 
 func TestEndToEnd(t *testing.T) {
+	t.Parallel() // its own control plane, binaries and ports (newCluster)
 	g := newG(t)
 	bin, tmp, cp := newCluster(t)
 	// The binaries run as the service accounts of config/default.

@@ -23,6 +23,7 @@ import (
 // QR codes (redirector and plugin), preview pages, fallback redirects and
 // activation times.
 func TestLinkFeatures(t *testing.T) {
+	t.Parallel() // its own control plane, binaries and ports (newCluster)
 	g := newG(t)
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)

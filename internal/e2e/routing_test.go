@@ -24,6 +24,7 @@ const (
 // expired link's expiredURL, path forwarding, the -o wide columns, and a
 // rule target refused at apply by a namespace's allow-list.
 func TestRouting(t *testing.T) {
+	t.Parallel() // its own control plane, binaries and ports (newCluster)
 	g := newG(t)
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)

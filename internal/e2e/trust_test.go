@@ -28,6 +28,7 @@ import (
 // listens (as behind a NetworkPolicy that admits only the redirect port);
 // b, c and d reserve nothing ahead.
 func TestUntrustedPeers(t *testing.T) {
+	t.Parallel() // its own control plane, binaries and ports (newCluster)
 	g := newG(t)
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)

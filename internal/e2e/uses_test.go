@@ -161,6 +161,7 @@ func (u *usesEnv) readyCode(g *WithT, name, spec string) string {
 }
 
 func TestUsesAcrossReplicas(t *testing.T) {
+	t.Parallel() // its own control plane, binaries and ports (newCluster)
 	g := newG(t)
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)
