@@ -123,6 +123,11 @@ TEST_LOGS ?= bin/test-logs
 # The slowest packages start first, so neither is left running alone at the
 # end (go test runs as many packages at once as there are cores).
 TEST_FIRST = ./internal/e2e ./controllers
+# A package's test binary is killed after this long (go test's default is
+# 10m). Every wait inside a test is bounded by what the code promises; this
+# is the backstop for a machine so busy that a package's whole run is slow
+# (internal/e2e takes 2-5 minutes, internal/hitpath 1-10 under load).
+GO_TEST_TIMEOUT ?= 30m
 
 # The Debian packages the Go tests run: valgrind for the hit path's
 # instruction budget (internal/hitpath). Installed only when missing (as root).
@@ -136,7 +141,7 @@ test-packages: ## Install what the Go tests need from Debian when it is missing 
 go-test: ## Run the Go tests only, as make test does last (after its other stages, once), with a log per package.
 	go build -o bin/testsummary ./hack/testsummary
 	LINKFORGE_E2E_BINARIES="$(CURDIR)/$(IMAGE_BINARIES)" KUBEBUILDER_ASSETS="$(ASSETS)" \
-		go test -json $(TEST_FIRST) ./... -coverprofile cover.out | bin/testsummary -dir $(TEST_LOGS)/go
+		go test -json -timeout $(GO_TEST_TIMEOUT) $(TEST_FIRST) ./... -coverprofile cover.out | bin/testsummary -dir $(TEST_LOGS)/go
 
 .PHONY: test-otelcol
 test-otelcol: envtest-assets ## Build the test OpenTelemetry Collector (hack/otelcol; minutes the first time, seconds after) and run the tests against it: the OTLP sink (internal/events) and the real redirector's click events (internal/e2e). Not part of make test.

@@ -174,7 +174,7 @@ func setup(f *flags, o *hitpath.Options, work string) ([]hitpath.Server, []hitpa
 			return nil
 		}
 		*bin = filepath.Join(work, filepath.Base(pkg))
-		cmd := exec.Command("go", "build", "-o", *bin, pkg)
+		cmd := hitpath.GoBuild(*bin, pkg)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		return cmd.Run()
 	}

@@ -51,7 +51,7 @@ func TestRedirectorInstructionBudget(t *testing.T) {
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "redirector-bench")
-	build := exec.Command("go", "build", "-o", bin, "github.com/linkforge/linkforge/hack/redirector-bench")
+	build := GoBuild(bin, "github.com/linkforge/linkforge/hack/redirector-bench")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build hack/redirector-bench: %v\n%s", err, out)
 	}

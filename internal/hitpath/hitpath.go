@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/linkforge/linkforge/internal/images"
 )
 
 // Link is one short link of the fixed request sequence: GET /Namespace/Code
@@ -59,6 +61,16 @@ type Server struct {
 	// segment before each second begins and, between segments, sends a
 	// request on a connection of its own to have that work done.
 	Seconds bool
+}
+
+// GoBuild returns the command that builds the Go package pkg into out as
+// the images build their binaries (cgo off, -trimpath, their tags), whatever
+// the caller's environment: what is measured is what ships, and the budget
+// test measures what hack/callgrind-bench does.
+func GoBuild(out, pkg string) *exec.Cmd {
+	cmd := exec.Command("go", "build", "-trimpath", "-tags="+images.BuildTags, "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	return cmd
 }
 
 // GoEnv is the environment of a Go server under callgrind (see the package doc).
