@@ -33,7 +33,7 @@ func TestClickEventsReachCollector(t *testing.T) {
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)
 	red := newReplica(g, "redirector", bin, tmp, kc.Redirector,
-		"--events-otlp-endpoint="+col.Endpoint, "--events-flush-interval=100ms", "--events-country-header=CF-IPCountry")
+		"--events-otlp-endpoint="+col.Endpoint, "--events-flush-interval=100ms", "--country-header=CF-IPCountry")
 	mgrProbes, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
 	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),
