@@ -219,3 +219,38 @@ func asEncodingJSONReads(t testing.TB, s string) string {
 	}
 	return s
 }
+
+// FuzzJSONPieces: appendJSONChars writes any string as a JSON string that
+// reads back as encoding/json's writing of it reads back; plain8 finds a
+// byte to escape wherever one is; appendRFC3339Nano writes what
+// time.RFC3339Nano formats.
+func FuzzJSONPieces(f *testing.F) {
+	f.Add("plain ascii text, long enough for words", int64(1795688104123456789))
+	f.Add("<&>\"\\\x00\x1f\x7f\u2028\xff caf\u00e9", int64(0))
+	f.Add("12345678<", int64(1795688104000000000))
+	f.Add("", int64(-1))
+	f.Fuzz(func(t *testing.T, s string, at int64) {
+		b := appendJSONChars([]byte{'"'}, s)
+		b = append(b, '"')
+		var back string
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%q written as %s: not JSON: %v", s, b, err)
+		}
+		if want := asEncodingJSONReads(t, s); back != want {
+			t.Errorf("%q written as %s reads %q, want %q", s, b, back, want)
+		}
+		for i := 0; i+8 <= len(s); i++ {
+			plain := true
+			for _, c := range []byte(s[i : i+8]) {
+				plain = plain && c < utf8.RuneSelf && jsonPlain[c]
+			}
+			if plain8(load64(s, i)) != plain {
+				t.Fatalf("plain8(%q) = %v, want %v", s[i:i+8], !plain, plain)
+			}
+		}
+		tm := time.Unix(0, at).In(time.FixedZone("x", int(at%50000)))
+		if got, want := string(appendRFC3339Nano(nil, tm)), tm.UTC().Format(time.RFC3339Nano); got != want {
+			t.Errorf("appendRFC3339Nano(%v) = %s, want %s", tm, got, want)
+		}
+	})
+}

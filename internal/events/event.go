@@ -62,13 +62,18 @@ func (e *Event) Subject() string {
 // idSource makes event ids: UUIDv8 (RFC 9562) of a random 64-bit prefix per
 // pipeline and a counter, unique without a random read per event.
 type idSource struct {
-	prefix [8]byte
-	n      atomic.Uint64
+	// head is the text of the prefix, the id's first 19 characters (its
+	// version set): written once.
+	head [19]byte
+	n    atomic.Uint64
 }
 
 func newIDSource() *idSource {
+	var prefix [8]byte
+	_, _ = rand.Read(prefix[:])
+	prefix[6] = prefix[6]&0x0f | 0x80 // version 8
 	s := &idSource{}
-	_, _ = rand.Read(s.prefix[:])
+	appendHex(appendHex(appendHex(s.head[:0], prefix[:4], '-'), prefix[4:6], '-'), prefix[6:8], '-')
 	return s
 }
 
@@ -83,17 +88,21 @@ const uuidLen = 36
 // appendNext appends the next id's text to dst (the text of
 // uuid.UUID.String, without its allocation).
 func (s *idSource) appendNext(dst []byte) []byte {
-	var u [16]byte
-	copy(u[:8], s.prefix[:])
-	binary.BigEndian.PutUint64(u[8:], s.n.Add(1))
-	u[6] = u[6]&0x0f | 0x80 // version 8
-	u[8] = u[8]&0x3f | 0x80 // variant RFC 9562
+	var tail [8]byte
+	binary.BigEndian.PutUint64(tail[:], s.n.Add(1))
+	tail[0] = tail[0]&0x3f | 0x80 // variant RFC 9562
+	dst = append(dst, s.head[:]...)
+	return appendHex(appendHex(dst, tail[:2], '-'), tail[2:], 0)
+}
+
+// appendHex appends b in lower-case hex, then sep unless it is 0.
+func appendHex(dst, b []byte, sep byte) []byte {
 	const hexDigits = "0123456789abcdef"
-	for i, c := range u {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			dst = append(dst, '-')
-		}
+	for _, c := range b {
 		dst = append(dst, hexDigits[c>>4], hexDigits[c&0x0f])
+	}
+	if sep != 0 {
+		dst = append(dst, sep)
 	}
 	return dst
 }

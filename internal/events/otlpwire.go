@@ -109,19 +109,21 @@ func appendLogRecord(dst []byte, e *Event) []byte {
 		dst = appendString2(dst, fStringValue, e.Namespace, "/", e.Name)
 	}
 	dst = closeMessage(dst, body)
-	dst = appendStringAttr(dst, fAttributes, AttrEventID, e.ID)
+	dst = appendASCIIAttr(dst, AttrEventID, e.ID)
 	dst = appendStringAttr(dst, fAttributes, AttrCode, e.Code)
 	dst = appendBoolAttr(dst, AttrOrphan, e.Orphan)
 	dst = appendIntAttr(dst, AttrRule, e.Rule)
 	dst = appendIntAttr(dst, AttrStatus, e.Status)
 	dst = appendBoolAttr(dst, AttrBot, e.Bot)
-	dst = appendStringAttr(dst, fAttributes, AttrDevice, e.Device)
-	for _, kv := range [...]struct{ k, v string }{
-		{AttrNamespace, e.Namespace}, {AttrName, e.Name}, {AttrUID, e.UID}, {AttrTarget, e.Target},
-		{AttrRefererHost, e.RefererHost}, {AttrCountry, e.Country}, {AttrClientAddress, e.ClientAddress},
-	} {
+	dst = appendASCIIAttr(dst, AttrDevice, e.Device)
+	for _, kv := range [...]struct{ k, v string }{{AttrNamespace, e.Namespace}, {AttrName, e.Name}, {AttrUID, e.UID}, {AttrTarget, e.Target}} {
 		if kv.v != "" {
 			dst = appendStringAttr(dst, fAttributes, kv.k, kv.v)
+		}
+	}
+	for _, kv := range [...]struct{ k, v string }{{AttrRefererHost, e.RefererHost}, {AttrCountry, e.Country}, {AttrClientAddress, e.ClientAddress}} {
+		if kv.v != "" {
+			dst = appendASCIIAttr(dst, kv.k, kv.v)
 		}
 	}
 	dst = protowire.AppendTag(dst, fObservedTime, protowire.Fixed64Type)
@@ -136,6 +138,20 @@ func appendStringAttr(dst []byte, num protowire.Number, key, value string) []byt
 	dst = appendString(dst, fKey, key)
 	dst, v = openMessage(dst, fValue)
 	dst = appendString(dst, fStringValue, value)
+	dst = closeMessage(dst, v)
+	return closeMessage(dst, kv)
+}
+
+// appendASCIIAttr is appendStringAttr of a log record for a value the
+// builder made of ASCII (id, device, Referer host, country, address):
+// nothing to check.
+func appendASCIIAttr(dst []byte, key, value string) []byte {
+	var kv, v int
+	dst, kv = openMessage(dst, fAttributes)
+	dst = appendString(dst, fKey, key)
+	dst, v = openMessage(dst, fValue)
+	dst = protowire.AppendTag(dst, fStringValue, protowire.BytesType)
+	dst = protowire.AppendString(dst, value)
 	dst = closeMessage(dst, v)
 	return closeMessage(dst, kv)
 }
