@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"time"
 	"unicode"
@@ -261,6 +262,9 @@ var jsonPlain = func() (plain [utf8.RuneSelf]bool) {
 type encodedMessage struct {
 	format format.Format // format.JSONBatch or format.JSON
 	body   []byte
+	// reader, when set, reads body for the request (the sink's
+	// requestBody); else a bytes.Reader does.
+	reader io.Reader
 }
 
 var _ binding.Message = (*encodedMessage)(nil)
@@ -273,7 +277,11 @@ func (m *encodedMessage) ReadEncoding() binding.Encoding {
 }
 
 func (m *encodedMessage) ReadStructured(ctx context.Context, w binding.StructuredWriter) error {
-	return w.SetStructuredEvent(ctx, m.format, bytes.NewReader(m.body))
+	r := m.reader
+	if r == nil {
+		r = bytes.NewReader(m.body)
+	}
+	return w.SetStructuredEvent(ctx, m.format, r)
 }
 
 func (*encodedMessage) ReadBinary(context.Context, binding.BinaryWriter) error {

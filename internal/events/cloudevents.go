@@ -41,7 +41,10 @@ type cloudEventsSink struct {
 		perRequest int // events in each request: 1 or n
 		reqs       []encoded
 	}
-	eventSize int // the bytes of an event in the last batch: the next one's guess
+	// buf holds the bodies of the last batch's requests: reused by the
+	// next batch, since each request's body is released when its answer
+	// has come (requestBody).
+	buf []byte
 }
 
 // encoded is a request body ready to send, and the id it is signed with.
@@ -113,10 +116,8 @@ func (s *cloudEventsSink) encode(batch []Event) []encoded {
 	if n := len(batch); s.last.end == &batch[n-1] && n <= s.last.n {
 		return s.last.reqs[len(s.last.reqs)-n/s.last.perRequest:]
 	}
-	// One body for the batch, the requests slices of it: a new one for
-	// each batch, since the HTTP transport may still read the last one
-	// after its answer.
-	body := make([]byte, 0, len(batch)*(max(s.eventSize, 512)+64))
+	// One buffer for the batch, the requests' bodies slices of it.
+	body := s.buf[:0]
 	var reqs []encoded
 	if s.cfg.Single {
 		reqs = make([]encoded, len(batch))
@@ -136,7 +137,7 @@ func (s *cloudEventsSink) encode(batch []Event) []encoded {
 		body = append(body, ']')
 		reqs = []encoded{{id: batch[0].ID, msg: encodedMessage{format: format.JSONBatch, body: body}, events: len(batch)}}
 	}
-	s.eventSize = len(body) / len(batch)
+	s.buf = body
 	s.last.end, s.last.n, s.last.reqs = &batch[len(batch)-1], len(batch), reqs
 	s.last.perRequest = reqs[0].events
 	return reqs
@@ -144,13 +145,20 @@ func (s *cloudEventsSink) encode(batch []Event) []encoded {
 
 // post makes one request, written by the SDK's HTTP binding.
 func (s *cloudEventsSink) post(ctx context.Context, r encoded) attempt {
+	bodies := &requestBodies{b: r.msg.body}
+	defer bodies.release()
+	msg := r.msg
+	msg.reader, _ = bodies.next()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, nil)
 	if err == nil {
-		err = cehttp.WriteRequest(ctx, &r.msg, req)
+		err = cehttp.WriteRequest(ctx, &msg, req)
 	}
 	if err != nil {
 		return attempt{err: err}
 	}
+	// The binding knows the length of the readers it made, not of ours,
+	// nor how to make another.
+	req.ContentLength, req.GetBody = int64(len(r.msg.body)), bodies.next
 	if len(s.cfg.SigningKey) > 0 {
 		signRequest(req.Header, s.cfg.SigningKey, r.id, time.Now(), r.msg.body)
 	}

@@ -53,7 +53,11 @@ type otlpSink struct {
 		end  *Event
 		body []byte
 	}
-	eventSize int // the bytes of an event in the last request: the next one's guess
+	// buf and zbuf hold the last batch's request, and its gzip: reused by
+	// the next batch, since each request's body is released when its
+	// answer has come (requestBody).
+	buf  []byte
+	zbuf bytes.Buffer
 }
 
 func newOTLPSink(c *Config) (*otlpSink, error) {
@@ -137,10 +141,13 @@ func (s *otlpSink) send(ctx context.Context, batch []Event) (int, attempt) {
 		}
 		s.last.body, s.last.end = body, end
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(s.last.body))
+	bodies := &requestBodies{b: s.last.body}
+	defer bodies.release()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, nil)
 	if err != nil {
 		return 0, attempt{err: err}
 	}
+	bodies.setOn(req)
 	req.Header = s.header.Clone()
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -164,23 +171,19 @@ func (s *otlpSink) send(ctx context.Context, batch []Event) (int, attempt) {
 	return 0, httpFailure(resp, answer, false) // OTLP: any other failure is not retried
 }
 
-// encode returns the request body of batch: a new one for each batch,
-// since the HTTP transport may still read the last one after its answer.
+// encode returns the request body of batch.
 func (s *otlpSink) encode(batch []Event) ([]byte, error) {
-	body := make([]byte, 0, 64+len(batch)*(max(s.eventSize, 512)+64))
-	body = s.enc.appendRequest(body, batch)
-	s.eventSize = len(body) / len(batch)
+	s.buf = s.enc.appendRequest(s.buf[:0], batch)
 	if s.gzip == nil {
-		return body, nil
+		return s.buf, nil
 	}
-	var zb bytes.Buffer
-	zb.Grow(len(body) / 4)
-	s.gzip.Reset(&zb)
-	if _, err := s.gzip.Write(body); err != nil {
+	s.zbuf.Reset()
+	s.gzip.Reset(&s.zbuf)
+	if _, err := s.gzip.Write(s.buf); err != nil {
 		return nil, err
 	}
 	if err := s.gzip.Close(); err != nil {
 		return nil, err
 	}
-	return zb.Bytes(), nil
+	return s.zbuf.Bytes(), nil
 }
