@@ -37,8 +37,9 @@ func sdkDecode(t testing.TB, req *http.Request) []cloudevents.Event {
 func sinkRequests(t testing.TB, batch []Event, single bool) []*http.Request {
 	t.Helper()
 	s := newCloudEventsSink(&Config{Source: DefaultSource + "/redirector-0", CloudEvents: CloudEventsConfig{URL: "http://receiver/", Single: single}})
-	var reqs []*http.Request
-	for _, r := range s.encode(batch) {
+	encoded := s.encode(batch)
+	reqs := make([]*http.Request, 0, len(encoded))
+	for _, r := range encoded {
 		req, err := http.NewRequest(http.MethodPost, "http://receiver/", nil)
 		if err == nil {
 			err = cehttp.WriteRequest(context.Background(), &r.msg, req)

@@ -146,7 +146,8 @@ func TestClassify(t *testing.T) {
 // has taken the slot of another (more agents than slots).
 func TestBuilderRemembersClasses(t *testing.T) {
 	b := newBuilder(false)
-	agents := []string{"", "curl/8.5.0", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Mobile/15E148"}
+	agents := make([]string, 0, 3+3*uaClassSlots)
+	agents = append(agents, "", "curl/8.5.0", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Mobile/15E148")
 	for i := range 3 * uaClassSlots {
 		agents = append(agents, fmt.Sprintf("Mozilla/5.0 (%s %d) Gecko", []string{"Windows NT", "iPad", "Android", "X11; bot"}[i%4], i))
 	}
