@@ -144,7 +144,7 @@ go-test: ## Run the Go tests only, as make test does last (after its other stage
 		go test -json -timeout $(GO_TEST_TIMEOUT) $(TEST_FIRST) ./... -coverprofile cover.out | bin/testsummary -dir $(TEST_LOGS)/go
 
 .PHONY: test-otelcol
-test-otelcol: envtest-assets ## Build the test OpenTelemetry Collector (hack/otelcol; minutes the first time, seconds after) and run the tests against it: the OTLP sink (internal/events) and the real redirector's click events (internal/e2e). Not part of make test.
+test-otelcol: envtest-assets otelcol ## Run only the tests against the test OpenTelemetry Collector (bin/otelcol): the OTLP sink (internal/events) and the real redirector's click events (internal/e2e). go test runs them too.
 	KUBEBUILDER_ASSETS="$(ASSETS)" hack/otelcol/test.sh ./internal/e2e
 
 .PHONY: bench
@@ -256,6 +256,7 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 HELM ?= $(LOCALBIN)/helm
 CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs
 KO ?= $(LOCALBIN)/ko
+OTELCOL ?= $(LOCALBIN)/otelcol
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 SETUP_ENVTEST_VERSION ?= v0.25.1
@@ -302,6 +303,16 @@ $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION): | $(LOCALBIN)
 	$(call go-install-tool,$(CRD_REF_DOCS),github.com/elastic/crd-ref-docs,$(CRD_REF_DOCS_VERSION))
 
 .PHONY: ko
+# The test OpenTelemetry Collector: its own module, built again only when
+# that changed (the stamp is newer than its go.mod, go.sum and sources).
+# The Collector tests use it by LINKFORGE_OTELCOL; without it they build
+# the same bin/otelcol themselves.
+.PHONY: otelcol
+otelcol: $(OTELCOL).stamp ## The test OpenTelemetry Collector (hack/otelcol) in bin/otelcol: minutes the first time, nothing while hack/otelcol is unchanged.
+$(OTELCOL).stamp: hack/otelcol/go.mod hack/otelcol/go.sum $(wildcard hack/otelcol/*.go) | $(LOCALBIN)
+	@start=$$(date +%s); cd hack/otelcol && go build -o "$(OTELCOL)" . && echo "built $(OTELCOL) in $$(( $$(date +%s) - start ))s"
+	touch $@
+
 ko: $(KO)-$(KO_VERSION) ## ko, versioned in bin/ (built from its Go module).
 	@ln -sf $(notdir $(KO)-$(KO_VERSION)) $(KO)
 $(KO)-$(KO_VERSION): | $(LOCALBIN)

@@ -20,7 +20,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"golang.org/x/net/http/httpguts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -221,7 +220,7 @@ func run() error {
 	if accessLog {
 		opts.AccessLog = os.Stdout
 	}
-	clicks, err := startClickEvents(eventsCfg, eventFlags.CountryHeader, reg, log.WithName("events"), &opts)
+	clicks, err := startClickEvents(eventsCfg, countryHeader, reg, log.WithName("events"), &opts)
 	if err != nil {
 		return err
 	}
@@ -327,9 +326,6 @@ func splitNamespaces(flagValue string) []string {
 // wrong with them in one error.
 func clickEventsConfig(f *events.Flags) (events.Config, error) {
 	cfg, err := f.Config()
-	if err == nil {
-		err = checkCountryHeader(f.CountryHeader, cfg.Enabled())
-	}
 	if err != nil {
 		return events.Config{}, fmt.Errorf("click events: %w", err)
 	}
@@ -344,23 +340,10 @@ func closeClickEvents(ctx context.Context, p *events.Pipeline, log logr.Logger) 
 	}
 }
 
-// checkCountryHeader refuses a country header with no sink to send it to,
-// or that is not a header name.
-func checkCountryHeader(name string, enabled bool) error {
-	if name == "" {
-		return nil
-	}
-	if !enabled {
-		return errors.New("--events-country-header needs a sink: --events-cloudevents-url or --events-otlp-endpoint")
-	}
-	if !httpguts.ValidHeaderFieldName(name) {
-		return fmt.Errorf("--events-country-header=%q is not a header name", name)
-	}
-	return nil
-}
-
 // startClickEvents starts the click events' pipeline when a sink is set
-// and hands it to the redirector's opts; nil (no events) otherwise.
+// and hands it to the redirector's opts; nil (no events) otherwise. The
+// events' country comes from the header of --country-header, the one the
+// countries conditions of rules read: one header, one truth.
 func startClickEvents(cfg events.Config, countryHeader string, reg prometheus.Registerer, log logr.Logger, opts *redirect.Options) (*events.Pipeline, error) {
 	if !cfg.Enabled() {
 		log.Info("click events are off (no --events-cloudevents-url or --events-otlp-endpoint)")

@@ -150,7 +150,7 @@ users:
 		// events of the 503s are not clicks, and SIGTERM still exits 0
 		// within the shutdown timeout.
 		p := start(t, bin, "--kubeconfig="+kubeconfig, "--bind-address="+addr, "--health-probe-bind-address="+probes, "--peer-bind-address=127.0.0.1:0",
-			"--events-cloudevents-url=http://127.0.0.1:1/events", "--events-country-header=CF-IPCountry", "--shutdown-timeout=2s")
+			"--events-cloudevents-url=http://127.0.0.1:1/events", "--country-header=CF-IPCountry", "--shutdown-timeout=2s")
 		get(t, "http://"+probes+"/healthz", 200)
 		get(t, "http://"+probes+"/readyz", 503)
 		get(t, "http://"+addr+"/ns/code", 503)
@@ -198,10 +198,12 @@ func TestBadURLFlags(t *testing.T) {
 		"--client-address-header=X-Real-IP:":    `--client-address-header="X-Real-IP:" is not a header name`,
 		"--client-address-header=X-Real-IP\r\n": `is not a header name`,
 		// Click events (docs/events.md).
-		"--events-cloudevents-url=ftp://events.example.com":                                `click events: --events-cloudevents-url: "ftp://events.example.com": want an http or https URL`,
-		"--events-otlp-endpoint=https://user:pw@otel.example.com":                          `holds a user or password: give credentials in a Secret's file`,
-		"--events-country-header=CF-IPCountry":                                             `--events-country-header needs a sink`,
-		"--events-otlp-endpoint=http://otel:4318|--events-country-header=a b":              `--events-country-header="a b" is not a header name`,
+		"--events-cloudevents-url=ftp://events.example.com":            `click events: --events-cloudevents-url: "ftp://events.example.com": want an http or https URL`,
+		"--events-otlp-endpoint=https://user:pw@otel.example.com":      `holds a user or password: give credentials in a Secret's file`,
+		"--events-otlp-endpoint=http://otel:4318|--country-header=a b": `--country-header="a b" is not a header name`,
+		// One country header for rules and events: the events' own flag
+		// never made a release.
+		"--events-country-header=CF-IPCountry":                                             `flag provided but not defined: -events-country-header`,
 		"--events-signing-key-file=/nonexistent/key":                                       `need --events-cloudevents-url`,
 		"--events-cloudevents-url=http://e|--events-signing-key-file=/nonexistent/key":     `--events-signing-key-file: read the events credential: open /nonexistent/key`,
 		"--events-otlp-endpoint=http://otel:4318|--events-buffer=10|--events-max-batch=20": `a batch of 20 events is larger than the buffer of 10`,

@@ -740,8 +740,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // default (no --events-* flag, nothing mounted); with sinks, the flags the
 // redirector binds (parsed with its own events.Flags) and the credentials'
 // Secret mounted read-only, each key the file of its flag; and a clear
-// failure for credentials or a country header without a sink, or keys
-// without their Secret.
+// failure for credentials without a sink, keys without their Secret, or
+// the events' own country header of before (one header now:
+// redirector.countryHeader, TestRoutingHeaders).
 func TestClickEvents(t *testing.T) {
 	root := moduleRoot(t)
 	helm := testenv.HelmBinary(t, root)
@@ -775,8 +776,7 @@ func TestClickEvents(t *testing.T) {
 			"--set", "redirector.events.credentials.secretName=linkforge-events",
 			"--set", "redirector.events.credentials.signingKey=signing-key",
 			"--set", "redirector.events.credentials.otlpBearerToken=otlp-token",
-			"--set", "redirector.events.buffer=50000",
-			"--set", "redirector.events.countryHeader=CF-IPCountry"))
+			"--set", "redirector.events.buffer=50000"))
 		var f events.Flags
 		fs := flag.NewFlagSet("redirector", flag.ContinueOnError)
 		f.Bind(fs)
@@ -786,7 +786,7 @@ func TestClickEvents(t *testing.T) {
 		want := events.Flags{
 			CloudEventsURL: "https://events.example.com/linkforge", SigningKeyFile: "/etc/linkforge/events/signing-key",
 			OTLPEndpoint: "http://otel-collector.observability:4318", OTLPBearerTokenFile: "/etc/linkforge/events/otlp-token", OTLPGzip: true,
-			Buffer: 50000, MaxBatch: events.DefaultMaxBatch, FlushInterval: events.DefaultFlushInterval, CountryHeader: "CF-IPCountry",
+			Buffer: 50000, MaxBatch: events.DefaultMaxBatch, FlushInterval: events.DefaultFlushInterval,
 		}
 		if f != want {
 			t.Errorf("flags %+v\nwant  %+v", f, want)
@@ -808,8 +808,8 @@ func TestClickEvents(t *testing.T) {
 		set  []string
 		want string
 	}{
-		{[]string{"redirector.events.countryHeader=CF-IPCountry"}, "credentials or countryHeader are set but no sink"},
-		{[]string{"redirector.events.credentials.secretName=s"}, "credentials or countryHeader are set but no sink"},
+		{[]string{"redirector.events.countryHeader=CF-IPCountry"}, "redirector.events.countryHeader is now redirector.countryHeader"},
+		{[]string{"redirector.events.credentials.secretName=s"}, "credentials are set but no sink"},
 		{[]string{"redirector.events.otlp.endpoint=http://o:4318", "redirector.events.credentials.bearerToken=t"}, "the keys need secretName"},
 	} {
 		args := []string{"template", release, filepath.Join(root, "config", "helm", "linkforge")}
@@ -820,6 +820,35 @@ func TestClickEvents(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Errorf("helm template --set %v: %v, %s; want a failure with %q", c.set, err, tail(string(out), 300), c.want)
 		}
+	}
+}
+
+// TestRoutingHeaders: the routing values give the redirector's
+// --country-header (read by the countries conditions of rules and sent in
+// click events) and --client-address-header, and nothing by default.
+func TestRoutingHeaders(t *testing.T) {
+	root := moduleRoot(t)
+	helm := testenv.HelmBinary(t, root)
+	headerArgs := func(set map[string]object) []string {
+		d := set["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
+		ct := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		var out []string
+		for _, a := range ct["args"].([]any) {
+			if s := a.(string); strings.HasPrefix(s, "--country-header") || strings.HasPrefix(s, "--client-address-header") {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	if a := headerArgs(helmTemplate(t, helm, root)); len(a) != 0 {
+		t.Errorf("default header flags %v, want none", a)
+	}
+	got := headerArgs(helmTemplate(t, helm, root,
+		"--set", "redirector.countryHeader=CF-IPCountry",
+		"--set", "redirector.clientAddressHeader=X-Real-IP",
+		"--set", "redirector.events.otlp.endpoint=http://otel:4318"))
+	if want := []string{"--country-header=CF-IPCountry", "--client-address-header=X-Real-IP"}; !slices.Equal(got, want) {
+		t.Errorf("header flags %v, want %v", got, want)
 	}
 }
 

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Builds the test collector (this module) and runs internal/events' tests
-# against it: go test -tags otelcol. Prints the build's time. More packages
-# may follow (make test-otelcol adds ./internal/e2e, whose Collector test
-# needs KUBEBUILDER_ASSETS).
+# Builds the test collector (this module) into bin/otelcol when it changed
+# (make otelcol) and runs the tests against it: internal/events' Collector
+# tests, and those of the packages given (make test-otelcol adds
+# ./internal/e2e, whose Collector test needs KUBEBUILDER_ASSETS). They run
+# in every go test as well, building the collector themselves unless
+# LINKFORGE_OTELCOL names one.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-mkdir -p "$root/bin"
-start=$(date +%s)
-(cd "$here" && go build -o "$root/bin/otelcol" .)
-echo "built bin/otelcol in $(( $(date +%s) - start ))s"
 cd "$root"
-OTELCOL="$root/bin/otelcol" go test -tags otelcol -count=1 -run Collector ./internal/events "$@"
+start=$(date +%s)
+make --no-print-directory otelcol
+echo "bin/otelcol up to date in $(( $(date +%s) - start ))s"
+LINKFORGE_OTELCOL="$root/bin/otelcol" go test -count=1 -run Collector ./internal/events "$@"

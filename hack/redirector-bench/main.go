@@ -110,7 +110,7 @@ func run() error {
 			defer cancel()
 			_ = clicks.Close(ctx)
 		}()
-		opts.ClickEvents, opts.EventsCountryHeader = clicks, eventFlags.CountryHeader
+		opts.ClickEvents = clicks
 	}
 	r := redirect.New(opts)
 	defer r.Close()

@@ -136,7 +136,7 @@ func (e *env) startClickEvents(t *testing.T, bin, tmp, kubeconfig string) *click
 	c.red = newReplica(g, "redirector-events", bin, tmp, kubeconfig,
 		"--events-cloudevents-url="+c.sink.URL+"/events",
 		fmt.Sprint("--events-buffer=", clickBuffer), fmt.Sprint("--events-max-batch=", clickMaxBatch),
-		"--events-flush-interval="+clickFlush.String(), "--events-country-header=CF-IPCountry", "--shutdown-timeout=10s")
+		"--events-flush-interval="+clickFlush.String(), "--country-header=CF-IPCountry", "--shutdown-timeout=10s")
 	p, err := devenv.Start(c.red.name, c.red.log, c.red.bin, c.red.args...)
 	g.Expect(err).NotTo(HaveOccurred())
 	c.red.proc = p

@@ -1,5 +1,3 @@
-//go:build otelcol
-
 package e2e
 
 import (
@@ -21,9 +19,8 @@ import (
 // manager and a redirector with --events-otlp-endpoint, as the service
 // accounts of config/default) arrives at a real OpenTelemetry Collector
 // (hack/otelcol: its OTLP receiver, and its file exporter read back) as a
-// log record with the attributes of docs/events.md. Behind the otelcol
-// tag, as internal/events' Collector test: make test-otelcol-e2e
-// (the Collector's first build takes minutes; $OTELCOL names one built).
+// log record with the attributes of docs/events.md. The Collector's first
+// build takes minutes; $LINKFORGE_OTELCOL names one built (make otelcol).
 func TestClickEventsReachCollector(t *testing.T) {
 	g := newG(t)
 	col := otelcoltest.New(t, otelcoltest.Binary(t, root))
@@ -33,7 +30,7 @@ func TestClickEventsReachCollector(t *testing.T) {
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)
 	red := newReplica(g, "redirector", bin, tmp, kc.Redirector,
-		"--events-otlp-endpoint="+col.Endpoint, "--events-flush-interval=100ms", "--events-country-header=CF-IPCountry")
+		"--events-otlp-endpoint="+col.Endpoint, "--events-flush-interval=100ms", "--country-header=CF-IPCountry")
 	mgrProbes, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
 	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),

@@ -9,9 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/binding/format"
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/cloudevents/sdk-go/v2/types"
 )
 
 // SinkCloudEvents and SinkOTLP are the sink labels of the metrics.
@@ -26,11 +27,12 @@ const maxResponseBody = 64 << 10
 
 // cloudEventsSink posts CloudEvents 1.0 in the HTTP binding: a batch per
 // request (application/cloudevents-batch+json), or one structured event
-// per request. The SDK builds the requests; this sink signs, sends and
-// reads the answer.
+// per request. It encodes the events itself (appendCloudEvent) into a
+// message the SDK's HTTP binding writes into the request; it signs, sends
+// and reads the answer.
 type cloudEventsSink struct {
 	cfg    CloudEventsConfig
-	source string
+	source string // the source attribute as the SDK writes it
 	client *http.Client
 	// the last batch encoded, reused by its retries
 	last struct {
@@ -39,13 +41,17 @@ type cloudEventsSink struct {
 		perRequest int // events in each request: 1 or n
 		reqs       []encoded
 	}
+	// buf holds the bodies of the last batch's requests: reused by the
+	// next batch, since each request's body is released when its answer
+	// has come (requestBody).
+	buf []byte
 }
 
 // encoded is a request body ready to send, and the id it is signed with.
 type encoded struct {
-	id, contentType string
-	body            []byte
-	events          int
+	id     string
+	msg    encodedMessage
+	events int
 }
 
 func newCloudEventsSink(c *Config) *cloudEventsSink {
@@ -59,13 +65,23 @@ func newCloudEventsSink(c *Config) *cloudEventsSink {
 	// A redirect is an answer we do not follow: a POST is not replayed
 	// elsewhere with the signature of this URL.
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &cloudEventsSink{cfg: c.CloudEvents, source: c.Source, client: client}
+	return &cloudEventsSink{cfg: c.CloudEvents, source: sourceAttribute(c.Source), client: client}
+}
+
+// sourceAttribute is source as the SDK's event writes it (a URI
+// reference, parsed and written again).
+func sourceAttribute(source string) string {
+	if u := types.ParseURIRef(source); u != nil {
+		return u.String()
+	}
+	return source
 }
 
 func (*cloudEventsSink) name() string                { return SinkCloudEvents }
 func (*cloudEventsSink) close(context.Context) error { return nil }
 
-// CloudEvent returns e as a CloudEvent of source.
+// CloudEvent returns e as the SDK's CloudEvent of source: what the sink
+// sends (appendCloudEvent), for receivers and tests.
 func CloudEvent(e *Event, source string) (cloudevents.Event, error) {
 	ce := cloudevents.New(cloudevents.CloudEventsVersionV1)
 	ce.SetID(e.ID)
@@ -81,12 +97,8 @@ func CloudEvent(e *Event, source string) (cloudevents.Event, error) {
 }
 
 func (s *cloudEventsSink) send(ctx context.Context, batch []Event) (int, attempt) {
-	reqs, err := s.encode(ctx, batch)
-	if err != nil {
-		return 0, attempt{err: fmt.Errorf("encode the CloudEvents: %w", err)}
-	}
 	sent := 0
-	for _, r := range reqs {
+	for _, r := range s.encode(batch) {
 		if a := s.post(ctx, r); a.err != nil {
 			return sent, a
 		}
@@ -98,76 +110,57 @@ func (s *cloudEventsSink) send(ctx context.Context, batch []Event) (int, attempt
 // encode returns the requests of batch: the same bodies for its retries
 // (the same events with the same ids), a suffix of them after a partial
 // success in single mode.
-func (s *cloudEventsSink) encode(ctx context.Context, batch []Event) ([]encoded, error) {
+func (s *cloudEventsSink) encode(batch []Event) []encoded {
 	// A retry sends the batch again, or in single mode the part of it not
 	// yet sent: a suffix of the last batch, which ends at the same event.
 	if n := len(batch); s.last.end == &batch[n-1] && n <= s.last.n {
-		return s.last.reqs[len(s.last.reqs)-n/s.last.perRequest:], nil
+		return s.last.reqs[len(s.last.reqs)-n/s.last.perRequest:]
 	}
-	ces := make([]cloudevents.Event, len(batch))
-	for i := range batch {
-		ce, err := CloudEvent(&batch[i], s.source)
-		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", batch[i].ID, err)
-		}
-		ces[i] = ce
-	}
+	// One buffer for the batch, the requests' bodies slices of it.
+	body := s.buf[:0]
 	var reqs []encoded
 	if s.cfg.Single {
-		structured := binding.WithForceStructured(ctx)
-		reqs = make([]encoded, len(ces))
-		for i := range ces {
-			req, err := cehttp.NewHTTPRequestFromEvent(structured, s.cfg.URL, ces[i])
-			if err != nil {
-				return nil, err
-			}
-			if reqs[i], err = readRequest(req, ces[i].ID(), 1); err != nil {
-				return nil, err
-			}
+		reqs = make([]encoded, len(batch))
+		for i := range batch {
+			start := len(body)
+			body = appendCloudEvent(body, &batch[i], s.source)
+			reqs[i] = encoded{id: batch[i].ID, msg: encodedMessage{format: format.JSON, body: body[start:len(body):len(body)]}, events: 1}
 		}
 	} else {
-		// The batch format is a JSON array of the events in the JSON format:
-		// each written by the SDK's MarshalJSON (what its
-		// NewHTTPRequestFromEvents does through encoding/json, which then
-		// parses every event again to compact it: a third of the sink's
-		// CPU).
-		body := []byte{'['}
-		for i := range ces {
-			b, err := ces[i].MarshalJSON()
-			if err != nil {
-				return nil, fmt.Errorf("event %s: %w", ces[i].ID(), err)
-			}
+		body = append(body, '[')
+		for i := range batch {
 			if i > 0 {
 				body = append(body, ',')
 			}
-			body = append(body, b...)
+			body = appendCloudEvent(body, &batch[i], s.source)
 		}
 		body = append(body, ']')
-		reqs = []encoded{{id: ces[0].ID(), contentType: cloudevents.ApplicationCloudEventsBatchJSON, body: body, events: len(ces)}}
+		reqs = []encoded{{id: batch[0].ID, msg: encodedMessage{format: format.JSONBatch, body: body}, events: len(batch)}}
 	}
+	s.buf = body
 	s.last.end, s.last.n, s.last.reqs = &batch[len(batch)-1], len(batch), reqs
 	s.last.perRequest = reqs[0].events
-	return reqs, nil
+	return reqs
 }
 
-// readRequest takes the body and content type of a request the SDK built.
-func readRequest(req *http.Request, id string, events int) (encoded, error) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		return encoded{}, err
-	}
-	return encoded{id: id, contentType: req.Header.Get("Content-Type"), body: body, events: events}, nil
-}
-
-// post makes one request.
+// post makes one request, written by the SDK's HTTP binding.
 func (s *cloudEventsSink) post(ctx context.Context, r encoded) attempt {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(r.body))
+	bodies := &requestBodies{b: r.msg.body}
+	defer bodies.release()
+	msg := r.msg
+	msg.reader, _ = bodies.next()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, nil)
+	if err == nil {
+		err = cehttp.WriteRequest(ctx, &msg, req)
+	}
 	if err != nil {
 		return attempt{err: err}
 	}
-	req.Header.Set("Content-Type", r.contentType)
+	// The binding knows the length of the readers it made, not of ours,
+	// nor how to make another.
+	req.ContentLength, req.GetBody = int64(len(r.msg.body)), bodies.next
 	if len(s.cfg.SigningKey) > 0 {
-		signRequest(req.Header, s.cfg.SigningKey, r.id, time.Now(), r.body)
+		signRequest(req.Header, s.cfg.SigningKey, r.id, time.Now(), r.msg.body)
 	}
 	if s.cfg.BearerToken != "" {
 		req.Header.Set("Authorization", "Bearer "+s.cfg.BearerToken)

@@ -11,6 +11,14 @@
 // (network errors, timeouts, 429 and 5xx) with exponential backoff and
 // jitter, honouring Retry-After.
 //
+// The sinks write the formats' bytes themselves, into buffers they reuse,
+// at about a microsecond an event: the CloudEvents JSON format as a
+// binding.Message the CloudEvents SDK's HTTP binding writes into the
+// request (appendCloudEvent), and OTLP protobuf by the generated protos'
+// field numbers (otlpEncoder). Tests check both against the SDKs: the
+// CloudEvents SDK reads every field as from its own encoding, and the
+// OpenTelemetry log SDK's exporter sends the same OTLP messages.
+//
 // # Delivery guarantee
 //
 // At least once, within a bound. An event reaches a sink's receiver unless

@@ -41,7 +41,7 @@ func Example() {
 	rec.SetCode([]byte("docs"))
 	rec.SetReferer([]byte("https://news.example.org/item?id=1"))
 	rec.SetUserAgent([]byte("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X)"))
-	rec.SetCountry([]byte("DE")) // the --events-country-header's value, when set
+	rec.SetCountry([]byte("DE")) // the --country-header's value, when set
 	rec.SetClientIP(net.ParseIP("198.51.100.23"))
 	fmt.Println(pipeline.Offer(&rec))
 

@@ -20,9 +20,6 @@ type Flags struct {
 	Buffer, MaxBatch    int
 	FlushInterval       time.Duration
 	KeepClientAddress   bool
-	// CountryHeader is the request header the redirector reads the
-	// client's country from (Record.SetCountry); empty: none.
-	CountryHeader string
 }
 
 // Bind defines the flags on fs, with the package's defaults.
@@ -46,8 +43,6 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&f.FlushInterval, "events-flush-interval", DefaultFlushInterval, "Longest a click event waits for its batch to fill.")
 	fs.BoolVar(&f.KeepClientAddress, "events-keep-client-address", false,
 		"Send the client's address whole; by default it is cut to its network (IPv4 /24, IPv6 /48).")
-	fs.StringVar(&f.CountryHeader, "events-country-header", "",
-		"Request header with the client's two-letter country that a proxy in front sets (such as CF-IPCountry); empty: no country.")
 }
 
 // Config returns the Config of the flags, the credentials read from their

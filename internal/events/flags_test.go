@@ -42,20 +42,19 @@ func TestFlagsDefaultsAreOff(t *testing.T) {
 
 func TestFlagsConfig(t *testing.T) {
 	key, token := secretFile(t, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n"), secretFile(t, "t0ken\n")
-	c, f, err := parseFlags(t,
+	c, _, err := parseFlags(t,
 		"--events-cloudevents-url=https://events.example.com/in", "--events-cloudevents-single",
 		"--events-signing-key-file="+key, "--events-bearer-token-file="+token,
 		"--events-otlp-endpoint=http://collector:4318", "--events-otlp-bearer-token-file="+token, "--events-otlp-gzip",
 		"--events-buffer=50000", "--events-max-batch=100", "--events-flush-interval=250ms",
-		"--events-keep-client-address", "--events-country-header=CF-IPCountry")
+		"--events-keep-client-address")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !c.Enabled() || c.CloudEvents.URL != "https://events.example.com/in" || !c.CloudEvents.Single ||
 		len(c.CloudEvents.SigningKey) != 24 || c.CloudEvents.BearerToken != "t0ken" ||
 		c.OTLP.Endpoint != "http://collector:4318" || c.OTLP.BearerToken != "t0ken" || !c.OTLP.Gzip ||
-		c.Buffer != 50000 || c.MaxBatch != 100 || c.FlushInterval != 250*time.Millisecond || !c.KeepClientAddress ||
-		f.CountryHeader != "CF-IPCountry" {
+		c.Buffer != 50000 || c.MaxBatch != 100 || c.FlushInterval != 250*time.Millisecond || !c.KeepClientAddress {
 		t.Errorf("config %+v", c)
 	}
 }

@@ -97,7 +97,7 @@ func TestReceiverSpeaksGarbage(t *testing.T) {
 }
 
 // TestOTLPReceiverLies: a 200 whose body is not an OTLP answer is an
-// error the sink does not retry (the exporter cannot tell what was taken).
+// error the sink does not retry (the answer cannot tell what was taken).
 func TestOTLPReceiverLies(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-protobuf")

@@ -1,5 +1,3 @@
-//go:build otelcol
-
 package events
 
 import (
@@ -13,12 +11,9 @@ import (
 
 // The tests in this file run a real OpenTelemetry Collector, built from
 // hack/otelcol (its own module: the OTLP receiver and the file and debug
-// exporters, from the Go module proxy; internal/otelcoltest runs it):
-// hack/otelcol/test.sh, or
-//
-//	go test -tags otelcol ./internal/events -run Collector
-//
-// The first build takes minutes; $OTELCOL names a binary built already.
+// exporters, from the Go module proxy; internal/otelcoltest builds and runs
+// it): its first build takes minutes, and $LINKFORGE_OTELCOL names a
+// binary built already (make otelcol builds bin/otelcol).
 
 // collectorStart is how long a collector may take to listen: 100 times what
 // it takes on an idle machine (about 0.2 s).

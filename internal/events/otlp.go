@@ -1,17 +1,19 @@
 package events
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
-	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
-	"sync"
+	"os"
+	"strings"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlplog/otlploghttp"
-	otellog "go.opentelemetry.io/otel/log"
-	sdklog "go.opentelemetry.io/otel/sdk/log"
-	"go.opentelemetry.io/otel/sdk/resource"
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	"golang.org/x/net/http/httpguts"
+	"google.golang.org/protobuf/proto"
 )
 
 // ServiceName is the OTLP resource's service.name.
@@ -36,20 +38,26 @@ const (
 	AttrClientAddress = "client.address"
 )
 
-// otlpSink exports events as OpenTelemetry log records with the SDK's
-// OTLP/HTTP exporter. The exporter's own retries are off: the pipeline
-// retries, as for every sink, reading the status and Retry-After of the
-// exporter's last answer from its transport.
+// otlpSink posts events as OpenTelemetry log records in the OTLP/HTTP
+// protobuf encoding (otlpEncoder), one request per batch, and reads the
+// answer with the official protos. It retries as OTLP says: 429, 502, 503
+// and 504 (and network errors), after their Retry-After.
 type otlpSink struct {
-	exporter *otlploghttp.Exporter
-	provider *sdklog.LoggerProvider
-	logger   otellog.Logger
-	records  *collector
-	answers  *lastAnswer
-	last     struct {
-		end     *Event
-		records []sdklog.Record
+	url    string
+	client *http.Client
+	header http.Header
+	gzip   *gzip.Writer // nil: no compression
+	enc    *otlpEncoder
+	// the last batch's request, reused by its retries
+	last struct {
+		end  *Event
+		body []byte
 	}
+	// buf and zbuf hold the last batch's request, and its gzip: reused by
+	// the next batch, since each request's body is released when its
+	// answer has come (requestBody).
+	buf  []byte
+	zbuf bytes.Buffer
 }
 
 func newOTLPSink(c *Config) (*otlpSink, error) {
@@ -65,156 +73,117 @@ func newOTLPSink(c *Config) (*otlpSink, error) {
 		cp := *c.OTLP.HTTPClient
 		client = &cp
 	}
-	base := client.Transport
-	if base == nil {
-		base = http.DefaultTransport
+	// A redirect is an answer we do not follow: a POST is not replayed
+	// elsewhere with the credentials of this URL.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	header := http.Header{}
+	for k, v := range otlpEnvHeaders() {
+		header.Set(k, v)
 	}
-	answers := &lastAnswer{base: base}
-	client.Transport = answers
-	headers := map[string]string{}
 	for k, v := range c.OTLP.Headers {
-		headers[k] = v
+		header.Set(k, v)
 	}
 	if c.OTLP.BearerToken != "" {
-		headers["Authorization"] = "Bearer " + c.OTLP.BearerToken
+		header.Set("Authorization", "Bearer "+c.OTLP.BearerToken)
 	}
-	opts := []otlploghttp.Option{
-		otlploghttp.WithEndpointURL(u.String()),
-		otlploghttp.WithHTTPClient(client),
-		otlploghttp.WithRetry(otlploghttp.RetryConfig{Enabled: false}),
-	}
-	if len(headers) > 0 { // else OTEL_EXPORTER_OTLP_(LOGS_)HEADERS may set them
-		opts = append(opts, otlploghttp.WithHeaders(headers))
-	}
+	header.Set("Content-Type", "application/x-protobuf")
+	header.Set("User-Agent", ServiceName)
+	s := &otlpSink{url: u.String(), client: client, header: header, enc: newOTLPEncoder(c.Instance)}
 	if c.OTLP.Gzip {
-		opts = append(opts, otlploghttp.WithCompression(otlploghttp.GzipCompression))
+		header.Set("Content-Encoding", "gzip")
+		s.gzip = gzip.NewWriter(io.Discard)
 	}
-	exp, err := otlploghttp.New(context.Background(), opts...)
-	if err != nil {
-		return nil, err
+	return s, nil
+}
+
+// otlpEnvHeaders are the headers of OTEL_EXPORTER_OTLP_LOGS_HEADERS, or
+// else of OTEL_EXPORTER_OTLP_HEADERS, as the OTLP exporters read them:
+// key=value pairs separated by commas, both URL-encoded; a pair that is
+// not one is left out.
+func otlpEnvHeaders() map[string]string {
+	v, ok := os.LookupEnv("OTEL_EXPORTER_OTLP_LOGS_HEADERS")
+	if !ok {
+		v = os.Getenv("OTEL_EXPORTER_OTLP_HEADERS")
 	}
-	attrs := []attribute.KeyValue{attribute.String("service.name", ServiceName)}
-	if c.Instance != "" {
-		attrs = append(attrs, attribute.String("service.instance.id", c.Instance))
+	return parseOTLPHeaders(v)
+}
+
+func parseOTLPHeaders(v string) map[string]string {
+	headers := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(pair, "=")
+		if !ok {
+			continue
+		}
+		k, err1 := url.PathUnescape(strings.TrimSpace(k))
+		val, err2 := url.PathUnescape(strings.TrimSpace(val))
+		if err1 != nil || err2 != nil || k == "" || !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(val) {
+			continue
+		}
+		headers[k] = val
 	}
-	records := &collector{}
-	provider := sdklog.NewLoggerProvider(
-		sdklog.WithResource(resource.NewSchemaless(attrs...)),
-		sdklog.WithProcessor(records),
-		sdklog.WithAllowKeyDuplication(), // our keys are distinct: no map to deduplicate them
-	)
-	return &otlpSink{
-		exporter: exp, provider: provider, records: records, answers: answers,
-		logger: provider.Logger("github.com/linkforge/linkforge/internal/events"),
-	}, nil
+	return headers
 }
 
 func (*otlpSink) name() string { return SinkOTLP }
 
-func (s *otlpSink) close(ctx context.Context) error {
-	return errors.Join(s.provider.Shutdown(ctx), s.exporter.Shutdown(ctx))
+func (s *otlpSink) close(context.Context) error {
+	s.client.CloseIdleConnections()
+	return nil
 }
 
 func (s *otlpSink) send(ctx context.Context, batch []Event) (int, attempt) {
-	// A retry sends the same records: the batch ends at the same event.
-	if s.last.end != &batch[len(batch)-1] {
-		s.last.records = s.encode(batch)
-		s.last.end = &batch[len(batch)-1]
+	// A retry sends the same request: the batch ends at the same event.
+	if end := &batch[len(batch)-1]; s.last.end != end {
+		body, err := s.encode(batch)
+		if err != nil {
+			return 0, attempt{err: fmt.Errorf("encode the OTLP request: %w", err)}
+		}
+		s.last.body, s.last.end = body, end
 	}
-	s.answers.reset()
-	err := s.exporter.Export(ctx, s.last.records)
-	if err == nil {
-		return len(batch), attempt{}
+	bodies := &requestBodies{b: s.last.body}
+	defer bodies.release()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, nil)
+	if err != nil {
+		return 0, attempt{err: err}
 	}
-	resp := s.answers.get()
-	if resp == nil {
+	bodies.setOn(req)
+	req.Header = s.header.Clone()
+	resp, err := s.client.Do(req)
+	if err != nil {
 		return 0, attempt{err: err, retry: true} // no answer: network, timeout
 	}
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		a := httpFailure(resp, nil, true)
-		a.err = err
-		return 0, a
-	}
-	return 0, attempt{err: err} // OTLP: any other failure is not retried
-}
-
-// encode makes the log records of batch, through the SDK's logger (which
-// adds the resource and scope).
-func (s *otlpSink) encode(batch []Event) []sdklog.Record {
-	s.records.records = make([]sdklog.Record, 0, len(batch))
-	ctx := context.Background()
-	for i := range batch {
-		e := &batch[i]
-		var r otellog.Record
-		r.SetEventName(EventType)
-		r.SetTimestamp(e.Time)
-		r.SetObservedTimestamp(e.Time)
-		r.SetSeverity(otellog.SeverityInfo)
-		r.SetSeverityText("INFO")
-		r.SetBody(attribute.StringValue(e.Subject()))
-		r.AddAttributes(
-			attribute.String(AttrEventID, e.ID),
-			attribute.String(AttrCode, e.Code),
-			attribute.Bool(AttrOrphan, e.Orphan),
-			attribute.Int(AttrRule, e.Rule),
-			attribute.Int(AttrStatus, e.Status),
-			attribute.Bool(AttrBot, e.Bot),
-			attribute.String(AttrDevice, e.Device),
-		)
-		for _, kv := range [...]struct{ k, v string }{
-			{AttrNamespace, e.Namespace}, {AttrName, e.Name}, {AttrUID, e.UID}, {AttrTarget, e.Target},
-			{AttrRefererHost, e.RefererHost}, {AttrCountry, e.Country}, {AttrClientAddress, e.ClientAddress},
-		} {
-			if kv.v != "" {
-				r.AddAttributes(attribute.String(kv.k, kv.v))
-			}
+	defer func() { _ = resp.Body.Close() }()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		// What the receiver took is in the answer; one that is not an
+		// OTLP answer cannot say, and retrying would not make it.
+		var msg collogspb.ExportLogsServiceResponse
+		if err := proto.Unmarshal(answer, &msg); err != nil {
+			return 0, attempt{err: fmt.Errorf("POST %s answered %s with a body that is not an OTLP answer: %w", s.url, resp.Status, err)}
 		}
-		s.logger.Emit(ctx, r)
+		return len(batch), attempt{}
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusBadGateway ||
+		resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
+		return 0, httpFailure(resp, answer, true)
 	}
-	return s.records.records
+	return 0, httpFailure(resp, answer, false) // OTLP: any other failure is not retried
 }
 
-// collector is the logger provider's processor: it keeps the records the
-// sink emits for the sink to export.
-type collector struct{ records []sdklog.Record }
-
-func (*collector) Enabled(context.Context, sdklog.EnabledParameters) bool { return true }
-func (c *collector) OnEmit(_ context.Context, r *sdklog.Record) error {
-	c.records = append(c.records, r.Clone())
-	return nil
-}
-func (*collector) Shutdown(context.Context) error   { return nil }
-func (*collector) ForceFlush(context.Context) error { return nil }
-
-// lastAnswer is the exporter's transport: it keeps the last answer's
-// status and headers for the retry decision (the exporter's error has the
-// body).
-type lastAnswer struct {
-	base http.RoundTripper
-	mu   sync.Mutex
-	resp *http.Response
-}
-
-func (l *lastAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := l.base.RoundTrip(req)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.resp = nil
-	if err == nil {
-		l.resp = &http.Response{Status: resp.Status, StatusCode: resp.StatusCode, Header: resp.Header.Clone(), Request: req}
+// encode returns the request body of batch.
+func (s *otlpSink) encode(batch []Event) ([]byte, error) {
+	s.buf = s.enc.appendRequest(s.buf[:0], batch)
+	if s.gzip == nil {
+		return s.buf, nil
 	}
-	return resp, err
-}
-
-func (l *lastAnswer) reset() {
-	l.mu.Lock()
-	l.resp = nil
-	l.mu.Unlock()
-}
-
-func (l *lastAnswer) get() *http.Response {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.resp
+	s.zbuf.Reset()
+	s.gzip.Reset(&s.zbuf)
+	if _, err := s.gzip.Write(s.buf); err != nil {
+		return nil, err
+	}
+	if err := s.gzip.Close(); err != nil {
+		return nil, err
+	}
+	return s.zbuf.Bytes(), nil
 }

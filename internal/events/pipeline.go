@@ -19,7 +19,7 @@ import (
 type Pipeline struct {
 	cfg     Config
 	ring    *ring
-	ids     *idSource
+	events  *builder // the batcher's
 	m       *metrics
 	sinks   []*sinkRunner
 	closed  atomic.Bool
@@ -89,7 +89,7 @@ func New(cfg Config) (*Pipeline, error) {
 // newPipeline returns a Pipeline of sinks, not started.
 func newPipeline(c Config, sinks []sink) *Pipeline {
 	p := &Pipeline{
-		cfg: c, ring: newRing(c.HandoffBuffer), ids: newIDSource(),
+		cfg: c, ring: newRing(c.HandoffBuffer), events: newBuilder(c.KeepClientAddress),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), batched: make(chan struct{}),
 	}
 	names := make([]string, len(sinks))
@@ -179,7 +179,7 @@ func (p *Pipeline) drain(all bool) {
 			if rec == nil {
 				break // its producer is still writing it: take it next time
 			}
-			events = append(events, build(rec, p.ids.next(), p.cfg.KeepClientAddress))
+			events = append(events, p.events.build(rec))
 			p.ring.release()
 		}
 		if len(events) == 0 {

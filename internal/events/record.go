@@ -191,6 +191,12 @@ func (r *Record) SetCountry(v []byte) {
 // Country is the code SetCountry kept, or "".
 func (r *Record) Country() string {
 	var c [countryLen]byte
+	return string(r.appendCountry(c[:0]))
+}
+
+// appendCountry appends the code SetCountry kept, upper-cased, if any.
+func (r *Record) appendCountry(dst []byte) []byte {
+	var c [countryLen]byte
 	for i, b := range r.country {
 		switch {
 		case 'a' <= b && b <= 'z':
@@ -198,10 +204,10 @@ func (r *Record) Country() string {
 		case 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
 			c[i] = b
 		default:
-			return ""
+			return dst
 		}
 	}
-	return string(c[:])
+	return append(dst, c[:]...)
 }
 
 // SetClientIP sets Client from a net.IP (fasthttp's RemoteIP), IPv4-mapped

@@ -2,10 +2,14 @@ package events
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 func TestRefererHost(t *testing.T) {
@@ -137,6 +141,27 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestBuilderRemembersClasses: the class a builder remembers for a
+// User-Agent is classify's, whether the agent is new, seen before, or
+// has taken the slot of another (more agents than slots).
+func TestBuilderRemembersClasses(t *testing.T) {
+	b := newBuilder(false)
+	agents := make([]string, 0, 3+3*uaClassSlots)
+	agents = append(agents, "", "curl/8.5.0", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Mobile/15E148")
+	for i := range 3 * uaClassSlots {
+		agents = append(agents, fmt.Sprintf("Mozilla/5.0 (%s %d) Gecko", []string{"Windows NT", "iPad", "Android", "X11; bot"}[i%4], i))
+	}
+	for round := range 3 {
+		for _, ua := range agents {
+			bot, device := b.classify([]byte(ua))
+			if wantBot, wantDevice := classify([]byte(ua)); bot != wantBot || device != wantDevice {
+				t.Fatalf("round %d: the builder's class of %q is %v, %s; classify's %v, %s", round, ua, bot, device, wantBot, wantDevice)
+			}
+		}
+		slices.Reverse(agents)
+	}
+}
+
 func TestAnonymize(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"203.0.113.77", "203.0.113.0"},
@@ -160,8 +185,11 @@ func TestBuildEvent(t *testing.T) {
 	r.SetUserAgent([]byte("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Mobile/15E148"))
 	r.SetCountry([]byte("de"))
 	r.SetClientIP(net.ParseIP("198.51.100.23"))
-	e := build(&r, "id-1", false)
-	want := Event{ID: "id-1", Time: e.Time, Namespace: "team-a", Name: "docs", UID: "u-1", Code: "abc", Target: "https://example.com/docs",
+	e := newBuilder(false).build(&r)
+	if _, err := uuid.Parse(e.ID); err != nil {
+		t.Errorf("id %q: %v", e.ID, err)
+	}
+	want := Event{ID: e.ID, Time: e.Time, Namespace: "team-a", Name: "docs", UID: "u-1", Code: "abc", Target: "https://example.com/docs",
 		Rule: NoRule, Status: 302, RefererHost: "news.example.org", Device: DeviceMobile, Country: "DE", ClientAddress: "198.51.100.0"}
 	if e != want {
 		t.Errorf("event\n %+v\nwant\n %+v", e, want)
@@ -169,12 +197,12 @@ func TestBuildEvent(t *testing.T) {
 	if e.Time.UnixNano() != r.Time || e.Time.Location().String() != "UTC" {
 		t.Errorf("time %v, want %d in UTC", e.Time, r.Time)
 	}
-	if e := build(&r, "id-2", true); e.ClientAddress != "198.51.100.23" {
+	if e := newBuilder(true).build(&r); e.ClientAddress != "198.51.100.23" {
 		t.Errorf("KeepClientAddress: %s, want the whole address", e.ClientAddress)
 	}
 	orphan := Record{Status: 404, Rule: NoRule}
 	orphan.SetCodeString("nope")
-	if e := build(&orphan, "id-3", false); !e.Orphan || e.Subject() != "nope" || e.ClientAddress != "" {
+	if e := newBuilder(false).build(&orphan); !e.Orphan || e.Subject() != "nope" || e.ClientAddress != "" {
 		t.Errorf("orphan event %+v: want orphan, subject the code, no address", e)
 	}
 }
@@ -184,7 +212,8 @@ func TestIDsAreUniqueUUIDv8(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
 		id := s.next()
-		if seen[id] || len(id) != 36 || id[14] != '8' || !strings.ContainsRune("89ab", rune(id[19])) {
+		u, err := uuid.Parse(id)
+		if seen[id] || err != nil || u.String() != id || u.Version() != 8 || u.Variant() != uuid.RFC4122 {
 			t.Fatalf("id %q: repeated or not a UUIDv8", id)
 		}
 		seen[id] = true

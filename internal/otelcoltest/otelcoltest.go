@@ -1,8 +1,9 @@
 // Package otelcoltest runs the test OpenTelemetry Collector of hack/otelcol
 // (the OTLP receiver, the file and debug exporters, built from the Go module
-// proxy) for the tests behind the otelcol build tag: internal/events'
-// (the OTLP sink against a real Collector) and internal/e2e's (the real
-// redirector's click events).
+// proxy) for the tests of internal/events (the OTLP sink against a real
+// Collector) and internal/e2e (the real redirector's click events), which
+// run in every go test: Binary builds the Collector unless
+// $LINKFORGE_OTELCOL names one.
 package otelcoltest
 
 import (
@@ -16,23 +17,72 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
-// Binary is $OTELCOL, or the Collector built from root/hack/otelcol into a
-// temporary directory (minutes the first time: hack/otelcol/README.md).
+// BinaryEnv names a Collector built already (make otelcol: bin/otelcol);
+// without it, Binary builds one.
+const BinaryEnv = "LINKFORGE_OTELCOL"
+
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// Binary is the Collector that $LINKFORGE_OTELCOL names, or else the one
+// built from root/hack/otelcol into root/bin/otelcol, once per test
+// process: minutes the first time (hack/otelcol/README.md), seconds when
+// it is up to date. It never skips: a test that needs the Collector fails
+// when it cannot be built.
 func Binary(t testing.TB, root string) string {
 	t.Helper()
-	if bin := os.Getenv("OTELCOL"); bin != "" {
+	if bin := os.Getenv(BinaryEnv); bin != "" {
 		return bin
 	}
-	bin := filepath.Join(t.TempDir(), "otelcol")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = filepath.Join(root, "hack", "otelcol")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the collector: %v\n%s", err, out)
+	built.once.Do(func() { built.bin, built.err = build(t, root) })
+	if built.err != nil {
+		t.Fatalf("build the OpenTelemetry Collector of hack/otelcol: %v", built.err)
 	}
-	return bin
+	return built.bin
+}
+
+// build runs go build in hack/otelcol into bin/otelcol, holding a lock on
+// bin/ so that test processes of several packages at once build it once
+// and never run a half-written one.
+func build(t testing.TB, root string) (string, error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".otelcol.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = lock.Close() }() // and with it the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
+	bin := filepath.Join(dir, "otelcol")
+	say := func(format string, args ...any) {
+		t.Logf(format, args...)
+		fmt.Fprintf(os.Stderr, "otelcoltest: "+format+"\n", args...)
+	}
+	say("building the OpenTelemetry Collector of hack/otelcol into %s (minutes the first time, seconds after; $%s names one built already: make otelcol)", bin, BinaryEnv)
+	start := time.Now()
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join(root, "hack", "otelcol")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w\n%s", err, out)
+	}
+	say("built %s in %s", bin, time.Since(start).Round(100*time.Millisecond))
+	return bin, nil
 }
 
 // Collector is a Collector (stopped until Start) whose OTLP/HTTP receiver
