@@ -138,9 +138,9 @@ test-packages: ## Install what the Go tests need from Debian when it is missing 
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
 
 .PHONY: go-test
-go-test: ## Run the Go tests only, as make test does last (after its other stages, once), with a log per package.
+go-test: otelcol ## Run the Go tests only, as make test does last (after its other stages, once), with a log per package.
 	go build -o bin/testsummary ./hack/testsummary
-	LINKFORGE_E2E_BINARIES="$(CURDIR)/$(IMAGE_BINARIES)" KUBEBUILDER_ASSETS="$(ASSETS)" \
+	LINKFORGE_E2E_BINARIES="$(CURDIR)/$(IMAGE_BINARIES)" LINKFORGE_OTELCOL="$(OTELCOL)" KUBEBUILDER_ASSETS="$(ASSETS)" \
 		go test -json -timeout $(GO_TEST_TIMEOUT) $(TEST_FIRST) ./... -coverprofile cover.out | bin/testsummary -dir $(TEST_LOGS)/go
 
 .PHONY: test-otelcol
@@ -302,7 +302,6 @@ crd-ref-docs: $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION) ## crd-ref-docs, versioned
 $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION): | $(LOCALBIN)
 	$(call go-install-tool,$(CRD_REF_DOCS),github.com/elastic/crd-ref-docs,$(CRD_REF_DOCS_VERSION))
 
-.PHONY: ko
 # The test OpenTelemetry Collector: its own module, built again only when
 # that changed (the stamp is newer than its go.mod, go.sum and sources).
 # The Collector tests use it by LINKFORGE_OTELCOL; without it they build
@@ -313,6 +312,7 @@ $(OTELCOL).stamp: hack/otelcol/go.mod hack/otelcol/go.sum $(wildcard hack/otelco
 	@start=$$(date +%s); cd hack/otelcol && go build -o "$(OTELCOL)" . && echo "built $(OTELCOL) in $$(( $$(date +%s) - start ))s"
 	touch $@
 
+.PHONY: ko
 ko: $(KO)-$(KO_VERSION) ## ko, versioned in bin/ (built from its Go module).
 	@ln -sf $(notdir $(KO)-$(KO_VERSION)) $(KO)
 $(KO)-$(KO_VERSION): | $(LOCALBIN)

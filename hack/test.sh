@@ -23,7 +23,7 @@ set -m
 
 # Background lanes (the tools, envtest's kube-apiserver and etcd), then the
 # main lane. The summary lists stages in this order.
-TOOLS=(test-packages golangci-lint crd-ref-docs helm ko kustomize)
+TOOLS=(test-packages golangci-lint crd-ref-docs helm ko kustomize otelcol)
 MAIN=(controller-gen manifests generate fmt vet lint api-docs-check build images release image-binaries go-test e2e-cluster)
 
 done_flags=() # -o <target> for every stage of the main lane done so far
