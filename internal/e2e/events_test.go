@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,11 +15,11 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	. "github.com/onsi/gomega"
 
 	"github.com/linkforge/linkforge/internal/devenv"
 	"github.com/linkforge/linkforge/internal/events"
+	"github.com/linkforge/linkforge/internal/events/eventstest"
 )
 
 // The click events' redirector of the e2e: a replica beside the main one
@@ -71,18 +70,7 @@ func (s *clickSink) serve(w http.ResponseWriter, req *http.Request) {
 		}
 		return
 	}
-	body, _ := io.ReadAll(req.Body)
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	var evs []cloudevents.Event
-	var err error
-	if cehttp.IsHTTPBatch(req.Header) {
-		evs, err = cehttp.NewEventsFromHTTPRequest(req)
-	} else {
-		var e *cloudevents.Event
-		if e, err = cehttp.NewEventFromHTTPRequest(req); err == nil {
-			evs = []cloudevents.Event{*e}
-		}
-	}
+	_, evs, err := eventstest.ReadCloudEvents(req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

@@ -1,9 +1,7 @@
 package events
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -12,7 +10,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	"github.com/linkforge/linkforge/internal/events/eventstest"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -176,18 +174,7 @@ func (r *ceReceiver) serve(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	body, _ := io.ReadAll(req.Body)
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	var evs []cloudevents.Event
-	var err error
-	if cehttp.IsHTTPBatch(req.Header) {
-		evs, err = cehttp.NewEventsFromHTTPRequest(req)
-	} else {
-		var e *cloudevents.Event
-		if e, err = cehttp.NewEventFromHTTPRequest(req); err == nil {
-			evs = []cloudevents.Event{*e}
-		}
-	}
+	body, evs, err := eventstest.ReadCloudEvents(req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
