@@ -182,3 +182,29 @@ func TestHandleDoesNotAllocateWithClickEvents(t *testing.T) {
 		}
 	}
 }
+
+// A click event carries what answer decided: the target a rule or the
+// split chose (not spec.url), without the forwarded query, and the link of
+// a path it forwards (not an orphan of the whole path).
+func TestClickEventsOfRoutedLinks(t *testing.T) {
+	h, p, recv := clickHarness(t)
+	h.add(link("ns", "app", "app", "https://example.com/", appLink, func(l *linkv1.ShortLink) { l.Spec.ForwardQuery = true }))
+	h.add(link("ns", "docs", "docs", "https://example.com/docs/", func(l *linkv1.ShortLink) { l.Spec.ForwardPath = true }))
+	h.r.handle(clickCtx("GET", "x", "/ns/app?beta=1")) // clickCtx is an iPhone: the first rule, iOS
+	h.r.handle(clickCtx("GET", "x", "/ns/docs/guide/intro?x=1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	got := recv.received()
+	if len(got) != 2 {
+		t.Fatalf("events %+v, want 2", got)
+	}
+	if got[0].Name != "app" || got[0].Orphan || got[0].Target != "https://apps.apple.com/app/x" || got[0].Status != 302 {
+		t.Errorf("routed click %+v, want link app to the iOS rule's target without the query", got[0])
+	}
+	if got[1].Name != "docs" || got[1].Orphan || got[1].Code != "docs" || got[1].Target != "https://example.com/docs/guide/intro" {
+		t.Errorf("forwarded path's click %+v, want link docs to the target with the path", got[1])
+	}
+}

@@ -136,7 +136,7 @@ type Redirector struct {
 	render     *renderBudget
 	publicBase *url.URL
 	metrics    *metrics
-	devices    *deviceMemo
+	agents     *agentMemo
 	// countryHeader and clientHeader are Options.CountryHeader and
 	// ClientAddressHeader in canonical form (PeekCanonical).
 	countryHeader, clientHeader string
@@ -176,7 +176,7 @@ func New(opts Options) *Redirector {
 		index:         NewIndex(opts.TombstoneTTL),
 		linkInformers: 1,
 		refusedLog:    sampler{every: refusedLogEvery},
-		devices:       newDeviceMemo(),
+		agents:        newAgentMemo(),
 		countryHeader: canonicalHeader(opts.CountryHeader),
 		clientHeader:  canonicalHeader(opts.ClientAddressHeader),
 	}
