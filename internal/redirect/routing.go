@@ -2,6 +2,7 @@ package redirect
 
 import (
 	"hash/maphash"
+	"net"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -53,10 +54,11 @@ func (r *Redirector) facts(f *rules.Facts, c *rules.Compiled, at requestClock, r
 	reads := c.Reads()
 	ctx := ctxOf(at)
 	if reads&rules.FactTime != 0 {
-		if now == 0 {
-			now = r.requestNanos(at, ctx)
+		if now != 0 {
+			f.Now = time.Unix(0, now)
+		} else {
+			f.Now = r.requestTime(at, ctx)
 		}
-		f.Now = time.Unix(0, now)
 	}
 	if ctx == nil {
 		return
@@ -90,25 +92,28 @@ func (r *Redirector) clientAddr(ctx *fasthttp.RequestCtx) []byte {
 		}
 	}
 	ip := ctx.RemoteIP()
+	if len(ip) == net.IPv4len {
+		return ip // what a TCP connection over IPv4 gives
+	}
 	if v4 := ip.To4(); v4 != nil {
 		return v4
 	}
 	return ip
 }
 
-// requestNanos is the time of a request in Unix ns, as answer reads it:
-// the redirector's clock if it has one, else the request's (read from
-// its RequestCtx directly when there is one, ctx).
-func (r *Redirector) requestNanos(at requestClock, ctx *fasthttp.RequestCtx) int64 {
+// requestTime is the time of a request as answer reads it: the
+// redirector's clock if it has one, else the request's (read from its
+// RequestCtx directly when there is one, ctx).
+func (r *Redirector) requestTime(at requestClock, ctx *fasthttp.RequestCtx) time.Time {
 	if r.clock != nil {
-		return r.clock.Now().UnixNano()
+		return r.clock.Now()
 	}
 	if ctx != nil {
 		if t := ctx.Time(); !t.IsZero() {
-			return t.UnixNano()
+			return t
 		}
 	}
-	return at.Time().UnixNano()
+	return at.Time()
 }
 
 // agentMemo remembers what the rules read of the User-Agents it has seen

@@ -100,7 +100,9 @@ func TestPreferredLanguage(t *testing.T) {
 }
 
 func TestQueryHolds(t *testing.T) {
-	v := func(s string) *queryMatch { return &queryMatch{name: "beta", value: s, hasValue: true} }
+	v := func(s string) *queryMatch {
+		return &queryMatch{name: "beta", value: s, hasValue: true}
+	}
 	present := &queryMatch{name: "beta"}
 	for _, tc := range []struct {
 		raw  string
@@ -124,6 +126,13 @@ func TestQueryHolds(t *testing.T) {
 		{"beta=%zz", v("%zz"), true},
 		{"beta=1&beta=2", v("2"), true},
 		{"x=beta", present, false},
+		{"abeta=1", v("1"), false},
+		{"betas&beta", present, true},
+		{"x=abeta&beta=1", v("1"), true},
+		{"beta=1x", v("1"), false},
+		{"beta=1=2&beta=1", v("1"), true},
+		{"x=1&beta", v(""), true},
+		{"beta=2&x=beta=1", v("1"), false},
 	} {
 		if got := queryHolds([]byte(tc.raw), tc.m); got != tc.want {
 			t.Errorf("query %q against %+v: %v, want %v", tc.raw, *tc.m, got, tc.want)
