@@ -87,10 +87,10 @@ func clickHarnessWith(t *testing.T, cfg events.Config) (*harness, *events.Pipeli
 	return h, p, recv
 }
 
-// clickCtx is a request from 198.51.100.23 with a Referer, a phone's
+// clickCtx is a request for host x from 198.51.100.23 with a Referer, a phone's
 // User-Agent and a country.
-func clickCtx(method, host, target string) *fasthttp.RequestCtx {
-	ctx := requestCtx(method, host, target)
+func clickCtx(method, target string) *fasthttp.RequestCtx {
+	ctx := requestCtx(method, "x", target)
 	ctx.Request.Header.Set("Referer", "https://news.example.org/item?id=1")
 	ctx.Request.Header.Set("User-Agent", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Mobile/15E148")
 	ctx.Request.Header.Set("Cf-Ipcountry", "de")
@@ -117,7 +117,7 @@ func TestClickEvents(t *testing.T) {
 		{"GET", "/ns/nope"},
 		{"GET", "/wp-login.php"},
 	} {
-		h.r.handle(clickCtx(req.method, "x", req.target))
+		h.r.handle(clickCtx(req.method, req.target))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -150,7 +150,7 @@ func TestClickEventFallbackTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarnessWith(t, Options{ClickEvents: p, Fallbacks: fallbacks})
-	h.r.handle(clickCtx("GET", "x", "/ns/nope"))
+	h.r.handle(clickCtx("GET", "/ns/nope"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Close(ctx); err != nil {
@@ -173,7 +173,7 @@ func TestHandleDoesNotAllocateWithClickEvents(t *testing.T) {
 	h.add(link("ns", "a", "a", "https://example.com/a"))
 	h.r.accessLog = nil
 	for _, target := range []string{"/ns/a", "/ns/a?utm=1", "/ns/missing", "/favicon.ico"} {
-		ctx := clickCtx("GET", "x", target)
+		ctx := clickCtx("GET", target)
 		if n := testing.AllocsPerRun(1000, func() {
 			ctx.Response.Reset()
 			h.r.handle(ctx)
@@ -190,8 +190,8 @@ func TestClickEventsOfRoutedLinks(t *testing.T) {
 	h, p, recv := clickHarness(t)
 	h.add(link("ns", "app", "app", "https://example.com/", appLink, func(l *linkv1.ShortLink) { l.Spec.ForwardQuery = true }))
 	h.add(link("ns", "docs", "docs", "https://example.com/docs/", func(l *linkv1.ShortLink) { l.Spec.ForwardPath = true }))
-	h.r.handle(clickCtx("GET", "x", "/ns/app?beta=1")) // clickCtx is an iPhone: the first rule, iOS
-	h.r.handle(clickCtx("GET", "x", "/ns/docs/guide/intro?x=1"))
+	h.r.handle(clickCtx("GET", "/ns/app?beta=1")) // clickCtx is an iPhone: the first rule, iOS
+	h.r.handle(clickCtx("GET", "/ns/docs/guide/intro?x=1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Close(ctx); err != nil {
