@@ -46,41 +46,6 @@ func (h *canonicalHeaders) Peek(name string) []byte {
 	return (*fasthttp.RequestHeader)(h).PeekCanonical(sbytes(name))
 }
 
-// facts gathers into f (zero) what c's rules read of the request
-// (rules.Compiled.Reads); now is the time answer decided on, 0 if it read
-// none.
-func (r *Redirector) facts(f *rules.Facts, c *rules.Compiled, at requestClock, rawQuery string, now int64) {
-	f.RawQuery = sbytes(rawQuery)
-	reads := c.Reads()
-	ctx := ctxOf(at)
-	if reads&rules.FactTime != 0 {
-		if now != 0 {
-			f.Now = time.Unix(0, now)
-		} else {
-			f.Now = r.requestTime(at, ctx)
-		}
-	}
-	if ctx == nil {
-		return
-	}
-	h := &ctx.Request.Header
-	f.Headers = (*canonicalHeaders)(h)
-	if reads&(rules.FactDevice|rules.FactClient) != 0 {
-		f.UserAgent = h.UserAgent()
-		f.Device, f.AgentSum = r.agents.lookup(f.UserAgent)
-		f.DeviceKnown, f.AgentSumKnown = true, true
-	}
-	if reads&rules.FactLanguage != 0 {
-		f.AcceptLanguage = h.PeekCanonical(headerAcceptLanguage)
-	}
-	if reads&rules.FactCountry != 0 && r.opts.CountryHeader != "" {
-		f.Country = h.PeekCanonical(sbytes(r.countryHeader))
-	}
-	if reads&rules.FactClient != 0 {
-		f.ClientAddr = r.clientAddr(ctx)
-	}
-}
-
 // clientAddr is the client's address as the variant split reads it: the
 // value of --client-address-header when the operator names one and the
 // request has it, else the peer's IP address (its port changes with every
@@ -167,8 +132,39 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 	c := e.more.routing
 	ch := rules.Choice{URL: e.Location, Rule: -1, Variant: -1}
 	if !c.Plain() {
+		// The facts c's rules read of the request (rules.Compiled.Reads),
+		// gathered here, into a Facts of this frame: filled in by another
+		// function through a pointer, each store went through the write
+		// barrier's check.
 		var f rules.Facts
-		r.facts(&f, c, at, rawQuery, now)
+		f.RawQuery = sbytes(rawQuery)
+		reads := c.Reads()
+		ctx := ctxOf(at)
+		if reads&rules.FactTime != 0 {
+			if now != 0 {
+				f.Now = time.Unix(0, now)
+			} else {
+				f.Now = r.requestTime(at, ctx)
+			}
+		}
+		if ctx != nil {
+			h := &ctx.Request.Header
+			f.Headers = (*canonicalHeaders)(h)
+			if reads&(rules.FactDevice|rules.FactClient) != 0 {
+				f.UserAgent = h.UserAgent()
+				f.Device, f.AgentSum = r.agents.lookup(f.UserAgent)
+				f.DeviceKnown, f.AgentSumKnown = true, true
+			}
+			if reads&rules.FactLanguage != 0 {
+				f.AcceptLanguage = h.PeekCanonical(headerAcceptLanguage)
+			}
+			if reads&rules.FactCountry != 0 && r.opts.CountryHeader != "" {
+				f.Country = h.PeekCanonical(sbytes(r.countryHeader))
+			}
+			if reads&rules.FactClient != 0 {
+				f.ClientAddr = r.clientAddr(ctx)
+			}
+		}
 		ch = rules.Evaluate(&f, c)
 	}
 	target = ch.URL
