@@ -46,7 +46,7 @@ type Facts struct {
 	// remembered it (a keep-alive connection sends one User-Agent; reading
 	// a long agent costs more than the rest of a click), so that Evaluate
 	// need not read the agent again. Otherwise Evaluate classifies the
-	// agent when a rule first needs it.
+	// agent once, before it tries the rules, when one has devices.
 	Device      Device
 	DeviceKnown bool
 	// AgentSum, when AgentSumKnown, is AgentSum(UserAgent) as the
