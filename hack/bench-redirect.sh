@@ -23,6 +23,13 @@
 #     on LOAD_CPU that answers 204 and discards them. The batcher and the
 #     sink run in the redirector's process, on its core: its CPU per
 #     request is the whole cost of events (docs/events.md, Cost).
+#   - with RULES=on, the cost of routing: a second redirector whose N links
+#     have 8 rules and 3 variants each (--link-kind=rules, as in
+#     hack/callgrind-bench -only rules,plain), and the plain redirector,
+#     both asked by a browser's requests from a newsletter (desktop Chrome,
+#     en-US, a utm query: hitpath.Options.Browser's), which miss every
+#     rule and go to the split. Their CPU per request compares a link
+#     with rules against a plain one (goal >= 0.90x).
 #   - wrk with a Lua script cycling through all N paths, keep-alive.
 # The servers are pinned to SERVER_CPU (one core), wrk to LOAD_CPU; same
 # duration and connections for all, in ROUNDS alternating rounds of the same
@@ -47,6 +54,7 @@
 # Usage: hack/bench-redirect.sh            (defaults below; about 4 minutes)
 #        N=100000 DURATION=15s ROUNDS=3 CONNS=64 hack/bench-redirect.sh
 #        EVENTS=on hack/bench-redirect.sh  (adds the click events' redirector)
+#        RULES=on hack/bench-redirect.sh   (adds links with rules against plain ones)
 # Needs nginx and wrk (installed with apt-get if missing) and taskset.
 # Not part of `make test`.
 set -euo pipefail
@@ -70,6 +78,9 @@ EVENTS=${EVENTS:-off}
 EVENTS_PORT=${EVENTS_PORT:-18050}
 EVENTS_PROBE_PORT=${EVENTS_PROBE_PORT:-18051}
 SINK_PORT=${SINK_PORT:-18052}
+RULES=${RULES:-off}
+RULES_PORT=${RULES_PORT:-18040}
+RULES_PROBE_PORT=${RULES_PROBE_PORT:-18041}
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -127,6 +138,18 @@ function done(summary, latency, requests)
     e.connect + e.read + e.write + e.timeout, e.status))
 end
 EOF
+
+# The same cycle as a browser following the links from a newsletter
+# (RULES=on): hitpath.Options.Browser's query and headers.
+sed -e 's|reqs\[n\] = wrk.format("GET", line)|reqs[n] = wrk.format("GET", line .. "?utm_source=newsletter\&utm_medium=email", browser)|' \
+	-e 's|^function init(args)$|local browser = {\
+  ["User-Agent"] = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/121.0.0.0 Safari/537.36",\
+  ["Accept"] = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",\
+  ["Accept-Language"] = "en-US,en;q=0.9",\
+  ["Accept-Encoding"] = "gzip, deflate, br",\
+}\
+function init(args)|' "$work/cycle.lua" >"$work/browser.lua"
+grep -q 'utm_source' "$work/browser.lua" || { log "could not write the browser's wrk script"; exit 1; }
 
 # nginx: one worker on SERVER_CPU, a map of the same paths.
 {
@@ -194,14 +217,15 @@ settled_rss() {
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # utime + stime
 CLK_TCK=$(getconf CLK_TCK)
 
-# run_wrk URL PID: a warm-up, then the measured run; prints its RESULT line
-# plus the server's CPU time per request (user + system, from /proc/PID/stat),
-# which other work on the machine disturbs much less than requests/s.
+# run_wrk URL PID [SCRIPT]: a warm-up, then the measured run (of the wrk
+# script SCRIPT, cycle.lua by default); prints its RESULT line plus the
+# server's CPU time per request (user + system, from /proc/PID/stat), which
+# other work on the machine disturbs much less than requests/s.
 run_wrk() {
-	local t0 t1 out
-	taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"$WARMUP" -s "$work/cycle.lua" "$1" -- "$work/paths.txt" >/dev/null
+	local t0 t1 out script=${3:-$work/cycle.lua}
+	taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"$WARMUP" -s "$script" "$1" -- "$work/paths.txt" >/dev/null
 	t0=$(cpu_ticks "$2")
-	out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" -s "$work/cycle.lua" "$1" -- "$work/paths.txt" | grep '^RESULT')
+	out=$(taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" -s "$script" "$1" -- "$work/paths.txt" | grep '^RESULT')
 	t1=$(cpu_ticks "$2")
 	awk -v o="$out" -v d=$((t1 - t0)) -v hz="$CLK_TCK" 'BEGIN {
 		split(o, f, "requests="); split(f[2], g, " ")
@@ -292,6 +316,15 @@ EOF
 	wait_http "http://127.0.0.1:$EVENTS_PROBE_PORT/readyz"
 fi
 
+if [ "$RULES" = on ]; then
+	log "redirector with $N links of 8 rules and 3 variants each"
+	up=$(start_redirector "$N" "$RULES_PORT" "$RULES_PROBE_PORT" --link-kind=rules)
+	pids+=("$up")
+	wait_http "http://127.0.0.1:$RULES_PROBE_PORT/readyz"
+	got=$(curl -s "http://127.0.0.1:$RULES_PROBE_PORT/metrics" | awk '/^linkforge_redirector_index_links / { print $2 }')
+	[ "$got" = "$N" ] || { log "the rules' index holds $got links, want $N"; exit 1; }
+fi
+
 log "fasthttp floor"
 taskset -c "$SERVER_CPU" "$work/fasthttp-floor" --bind-address=127.0.0.1:$FLOOR_PORT --table="$work/links.txt" &
 fp=$!
@@ -313,6 +346,12 @@ for round in $(seq 1 "$ROUNDS"); do
 		log "round $round/$ROUNDS: redirector, click events on"
 		echo "events $(run_wrk "http://127.0.0.1:$EVENTS_PORT" "$ep")" >>"$work/rounds.txt"
 	fi
+	if [ "$RULES" = on ]; then
+		log "round $round/$ROUNDS: links with rules, browser requests"
+		echo "rules $(run_wrk "http://127.0.0.1:$RULES_PORT" "$up" "$work/browser.lua")" >>"$work/rounds.txt"
+		log "round $round/$ROUNDS: plain links, browser requests"
+		echo "plain $(run_wrk "http://127.0.0.1:$REDIR_PORT" "$rp" "$work/browser.lua")" >>"$work/rounds.txt"
+	fi
 	log "round $round/$ROUNDS: nginx"
 	echo "nginx $(run_wrk "http://127.0.0.1:$NGINX_PORT" "$np")" >>"$work/rounds.txt"
 	log "round $round/$ROUNDS: fasthttp floor"
@@ -328,6 +367,10 @@ if [ "$EVENTS" = on ]; then
 		END { printf "offered %d, sent %d, dropped %d", s["linkforge_events_offered_total"], s["linkforge_events_sent_total"], s["linkforge_events_dropped_total"] }')
 	stop "$ep"
 	stop "$sp"
+fi
+if [ "$RULES" = on ]; then
+	split_metrics=$(curl -s "http://127.0.0.1:$RULES_PROBE_PORT/metrics" | awk '/^linkforge_redirector_split_clicks_total/ { s += $2 } END { printf "%d", s }')
+	stop "$up"
 fi
 
 # median SERVER FIELD: the RESULT line of the server's median round by FIELD.
@@ -354,6 +397,11 @@ awk '{ split($3, r, "="); split($NF, c, "="); printf "  %-10s %8s requests/s %8s
 if [ "$EVENTS" = on ]; then
 	ev=$(median events rps)
 	echo "click events on: $(field "$ev" rps) requests/s (median round), p99 $(field "$ev" p99_us) us, $(field "$(median events cpu_ns)" cpu_ns) CPU ns/request; events $events_metrics"
+fi
+if [ "$RULES" = on ]; then
+	ru=$(median rules rps) pl=$(median plain rps)
+	echo "8 rules, 3 variants: $(field "$ru" rps) requests/s (median round), p99 $(field "$ru" p99_us) us, $(field "$(median rules cpu_ns)" cpu_ns) CPU ns/request, non-3xx $(field "$ru" bad_status); split clicks $split_metrics"
+	echo "plain, the same browser requests: $(field "$pl" rps) requests/s (median round), p99 $(field "$pl" p99_us) us, $(field "$(median plain cpu_ns)" cpu_ns) CPU ns/request, non-3xx $(field "$pl" bad_status)"
 fi
 echo
 echo "read yield: ${YIELD:-on}"
@@ -396,6 +444,7 @@ awk '
 		print "per-round ratios by CPU per request (" rounds " rounds):"
 		report("counting on/off", "nocount", "redirector", 0.95)
 		report("click events on/off", "redirector", "events", 0.90)
+		report("8 rules, 3 variants/plain", "plain", "rules", 0.90)
 		report("redirector/nginx", "nginx", "redirector", 0.90)
 		report("redirector/floor", "floor", "redirector", 0)
 		report("fasthttp floor/nginx", "nginx", "floor", 0)

@@ -354,7 +354,7 @@ func startClickEvents(cfg events.Config, countryHeader string, reg prometheus.Re
 	if err != nil {
 		return nil, fmt.Errorf("click events: %w", err)
 	}
-	opts.ClickEvents, opts.EventsCountryHeader = p, countryHeader
+	opts.ClickEvents = p
 	log.Info("click events on", "cloudevents", cfg.CloudEvents.URL, "otlp", cfg.OTLP.Endpoint, "buffer", cfg.Buffer, "countryHeader", countryHeader)
 	return p, nil
 }

@@ -27,6 +27,37 @@ type answer struct {
 	body        []byte
 	contentType string
 	extra       []header
+	// click is what the request was for its click event (handler.click),
+	// link the link that answered it (nil for an orphan), and target the
+	// link's chosen URL without the query it may forward ("" when
+	// location is that already): carried out of answer so that the event
+	// neither routes nor looks the link up again.
+	click  clickKind
+	link   *Link
+	target string
+}
+
+// clickKind is whether a request is a click (docs/events.md), and of what.
+type clickKind uint8
+
+const (
+	clickNone   clickKind = iota // no event: "/", the QR code, the preview, 405, 503 before sync
+	clickLink                    // the redirect path of a link that answered
+	clickOrphan                  // the redirect path of no link (404 or a fallback)
+)
+
+// clickOf is a, the answer to a request for link e (nil: none) on route
+// rt, marked as the click it is: one of e (or an orphan) on the redirect
+// view, none on the others.
+func clickOf(a answer, rt route, e *Link) answer {
+	if rt.view != viewRedirect {
+		return a
+	}
+	a.click, a.link = clickOrphan, e
+	if e != nil {
+		a.click = clickLink
+	}
+	return a
 }
 
 // header is a response header, its name as fasthttp sends it.
@@ -72,10 +103,10 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		if rt.root {
 			return r.fallback(fallbackRoot, rt.ns, respNotFound)
 		}
-		return r.fallback(fallbackNotFound, rt.ns, respNotFound)
+		return clickOf(r.fallback(fallbackNotFound, rt.ns, respNotFound), rt, nil)
 	}
 	if e == nil {
-		return r.notFound(rt)
+		return clickOf(r.notFound(rt), rt, nil)
 	}
 	var start time.Time
 	var now int64
@@ -87,16 +118,16 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		}
 	}
 	if e.waiting(now) {
-		return r.notFound(rt) // not active yet: as an unknown code
+		return clickOf(r.notFound(rt), rt, e) // not active yet: as an unknown code
 	}
 	if e.is(flagTombstone) {
 		if now >= e.until {
-			return r.notFound(rt)
+			return clickOf(r.notFound(rt), rt, e)
 		}
-		return r.gone(rt, e, method, path, now)
+		return clickOf(r.gone(rt, e, method, path, now), rt, e)
 	}
 	if e.gone(now) {
-		return r.gone(rt, e, method, path, now)
+		return clickOf(r.gone(rt, e, method, path, now), rt, e)
 	}
 	switch rt.view {
 	case viewQR:
@@ -107,11 +138,11 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	// Where the click goes: spec.url, unless the link routes it (rules,
 	// variants, a forwarded path); slot is the split's destination, if
 	// the click went through the split.
-	location, slot := "", -1
+	location, target, slot := "", e.Location, -1
 	if e.is(flagRouted) {
 		var ok bool
-		if location, slot, ok = r.routedClick(e, rt, rawQuery, at, now); !ok {
-			return r.notFound(rt)
+		if location, target, slot, ok = r.routedClick(e, rt, rawQuery, at, now); !ok {
+			return clickOf(r.notFound(rt), rt, nil) // the path names no link after all
 		}
 	}
 	if method == methodGet && r.opts.Uses != nil && e.counter != nil {
@@ -126,10 +157,10 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 			switch r.opts.Uses.Take(e.counter, start) {
 			case uses.Exhausted:
 				e.counter.CountSplit(slot, -1)
-				return r.gone(rt, e, method, path, now)
+				return clickOf(r.gone(rt, e, method, path, now), rt, e)
 			case uses.Unavailable:
 				e.counter.CountSplit(slot, -1)
-				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter())}
+				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter()), click: clickLink, link: e}
 			}
 		}
 	}
@@ -137,7 +168,8 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	if location == "" {
 		location = e.target(rawQuery)
 	}
-	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location}
+	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location,
+		click: clickLink, link: e, target: target}
 }
 
 // notFound answers a request for a link that does not answer (unknown, not

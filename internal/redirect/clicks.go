@@ -18,47 +18,38 @@ import (
 // and Offer neither waits nor allocates; a full buffer drops the event and
 // counts it.
 //
-// It looks the link up again rather than carrying it out of answer, so
-// answer stays as it is: a link replaced between the two lookups (an
-// informer update in those nanoseconds) gives the event of its new version.
-func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, host, path string, a *answer) {
-	if method != http.MethodGet || a.resp == respUnavailable || a.resp == respBadMethod {
-		return
-	}
-	rt := r.route(host, path)
-	if rt.root || rt.ok && rt.view != viewRedirect {
+// What answer decided is carried out of it (answer.click, link, target):
+// the event names the link version that answered, and the request is
+// neither routed nor looked up again.
+func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, path string, a *answer) {
+	if method != http.MethodGet || a.click == clickNone {
 		return
 	}
 	var rec events.Record
 	rec.Rule = events.NoRule
 	rec.Status = uint16(a.resp.status)
-	var e *Link
-	if rt.ok {
-		e = r.index.Lookup(rt.ns, rt.code)
-	}
+	e := a.link
 	if e != nil {
 		rec.Namespace, rec.Name, rec.UID = e.Namespace, e.Name, e.UID
-		rec.SetCodeString(rt.code)
+		rec.SetCodeString(e.Code)
 	} else if len(path) > 1 {
 		// An orphan's code is its path, namespace and all: the request's
 		// bytes, copied (a Record's strings must outlive the request).
 		rec.SetCodeString(path[1:])
 	}
 	if a.redirect() {
-		// The link's Location without the query it may forward, or a
-		// fallback's (a link's own redirect is never no-store; a
-		// fallback always is).
-		if e != nil && a.cacheControl != ccNoStore {
-			rec.Target = e.Location
-		} else {
+		// The target the link chose, without the query it may forward;
+		// else the Location (spec.expiredURL, a fallback), which has none.
+		rec.Target = a.target
+		if rec.Target == "" {
 			rec.Target = a.location
 		}
 	}
 	h := &ctx.Request.Header
 	rec.SetReferer(h.Referer())
 	rec.SetUserAgent(h.UserAgent())
-	if r.eventsCountryHeader != nil {
-		rec.SetCountry(h.PeekBytes(r.eventsCountryHeader))
+	if r.countryHeader != "" {
+		rec.SetCountry(h.PeekCanonical(sbytes(r.countryHeader)))
 	}
 	rec.SetClientIP(ctx.RemoteIP())
 	r.opts.ClickEvents.Offer(&rec)

@@ -83,14 +83,14 @@ func clickHarnessWith(t *testing.T, cfg events.Config) (*harness, *events.Pipeli
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
-	h := newHarnessWith(t, Options{ClickEvents: p, EventsCountryHeader: "CF-IPCountry"})
+	h := newHarnessWith(t, Options{ClickEvents: p, CountryHeader: "CF-IPCountry"})
 	return h, p, recv
 }
 
-// clickCtx is a request from 198.51.100.23 with a Referer, a phone's
+// clickCtx is a request for host x from 198.51.100.23 with a Referer, a phone's
 // User-Agent and a country.
-func clickCtx(method, host, target string) *fasthttp.RequestCtx {
-	ctx := requestCtx(method, host, target)
+func clickCtx(method, target string) *fasthttp.RequestCtx {
+	ctx := requestCtx(method, "x", target)
 	ctx.Request.Header.Set("Referer", "https://news.example.org/item?id=1")
 	ctx.Request.Header.Set("User-Agent", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Mobile/15E148")
 	ctx.Request.Header.Set("Cf-Ipcountry", "de")
@@ -117,7 +117,7 @@ func TestClickEvents(t *testing.T) {
 		{"GET", "/ns/nope"},
 		{"GET", "/wp-login.php"},
 	} {
-		h.r.handle(clickCtx(req.method, "x", req.target))
+		h.r.handle(clickCtx(req.method, req.target))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -150,7 +150,7 @@ func TestClickEventFallbackTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarnessWith(t, Options{ClickEvents: p, Fallbacks: fallbacks})
-	h.r.handle(clickCtx("GET", "x", "/ns/nope"))
+	h.r.handle(clickCtx("GET", "/ns/nope"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Close(ctx); err != nil {
@@ -173,12 +173,38 @@ func TestHandleDoesNotAllocateWithClickEvents(t *testing.T) {
 	h.add(link("ns", "a", "a", "https://example.com/a"))
 	h.r.accessLog = nil
 	for _, target := range []string{"/ns/a", "/ns/a?utm=1", "/ns/missing", "/favicon.ico"} {
-		ctx := clickCtx("GET", "x", target)
+		ctx := clickCtx("GET", target)
 		if n := testing.AllocsPerRun(1000, func() {
 			ctx.Response.Reset()
 			h.r.handle(ctx)
 		}); n != 0 {
 			t.Errorf("GET %s with click events allocates %v times", target, n)
 		}
+	}
+}
+
+// A click event carries what answer decided: the target a rule or the
+// split chose (not spec.url), without the forwarded query, and the link of
+// a path it forwards (not an orphan of the whole path).
+func TestClickEventsOfRoutedLinks(t *testing.T) {
+	h, p, recv := clickHarness(t)
+	h.add(link("ns", "app", "app", "https://example.com/", appLink, func(l *linkv1.ShortLink) { l.Spec.ForwardQuery = true }))
+	h.add(link("ns", "docs", "docs", "https://example.com/docs/", func(l *linkv1.ShortLink) { l.Spec.ForwardPath = true }))
+	h.r.handle(clickCtx("GET", "/ns/app?beta=1")) // clickCtx is an iPhone: the first rule, iOS
+	h.r.handle(clickCtx("GET", "/ns/docs/guide/intro?x=1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	got := recv.received()
+	if len(got) != 2 {
+		t.Fatalf("events %+v, want 2", got)
+	}
+	if got[0].Name != "app" || got[0].Orphan || got[0].Target != "https://apps.apple.com/app/x" || got[0].Status != 302 {
+		t.Errorf("routed click %+v, want link app to the iOS rule's target without the query", got[0])
+	}
+	if got[1].Name != "docs" || got[1].Orphan || got[1].Code != "docs" || got[1].Target != "https://example.com/docs/guide/intro" {
+		t.Errorf("forwarded path's click %+v, want link docs to the target with the path", got[1])
 	}
 }

@@ -128,7 +128,7 @@ func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
 	default:
 		a = r.answer(method, host, path, rawQuery, at)
 		if r.opts.ClickEvents != nil {
-			r.click(ctx, method, host, path, &a)
+			r.click(ctx, method, path, &a)
 		}
 	}
 	writeAnswer(ctx, &a)

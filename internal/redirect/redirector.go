@@ -106,9 +106,6 @@ type Options struct {
 	// ClickEvents, when set, gets a click event of every answered request
 	// of a link (clicks.go); nil: none.
 	ClickEvents *clickevents.Pipeline
-	// EventsCountryHeader names the request header whose two-letter
-	// country the click events carry (--events-country-header); empty: none.
-	EventsCountryHeader string
 }
 
 // CheckPublicBaseURL says what is wrong with a PublicBaseURL, if anything:
@@ -136,7 +133,7 @@ type Redirector struct {
 	render     *renderBudget
 	publicBase *url.URL
 	metrics    *metrics
-	devices    *deviceMemo
+	agents     *agentMemo
 	// countryHeader and clientHeader are Options.CountryHeader and
 	// ClientAddressHeader in canonical form (PeekCanonical).
 	countryHeader, clientHeader string
@@ -156,9 +153,6 @@ type Redirector struct {
 	linkInformers          int
 
 	accessLog *accessLog
-	// eventsCountryHeader is Options.EventsCountryHeader as fasthttp's
-	// PeekBytes takes it.
-	eventsCountryHeader []byte
 	// refusedLog samples the log lines of refused requests.
 	refusedLog sampler
 
@@ -176,7 +170,7 @@ func New(opts Options) *Redirector {
 		index:         NewIndex(opts.TombstoneTTL),
 		linkInformers: 1,
 		refusedLog:    sampler{every: refusedLogEvery},
-		devices:       newDeviceMemo(),
+		agents:        newAgentMemo(),
 		countryHeader: canonicalHeader(opts.CountryHeader),
 		clientHeader:  canonicalHeader(opts.ClientAddressHeader),
 	}
@@ -192,9 +186,6 @@ func New(opts Options) *Redirector {
 		if u, err := url.Parse(opts.PublicBaseURL); err == nil && CheckPublicBaseURL(opts.PublicBaseURL) == nil {
 			r.publicBase = u
 		}
-	}
-	if opts.EventsCountryHeader != "" {
-		r.eventsCountryHeader = []byte(opts.EventsCountryHeader)
 	}
 	if opts.AccessLog != nil {
 		r.accessLog = newAccessLog(opts.AccessLog, opts.AccessLogBuffer, r.metrics.accessLogDropped)

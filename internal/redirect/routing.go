@@ -2,6 +2,7 @@ package redirect
 
 import (
 	"hash/maphash"
+	"net"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -45,41 +46,6 @@ func (h *canonicalHeaders) Peek(name string) []byte {
 	return (*fasthttp.RequestHeader)(h).PeekCanonical(sbytes(name))
 }
 
-// facts gathers into f (zero) what c's rules read of the request
-// (rules.Compiled.Reads); now is the time answer decided on, 0 if it read
-// none.
-func (r *Redirector) facts(f *rules.Facts, c *rules.Compiled, at requestClock, rawQuery string, now int64) {
-	f.RawQuery = sbytes(rawQuery)
-	reads := c.Reads()
-	if reads&rules.FactTime != 0 {
-		if now == 0 {
-			now = r.nowNanos(at)
-		}
-		f.Now = time.Unix(0, now)
-	}
-	ctx := ctxOf(at)
-	if ctx == nil {
-		return
-	}
-	h := &ctx.Request.Header
-	f.Headers = (*canonicalHeaders)(h)
-	if reads&(rules.FactDevice|rules.FactClient) != 0 {
-		f.UserAgent = h.UserAgent()
-	}
-	if reads&rules.FactDevice != 0 {
-		f.Device, f.DeviceKnown = r.devices.classify(f.UserAgent), true
-	}
-	if reads&rules.FactLanguage != 0 {
-		f.AcceptLanguage = h.PeekCanonical(headerAcceptLanguage)
-	}
-	if reads&rules.FactCountry != 0 && r.opts.CountryHeader != "" {
-		f.Country = h.PeekCanonical(sbytes(r.countryHeader))
-	}
-	if reads&rules.FactClient != 0 {
-		f.ClientAddr = r.clientAddr(ctx)
-	}
-}
-
 // clientAddr is the client's address as the variant split reads it: the
 // value of --client-address-header when the operator names one and the
 // request has it, else the peer's IP address (its port changes with every
@@ -91,100 +57,150 @@ func (r *Redirector) clientAddr(ctx *fasthttp.RequestCtx) []byte {
 		}
 	}
 	ip := ctx.RemoteIP()
+	if len(ip) == net.IPv4len {
+		return ip // what a TCP connection over IPv4 gives
+	}
 	if v4 := ip.To4(); v4 != nil {
 		return v4
 	}
 	return ip
 }
 
-// nowNanos is the time of a request in Unix ns, as answer reads it.
-func (r *Redirector) nowNanos(at requestClock) int64 {
+// requestTime is the time of a request as answer reads it: the
+// redirector's clock if it has one, else the request's (read from its
+// RequestCtx directly when there is one, ctx).
+func (r *Redirector) requestTime(at requestClock, ctx *fasthttp.RequestCtx) time.Time {
 	if r.clock != nil {
-		return r.clock.Now().UnixNano()
+		return r.clock.Now()
 	}
-	return at.Time().UnixNano()
+	if ctx != nil {
+		if t := ctx.Time(); !t.IsZero() {
+			return t
+		}
+	}
+	return at.Time()
 }
 
-// deviceMemo remembers the device class of the User-Agents it has read,
-// by a hash of the agent: a keep-alive connection (and most of a site's
+// agentMemo remembers what the rules read of the User-Agents it has seen
+// (their device class, rules.Classify, and their rules.AgentSum), by a
+// hash of the agent: a keep-alive connection (and most of a site's
 // visitors) send the same few agents, and hashing one costs a fraction of
-// reading it (rules.Classify). A slot is one word, the hash's high bits
-// and the class, so a lookup takes no lock; two agents whose hashes agree
-// on those bits (one in 2^61) would share a class.
-type deviceMemo struct {
+// reading it. The hash is seeded per process, so a client cannot choose
+// agents that share a slot's check. A slot is two words, each checked
+// against the hash on its own (the first: the hash's high bits and the
+// class; the second: the sum and the hash's top 32 bits), so a lookup
+// takes no lock. Two agents of one slot whose hashes agree on the bits
+// checked (one pair in 2^52) would share a class and sum; a lookup that
+// meets two writers of its slot at once finds a word that disagrees with
+// its hash and reads the agent.
+type agentMemo struct {
 	seed  maphash.Seed
-	slots [deviceMemoSlots]atomic.Uint64
+	slots [agentMemoSlots][2]atomic.Uint64
 }
 
 const (
-	deviceMemoSlots = 4096
-	deviceBits      = 7 // the low bits of a slot: the class
+	agentMemoSlots = 4096
+	deviceBits     = 7 // the low bits of a slot's first word: the class
 )
 
-func newDeviceMemo() *deviceMemo { return &deviceMemo{seed: maphash.MakeSeed()} }
+func newAgentMemo() *agentMemo { return &agentMemo{seed: maphash.MakeSeed()} }
 
-func (m *deviceMemo) classify(userAgent []byte) rules.Device {
+// lookup is the device class and the sum of userAgent.
+func (m *agentMemo) lookup(userAgent []byte) (rules.Device, uint32) {
 	if len(userAgent) == 0 {
-		return rules.DeviceUnknown
+		return rules.DeviceUnknown, rules.AgentSum(nil)
 	}
 	h := maphash.Bytes(m.seed, userAgent)
-	slot := &m.slots[h%deviceMemoSlots]
-	if v := slot.Load(); v&^deviceBits == h&^deviceBits && v != 0 {
-		return rules.Device(v & deviceBits)
+	slot := &m.slots[h%agentMemoSlots]
+	if v := slot[0].Load(); v&^deviceBits == h&^deviceBits && v != 0 {
+		if w := slot[1].Load(); uint32(w) == uint32(h>>32) {
+			return rules.Device(v & deviceBits), uint32(w >> 32)
+		}
 	}
-	d := rules.Classify(userAgent)
-	slot.Store(h&^deviceBits | uint64(d))
-	return d
+	d, sum := rules.Classify(userAgent), rules.AgentSum(userAgent)
+	slot[1].Store(uint64(sum)<<32 | h>>32)
+	slot[0].Store(h&^deviceBits | uint64(d))
+	return d, sum
 }
 
-// routedClick is where a click on routed link e goes: its Location, and
-// the index of its destination in the split (rules.SplitSlot) if it went
-// through the split, else -1. ok is false for a forwarded path that names
-// no link after all (forwardedRest).
-func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64) (location string, slot int, ok bool) {
-	ch := r.choose(e, at, rawQuery, now)
-	if location = r.routedLocation(e, ch, rt, rawQuery, at); location == "" {
-		return "", -1, false
-	}
-	if e.more.routing.Split(ch) {
-		return location, rules.SplitSlot(ch), true
-	}
-	return location, -1, true
-}
-
-// choose is where a click on routed link e goes, and whether it went
-// through the split; the Location is made by routedLocation.
-func (r *Redirector) choose(e *Link, at requestClock, rawQuery string, now int64) rules.Choice {
+// routedClick is where a click on routed link e goes: its Location, the
+// target it chose without the query it may forward (the click event's),
+// and the index of its destination in the split (rules.SplitSlot) if it
+// went through the split, else -1. ok is false for a forwarded path that
+// names no link after all (forwardedRest).
+func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64) (location, target string, slot int, ok bool) {
 	c := e.more.routing
-	if c.Plain() {
-		return rules.Choice{URL: e.Location, Rule: -1, Variant: -1}
+	ch := rules.Choice{URL: e.Location, Rule: -1, Variant: -1}
+	if !c.Plain() {
+		// The facts c's rules read of the request (rules.Compiled.Reads),
+		// gathered here, into a Facts of this frame: filled in by another
+		// function through a pointer, each store went through the write
+		// barrier's check.
+		var f rules.Facts
+		f.RawQuery = sbytes(rawQuery)
+		reads := c.Reads()
+		ctx := ctxOf(at)
+		if reads&rules.FactTime != 0 {
+			if now != 0 {
+				f.Now = time.Unix(0, now)
+			} else {
+				f.Now = r.requestTime(at, ctx)
+			}
+		}
+		if ctx != nil {
+			h := &ctx.Request.Header
+			f.Headers = (*canonicalHeaders)(h)
+			if reads&(rules.FactDevice|rules.FactClient) != 0 {
+				f.UserAgent = h.UserAgent()
+				f.Device, f.AgentSum = r.agents.lookup(f.UserAgent)
+				f.DeviceKnown, f.AgentSumKnown = true, true
+			}
+			if reads&rules.FactLanguage != 0 {
+				f.AcceptLanguage = h.PeekCanonical(headerAcceptLanguage)
+			}
+			if reads&rules.FactCountry != 0 && r.opts.CountryHeader != "" {
+				f.Country = h.PeekCanonical(sbytes(r.countryHeader))
+			}
+			if reads&rules.FactClient != 0 {
+				f.ClientAddr = r.clientAddr(ctx)
+			}
+		}
+		ch = rules.Evaluate(&f, c)
 	}
-	var f rules.Facts
-	r.facts(&f, c, at, rawQuery, now)
-	return rules.Evaluate(&f, c)
+	target = ch.URL
+	if rt.forward {
+		if target, ok = forwardedTarget(ch.URL, rt, at); !ok {
+			return "", "", -1, false
+		}
+	}
+	location = target
+	if e.is(flagForwardQuery) && rawQuery != "" {
+		location = forwardQuery(target, rawQuery)
+	}
+	if c.Split(ch) {
+		return location, target, rules.SplitSlot(ch), true
+	}
+	return location, target, -1, true
 }
 
-// routedLocation is the Location of a click on routed link e that went to
-// ch: the path after the code appended (spec.forwardPath, when the route
-// forwards one), then the query (spec.forwardQuery).
-func (r *Redirector) routedLocation(e *Link, ch rules.Choice, rt route, rawQuery string, at requestClock) string {
-	target := ch.URL
-	if rt.forward {
-		rest, ok := forwardedRest(at, rt)
-		if !ok {
-			return ""
-		}
-		target = string(rules.AppendPath(make([]byte, 0, len(target)+len(rest)+8), target, sbytes(rest)))
+// forwardedTarget is target with the path after the code appended
+// (spec.forwardPath); ok is false when the path names no link after all.
+func forwardedTarget(target string, rt route, at requestClock) (string, bool) {
+	rest, ok := forwardedRest(at, rt)
+	if !ok {
+		return "", false
 	}
-	if e.is(flagForwardQuery) && rawQuery != "" {
-		frag := strings.IndexByte(target, '#')
-		beforeFrag := target
-		if frag >= 0 {
-			beforeFrag = target[:frag]
-		}
-		target = withQuery(target, frag, strings.IndexByte(beforeFrag, '?') >= 0, rawQuery)
+	return string(rules.AppendPath(make([]byte, 0, len(target)+len(rest)+8), target, sbytes(rest))), true
+}
+
+// forwardQuery is target with the request's query added (spec.forwardQuery).
+func forwardQuery(target, rawQuery string) string {
+	frag := strings.IndexByte(target, '#')
+	beforeFrag := target
+	if frag >= 0 {
+		beforeFrag = target[:frag]
 	}
-	return target
+	return withQuery(target, frag, strings.IndexByte(beforeFrag, '?') >= 0, rawQuery)
 }
 
 // splitClicked counts a GET sent to slot of its link's split (none if

@@ -248,18 +248,29 @@ func TestRoutedClicksDoNotAllocate(t *testing.T) {
 	}
 }
 
-// The device memo answers as Classify does, for the agents it remembers
-// and for those whose slot another agent took.
-func TestDeviceMemo(t *testing.T) {
-	m := newDeviceMemo()
+// The agent memo answers as rules.Classify and rules.AgentSum do, for the
+// agents it remembers and for those whose slot another agent took, and
+// after its slots were written in halves (two writers at once).
+func TestAgentMemo(t *testing.T) {
+	m := newAgentMemo()
 	agents := []string{uaIPhone, uaAndroid, uaDesktop, "curl/8.5.0", "", "x"}
-	for range 3 {
+	check := func() {
+		t.Helper()
 		for _, ua := range agents {
-			if got, want := m.classify([]byte(ua)), classifyDirect(ua); got != want {
-				t.Errorf("%q: %v, want %v", ua, got, want)
+			d, sum := m.lookup([]byte(ua))
+			if d != classifyDirect(ua) || sum != rules.AgentSum([]byte(ua)) {
+				t.Errorf("%q: %v %#x, want %v %#x", ua, d, sum, classifyDirect(ua), rules.AgentSum([]byte(ua)))
 			}
 		}
 	}
+	for range 3 {
+		check()
+	}
+	// Every slot's first word from one agent, its second from another.
+	for i := range m.slots {
+		m.slots[i][1].Store(m.slots[(i+1)%len(m.slots)][1].Load() ^ 1<<40)
+	}
+	check()
 }
 
 func classifyDirect(ua string) rules.Device { return rules.Classify([]byte(ua)) }

@@ -17,6 +17,7 @@ const (
 	DeviceAndroid
 	DeviceDesktop
 	DeviceBot
+	numDevices
 )
 
 // String is the name spec.rules[].devices uses (unknown for DeviceUnknown).

@@ -5,6 +5,17 @@ package rules
 // left out; nil when there is none. It returns a sub-slice of header and
 // does not allocate. A malformed q counts as 1, as most servers read it.
 func PreferredLanguage(header []byte) []byte {
+	// What browsers send: a first entry without parameters (q=1), which
+	// nothing after it beats.
+	end := 0
+	for end < len(header) && header[end] != ',' && header[end] != ';' {
+		end++
+	}
+	if end == len(header) || header[end] == ',' {
+		if tag := trimSpace(header[:end]); len(tag) > 1 || len(tag) == 1 && tag[0] != '*' {
+			return tag
+		}
+	}
 	var best []byte
 	bestQ := -1
 	for len(header) > 0 {
@@ -66,18 +77,21 @@ func parseQ(v []byte) int {
 }
 
 // matchesAnyRange reports whether tag falls under one of the lower-case
-// ranges by RFC 4647 basic filtering: equal, or the range followed by '-'
-// starts the tag; ASCII case ignored.
+// ranges (matchesRange).
 func matchesAnyRange(tag []byte, ranges []string) bool {
-	if len(tag) == 0 {
-		return false
-	}
 	for _, r := range ranges {
-		if hasPrefixFold(tag, r) && (len(tag) == len(r) || tag[len(r)] == '-') {
+		if matchesRange(tag, r) {
 			return true
 		}
 	}
 	return false
+}
+
+// matchesRange reports whether tag falls under the lower-case range rng by
+// RFC 4647 basic filtering: equal, or rng followed by '-' starts the tag;
+// ASCII case ignored. No tag falls under any range.
+func matchesRange(tag []byte, rng string) bool {
+	return len(tag) > 0 && hasPrefixFold(tag, rng) && (len(tag) == len(rng) || tag[len(rng)] == '-')
 }
 
 // validRange: 1-8 letters, then '-' and 1-8 letters or digits, repeated.

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"math/bits"
 	"net/textproto"
 	"strings"
 	"time"
@@ -45,9 +46,14 @@ type Facts struct {
 	// remembered it (a keep-alive connection sends one User-Agent; reading
 	// a long agent costs more than the rest of a click), so that Evaluate
 	// need not read the agent again. Otherwise Evaluate classifies the
-	// agent when a rule first needs it.
+	// agent once, before it tries the rules, when one has devices.
 	Device      Device
 	DeviceKnown bool
+	// AgentSum, when AgentSumKnown, is AgentSum(UserAgent) as the
+	// redirector remembered it with the device class; otherwise Evaluate
+	// reads the agent for the split.
+	AgentSum      uint32
+	AgentSumKnown bool
 }
 
 // Choice is where a click goes.
@@ -91,7 +97,31 @@ type Compiled struct {
 	// status.variantUses keys of the split, spec.url first.
 	reads     Fact
 	splitURLs []string
+	// byDevice[d] holds bit i when rule i may match a client of device
+	// class d: it has no devices condition, or one that names d. Evaluate
+	// tries only those rules, in order, so a click skips the rules of the
+	// other devices without reading them.
+	byDevice [numDevices]ruleSet
+	// timed are the rules with a time window; localized those with
+	// languages, and ranges each language range of theirs with the rules
+	// that name it: Evaluate reads these conditions for all the rules in
+	// the running at once, before it tries any rule (each costs less than
+	// trying a rule).
+	timed, localized ruleSet
+	ranges           []languageRange
 }
+
+// languageRange is a languages condition's range and the rules that name it.
+type languageRange struct {
+	rng   string
+	rules ruleSet
+}
+
+// ruleSet is a set of a link's rules, bit i for spec.rules[i].
+type ruleSet uint32
+
+// A ruleSet holds every rule a link may have.
+var _ = [1]struct{}{}[linkv1.MaxRules/33]
 
 // Fact is a fact of a request that a link's routing reads, so that the
 // redirector gathers only those (a header lookup or a clock read is a
@@ -175,6 +205,28 @@ func Compile(spec *linkv1.ShortLinkSpec, seed string, locate func(string) string
 	}
 	for i := range c.rules {
 		c.reads |= c.rules[i].reads()
+		r := &c.rules[i]
+		for d := range c.byDevice {
+			if r.devices == 0 || r.devices&(1<<d) != 0 {
+				c.byDevice[d] |= 1 << i
+			}
+		}
+		if r.hasAfter || r.hasBefore {
+			c.timed |= 1 << i
+		}
+		if len(r.languages) > 0 {
+			c.localized |= 1 << i
+		}
+	rangesOfRule:
+		for _, l := range r.languages {
+			for j := range c.ranges {
+				if c.ranges[j].rng == l {
+					c.ranges[j].rules |= 1 << i
+					continue rangesOfRule
+				}
+			}
+			c.ranges = append(c.ranges, languageRange{rng: l, rules: 1 << i})
+		}
 	}
 	if len(c.variants) > 0 {
 		c.reads |= FactClient
@@ -289,18 +341,21 @@ func (c *Compiled) ForwardPath() bool { return c.forwardPath }
 
 // Evaluate returns where a click with facts f goes: the first rule whose
 // conditions all hold, else the client's variant, else spec.url. It does
-// not allocate and reads each header at most once per rule.
+// not allocate, classifies the User-Agent at most once (not at all when
+// f.DeviceKnown), and reads each other fact at most once, when a rule
+// first needs it.
 func Evaluate(f *Facts, c *Compiled) Choice {
 	if len(c.rules) > 0 {
-		lazy := lazyFacts{device: f.Device, deviceKnown: f.DeviceKnown}
-		for i := range c.rules {
-			if c.rules[i].matches(f, &lazy) {
-				return Choice{URL: c.rules[i].url, Rule: i, Variant: -1}
-			}
+		if i := c.firstMatch(f); i >= 0 {
+			return Choice{URL: c.rules[i].url, Rule: i, Variant: -1}
 		}
 	}
 	if len(c.variants) > 0 {
-		b := bucket(c.seed, f.ClientAddr, f.UserAgent)
+		sum := f.AgentSum
+		if !f.AgentSumKnown {
+			sum = AgentSum(f.UserAgent)
+		}
+		b := bucket(c.seed, f.ClientAddr, sum)
 		for i := range c.variants {
 			if b < c.variants[i].upTo {
 				return Choice{URL: c.variants[i].url, Rule: -1, Variant: i}
@@ -310,38 +365,51 @@ func Evaluate(f *Facts, c *Compiled) Choice {
 	return Choice{URL: c.defaultURL, Rule: -1, Variant: -1}
 }
 
-// lazyFacts are the facts Evaluate derives from the request, each at most
-// once, and only when a rule asks for it.
-type lazyFacts struct {
-	device      Device
-	deviceKnown bool
-	lang        []byte
-	langKnown   bool
-}
-
-func (l *lazyFacts) deviceOf(f *Facts) Device {
-	if !l.deviceKnown {
-		l.device, l.deviceKnown = Classify(f.UserAgent), true
+// firstMatch is the index of the first rule whose conditions hold, or -1.
+// The rules that may match are those of the client's device class
+// (byDevice), less those whose time window is closed and those whose
+// languages the client does not prefer, each read once for all the rules
+// that have them; each of the rest is then tried in order for its other
+// conditions. (Reading every kind of condition so, with sets of rules,
+// cost more than trying a rule: only these three pay.)
+func (c *Compiled) firstMatch(f *Facts) int {
+	device := f.Device
+	if !f.DeviceKnown && c.reads&FactDevice != 0 {
+		device = Classify(f.UserAgent)
 	}
-	return l.device
-}
-
-func (l *lazyFacts) languageOf(f *Facts) []byte {
-	if !l.langKnown {
-		l.lang, l.langKnown = PreferredLanguage(f.AcceptLanguage), true
+	if device >= numDevices {
+		device = DeviceUnknown // a class no rule names
 	}
-	return l.lang
-}
-
-// matches reports whether all of the rule's conditions hold, the cheap
-// ones read first.
-func (r *compiledRule) matches(f *Facts, lazy *lazyFacts) bool {
-	if r.hasAfter || r.hasBefore {
+	running := c.byDevice[device]
+	if set := running & c.timed; set != 0 {
 		now := f.Now.UnixNano()
-		if r.hasAfter && now < r.after || r.hasBefore && now >= r.before {
-			return false
+		for ; set != 0; set &= set - 1 {
+			if r := &c.rules[bits.TrailingZeros32(uint32(set))]; r.hasAfter && now < r.after || r.hasBefore && now >= r.before {
+				running &^= set & -set
+			}
 		}
 	}
+	if set := running & c.localized; set != 0 {
+		lang, held := PreferredLanguage(f.AcceptLanguage), ruleSet(0)
+		for i := range c.ranges {
+			if matchesRange(lang, c.ranges[i].rng) {
+				held |= c.ranges[i].rules
+			}
+		}
+		running &^= set &^ held
+	}
+	for ; running != 0; running &= running - 1 {
+		if i := bits.TrailingZeros32(uint32(running)); c.rules[i].others(f) {
+			return i
+		}
+	}
+	return -1
+}
+
+// others reports whether the rule's conditions that firstMatch does not
+// read for all the rules at once hold, the cheap ones read first: the
+// country, the query, the headers.
+func (r *compiledRule) others(f *Facts) bool {
 	if len(r.countries) > 0 && !matchesCountry(f.Country, r.countries) {
 		return false
 	}
@@ -349,12 +417,6 @@ func (r *compiledRule) matches(f *Facts, lazy *lazyFacts) bool {
 		if !queryHolds(f.RawQuery, &r.query[i]) {
 			return false
 		}
-	}
-	if len(r.languages) > 0 && !matchesAnyRange(lazy.languageOf(f), r.languages) {
-		return false
-	}
-	if r.devices != 0 && r.devices&(1<<lazy.deviceOf(f)) == 0 {
-		return false
 	}
 	for i := range r.headers {
 		if f.Headers == nil || string(f.Headers.Peek(r.headers[i].name)) != r.headers[i].value {

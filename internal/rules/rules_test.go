@@ -100,7 +100,9 @@ func TestPreferredLanguage(t *testing.T) {
 }
 
 func TestQueryHolds(t *testing.T) {
-	v := func(s string) *queryMatch { return &queryMatch{name: "beta", value: s, hasValue: true} }
+	v := func(s string) *queryMatch {
+		return &queryMatch{name: "beta", value: s, hasValue: true}
+	}
 	present := &queryMatch{name: "beta"}
 	for _, tc := range []struct {
 		raw  string
@@ -124,6 +126,13 @@ func TestQueryHolds(t *testing.T) {
 		{"beta=%zz", v("%zz"), true},
 		{"beta=1&beta=2", v("2"), true},
 		{"x=beta", present, false},
+		{"abeta=1", v("1"), false},
+		{"betas&beta", present, true},
+		{"x=abeta&beta=1", v("1"), true},
+		{"beta=1x", v("1"), false},
+		{"beta=1=2&beta=1", v("1"), true},
+		{"x=1&beta", v(""), true},
+		{"beta=2&x=beta=1", v("1"), false},
 	} {
 		if got := queryHolds([]byte(tc.raw), tc.m); got != tc.want {
 			t.Errorf("query %q against %+v: %v, want %v", tc.raw, *tc.m, got, tc.want)
@@ -219,6 +228,46 @@ func TestEvaluate(t *testing.T) {
 				t.Errorf("a click no rule matches goes through the split: %+v", got)
 			}
 		})
+	}
+}
+
+// Languages are read for all the rules at once (firstMatch): a range two
+// rules name, a rule with two ranges, and a rule with another condition
+// besides its language each choose as they would one by one.
+func TestEvaluateSharedLanguageRanges(t *testing.T) {
+	c := mustCompile(t, &linkv1.ShortLinkSpec{
+		URL: "https://example.com/",
+		Rules: []linkv1.RedirectRule{
+			{URL: "https://example.com/de-ios", Languages: []string{"de"}, Devices: []linkv1.DeviceClass{linkv1.DeviceIOS}},
+			{URL: "https://example.com/de-fr", Languages: []string{"DE", "fr"}},
+			{URL: "https://example.com/pt-br", Languages: []string{"pt-BR"}, QueryParams: []linkv1.QueryParamMatch{{Name: "x"}}},
+		},
+	})
+	for _, tc := range []struct {
+		ua, lang, query string
+		rule            int
+	}{
+		{iphoneUA, "de-CH", "", 0},
+		{winUA, "de-CH", "", 1},
+		{iphoneUA, "fr-CA,de;q=0.5", "", 1},
+		{winUA, "pt-BR", "x", 2},
+		{winUA, "pt-BR", "", -1},
+		{winUA, "pt", "x", -1},
+		{winUA, "", "x", -1},
+		{winUA, "deu", "", -1},
+	} {
+		f := Facts{UserAgent: []byte(tc.ua), AcceptLanguage: []byte(tc.lang), RawQuery: []byte(tc.query)}
+		if got := Evaluate(&f, c); got.Rule != tc.rule {
+			t.Errorf("%s %q ?%s: rule %d, want %d", Classify(f.UserAgent), tc.lang, tc.query, got.Rule, tc.rule)
+		}
+		for i := range c.rules {
+			if holdsOneByOne(&c.rules[i], &f) {
+				if i != tc.rule {
+					t.Errorf("%q: the rules one by one choose %d, want %d", tc.lang, i, tc.rule)
+				}
+				break
+			}
+		}
 	}
 }
 
@@ -409,6 +458,18 @@ func BenchmarkEvaluate(b *testing.B) {
 	}
 	remembered := f
 	remembered.Device, remembered.DeviceKnown = Classify(f.UserAgent), true
+	// What hack/callgrind-bench's browser sends a link of
+	// hack/redirector-bench's withRules, as the redirector gathers it.
+	browser := Facts{
+		UserAgent:      []byte(winUA),
+		AcceptLanguage: []byte("en-US,en;q=0.9"),
+		RawQuery:       []byte("utm_source=newsletter&utm_medium=email"),
+		Headers:        headers("Accept", "text/html", "Accept-Language", "en-US,en;q=0.9", "Accept-Encoding", "gzip"),
+		Now:            t0,
+		ClientAddr:     []byte{127, 0, 0, 1},
+		Device:         DeviceDesktop,
+		DeviceKnown:    true,
+	}
 	for _, bc := range []struct {
 		name  string
 		spec  *linkv1.ShortLinkSpec
@@ -418,6 +479,7 @@ func BenchmarkEvaluate(b *testing.B) {
 		{"8rules3variants", eightRules(), &f},
 		// The device class remembered by the redirector (Facts.Device).
 		{"8rules3variants-device-known", eightRules(), &remembered},
+		{"campaign-browser", campaignRules(), &browser},
 	} {
 		c := mustCompile(b, bc.spec)
 		b.Run(bc.name, func(b *testing.B) {
@@ -426,6 +488,31 @@ func BenchmarkEvaluate(b *testing.B) {
 				Evaluate(bc.facts, c)
 			}
 		})
+	}
+}
+
+// campaignRules is the link of hack/redirector-bench's withRules (the
+// stores for iOS and Android, German and French desktop pages, a beta by
+// query, a campaign by header, a past promotion, bots with a referral,
+// and a three-way split), whose every rule a desktop browser misses.
+func campaignRules() *linkv1.ShortLinkSpec {
+	return &linkv1.ShortLinkSpec{
+		URL: "https://www.example.com/articles/2026/1",
+		Rules: []linkv1.RedirectRule{
+			{URL: "https://apps.apple.com/app/id1", Devices: []linkv1.DeviceClass{linkv1.DeviceIOS}},
+			{URL: "https://play.google.com/store/apps/details?id=com.example.app1", Devices: []linkv1.DeviceClass{linkv1.DeviceAndroid}},
+			{URL: "https://www.example.com/de/articles/1", Languages: []string{"de"}},
+			{URL: "https://www.example.com/fr/articles/1", Languages: []string{"fr"}, Devices: []linkv1.DeviceClass{linkv1.DeviceDesktop}},
+			{URL: "https://beta.example.com/articles/1", QueryParams: []linkv1.QueryParamMatch{{Name: "beta", Value: sp("1")}}},
+			{URL: "https://www.example.com/spring/1", Headers: []linkv1.HeaderMatch{{Name: "X-Campaign", Value: "spring"}}},
+			{URL: "https://www.example.com/promo/1", After: mt(t0.Add(-60 * 24 * time.Hour)), Before: mt(t0.Add(-30 * 24 * time.Hour))},
+			{URL: "https://www.example.com/crawl/1", QueryParams: []linkv1.QueryParamMatch{{Name: "ref"}}, Devices: []linkv1.DeviceClass{linkv1.DeviceBot}},
+		},
+		Variants: []linkv1.Variant{
+			{URL: "https://www.example.com/articles/2026/1/b", Weight: 30},
+			{URL: "https://www.example.com/articles/2026/1/c", Weight: 30},
+			{URL: "https://www.example.com/articles/2026/1/d", Weight: 20},
+		},
 	}
 }
 
