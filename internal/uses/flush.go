@@ -58,15 +58,9 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 			u.metrics.writes.WithLabelValues("conflict").Inc()
 			c.pending.Add(served)
 			split.putBack()
-			live := &linkv1.ShortLink{}
-			if err := u.opts.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
-				if apierrors.IsNotFound(err) {
-					return errLinkGone
-				}
+			live, err := u.readLive(ctx, c, obj)
+			if err != nil {
 				return err
-			}
-			if UIDKey(live.UID) != c.uid {
-				return errLinkGone
 			}
 			rv, base, lastUsed, baseSplit = live.ResourceVersion, live.Status.Uses, live.Status.LastUsedAt, live.Status.VariantUses
 		case apierrors.IsNotFound(err):
@@ -78,6 +72,69 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 			return err
 		}
 	}
+	return fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
+}
+
+// readLive reads c's link live after a conflict: errLinkGone when it was
+// deleted or replaced by another of the same name.
+func (u *Uses) readLive(ctx context.Context, c *Counter, obj *linkv1.ShortLink) (*linkv1.ShortLink, error) {
+	live := &linkv1.ShortLink{}
+	if err := u.opts.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, errLinkGone
+		}
+		return nil, err
+	}
+	if UIDKey(live.UID) != c.uid {
+		return nil, errLinkGone
+	}
+	return live, nil
+}
+
+// writeSplit writes c's split clicks alone (status.variantUses), for the
+// clicks this replica forwarded: their holder writes the uses, so nothing
+// else here would carry them. A merge patch on the version the informer
+// showed, a conflict retrying on a live read, as writeCount. c's lock is
+// held.
+func (u *Uses) writeSplit(ctx context.Context, c *Counter, mode budgetMode) error {
+	v, ok := c.version()
+	if !ok {
+		return errLinkGone
+	}
+	if !u.spend(ctx, mode) {
+		return errNoBudget
+	}
+	rv, baseSplit := v.ResourceVersion, v.VariantUses
+	split := c.takeSplit()
+	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
+		field := variantUsesField(&split, baseSplit)
+		if field == "" {
+			return nil
+		}
+		patch := []byte(`{"metadata":{"resourceVersion":` + strconv.Quote(rv) + `},"status":{` + field[1:] + `}}`)
+		obj := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
+		err := u.opts.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		switch {
+		case err == nil:
+			u.metrics.writes.WithLabelValues("ok").Inc()
+			return nil
+		case apierrors.IsConflict(err):
+			u.metrics.writes.WithLabelValues("conflict").Inc()
+			live, err := u.readLive(ctx, c, obj)
+			if err != nil {
+				split.putBack()
+				return err
+			}
+			rv, baseSplit = live.ResourceVersion, live.Status.VariantUses
+		case apierrors.IsNotFound(err):
+			return errLinkGone
+		default:
+			u.metrics.writes.WithLabelValues(resultError).Inc()
+			split.putBack()
+			return err
+		}
+	}
+	split.putBack()
 	return fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
 }
 
@@ -136,6 +193,9 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 		return err
 	case v.MaxUses > 0 || c.unconfirmed != nil:
 		if c.pending.Load() == 0 && c.unconfirmed == nil {
+			if c.splitPending() {
+				return u.writeSplit(ctx, c, mode)
+			}
 			return nil
 		}
 		_, err := u.writeReservation(ctx, c, false, release, mode)
@@ -209,6 +269,8 @@ func (u *Uses) Flush(ctx context.Context, final bool) int64 {
 		if n := c.pending.Load(); n > 0 {
 			pending += n
 			u.markDirty(c)
+		} else if c.splitPending() {
+			u.markDirty(c) // forwarded clicks' split counts (writeSplit)
 		}
 	}
 	u.metrics.pending.Set(float64(pending))

@@ -66,6 +66,18 @@ func (c *Counter) resplit(keys []string) {
 	}
 }
 
+// splitPending reports whether c has split clicks not yet written.
+func (c *Counter) splitPending() bool {
+	if s := c.split.Load(); s != nil {
+		for i := range s.keys {
+			if s.n[i].Load() != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // takeSplit takes out the split clicks not yet written.
 func (c *Counter) takeSplit() splitTaken {
 	t := splitTaken{from: c.split.Load()}

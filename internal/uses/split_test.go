@@ -120,3 +120,42 @@ func TestVariantUsesSurviveConflicts(t *testing.T) {
 		t.Errorf("uses %d, variantUses %v; want 3 and %v", l.Status.Uses, l.Status.VariantUses, want)
 	}
 }
+
+// A click a replica forwards to the holder of the link's quota is counted
+// in status.variantUses by the replica that took it, at its next flush
+// round, in a write of its own: the holder writes the use and knows
+// nothing of the split. Before, the count waited on the forwarding replica
+// until it counted a use of its own, which it might never do.
+func TestForwardedSplitClicksAreWritten(t *testing.T) {
+	api := newFakeAPI(100)
+	api.setSplit("https://a.example/", "https://b.example/")
+	clk := &fakeClock{now: epoch}
+	a := newAheadReplica(api, clk, "a", epoch, nil)
+	b := newAheadReplica(api, clk, "b", epoch, &replicaForwarder{to: a})
+	a.aheadRound(clk)
+	b.sync()
+	b.c.CountSplit(1, 1) // as the redirector does, before the use
+	if b.take() != Served {
+		t.Fatal("b's click was not served")
+	}
+	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].Holder != "a" {
+		t.Fatalf("reservations %+v: want a's alone (b's click forwarded)", st.UseReservations)
+	}
+	clk.advance(time.Second)
+	b.flush(false)
+	want := []linkv1.VariantUses{{URL: "https://a.example/", Uses: 0}, {URL: "https://b.example/", Uses: 1}}
+	if got := api.get().Status.VariantUses; !slices.Equal(got, want) {
+		t.Fatalf("after b's flush round, variantUses %v; want %v", got, want)
+	}
+	// Written once: a second round has nothing to write.
+	writes := len(api.patches)
+	b.flush(false)
+	if len(api.patches) != writes {
+		t.Errorf("a second round wrote again: %q", api.patches[writes:])
+	}
+	// The holder's release writes the uses; the split counts stay.
+	a.flush(true)
+	if st := api.get().Status; st.Uses != 1 || !slices.Equal(st.VariantUses, want) {
+		t.Errorf("after a's release, uses %d, variantUses %v; want 1 and %v", st.Uses, st.VariantUses, want)
+	}
+}

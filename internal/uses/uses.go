@@ -222,6 +222,11 @@ func (u *Uses) Take(c *Counter, now time.Time) Verdict {
 			return Served
 		}
 		if attempt == 0 && u.forward(c, at, deadline) {
+			// The holder counts the use; the split click counted here is
+			// written by this replica (writeSplit).
+			if c.split.Load() != nil {
+				u.markDirty(c)
+			}
 			return Served
 		}
 		if attempt > 0 || at < c.denied.Load() {
