@@ -201,12 +201,12 @@ func (c *clickEnv) testClickFields(t *testing.T) {
 	}
 	g.Expect(got[0].Subject()).To(Equal("default/docs"))
 	g.Expect(data(got[0])).To(Equal(events.Event{
-		Namespace: "default", Name: "docs", UID: uid, Code: code, Target: url, Rule: events.NoRule, Status: 302,
+		Namespace: "default", Name: "docs", UID: uid, Code: code, Target: url, Rule: events.NoRule, Variant: events.NoVariant, Status: 302,
 		RefererHost: "news.example.org", Device: events.DeviceMobile, Country: "DE", ClientAddress: "127.0.0.0",
 	}))
 	g.Expect(got[1].Subject()).To(Equal("default/no-such-code"), "an orphan's code is its path")
 	g.Expect(data(got[1])).To(Equal(events.Event{
-		Code: "default/no-such-code", Orphan: true, Rule: events.NoRule, Status: 404,
+		Code: "default/no-such-code", Orphan: true, Rule: events.NoRule, Variant: events.NoVariant, Status: 404,
 		RefererHost: "news.example.org", Device: events.DeviceMobile, Country: "DE", ClientAddress: "127.0.0.0",
 	}))
 }

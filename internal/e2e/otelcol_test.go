@@ -79,7 +79,7 @@ func TestClickEventsReachCollector(t *testing.T) {
 	}).ShouldNot(BeNil(), "the redirect's record in the collector's file")
 	for k, v := range map[string]string{
 		"eventName": events.EventType, events.AttrNamespace: "default", events.AttrName: "otel", events.AttrUID: uid,
-		events.AttrCode: code, events.AttrOrphan: "false", events.AttrTarget: "https://example.com/otel", events.AttrRule: "-1",
+		events.AttrCode: code, events.AttrOrphan: "false", events.AttrTarget: "https://example.com/otel", events.AttrRule: "-1", events.AttrVariant: "-1",
 		events.AttrStatus: "302", events.AttrRefererHost: "news.example.org", events.AttrBot: "false",
 		events.AttrDevice: events.DeviceMobile, events.AttrCountry: "DE", events.AttrClientAddress: "127.0.0.0",
 	} {

@@ -71,6 +71,8 @@ func appendEventData(dst []byte, e *Event) []byte {
 	}
 	dst = append(dst, `,"rule":`...)
 	dst = appendInt(dst, e.Rule)
+	dst = append(dst, `,"variant":`...)
+	dst = appendInt(dst, e.Variant)
 	dst = append(dst, `,"status":`...)
 	dst = appendInt(dst, e.Status)
 	if e.RefererHost != "" {

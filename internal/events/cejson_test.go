@@ -106,7 +106,7 @@ func sdkKeeps(s string) bool {
 func encodingCases() []Event {
 	at := time.Date(2026, 11, 26, 10, 15, 4, 123456789, time.UTC)
 	link := Event{ID: "6f1b2c3d-4e5f-8a7b-8000-00000000002a", Time: at, Namespace: "team-a", Name: "docs", UID: "3f1c2a4e-8b9d-4c7e-a1f2-0e9d8c7b6a55",
-		Code: "docs", Target: "https://example.com/documentation", Rule: NoRule, Status: 302, RefererHost: "news.example.org",
+		Code: "docs", Target: "https://example.com/documentation", Rule: NoRule, Variant: NoVariant, Status: 302, RefererHost: "news.example.org",
 		Device: DeviceMobile, Country: "DE", ClientAddress: "198.51.100.0"}
 	cases := []Event{link}
 	add := func(f func(e *Event)) {
@@ -115,7 +115,7 @@ func encodingCases() []Event {
 		cases = append(cases, e)
 	}
 	add(func(e *Event) { // an orphan: no link fields
-		*e = Event{ID: e.ID, Time: at.Truncate(time.Second), Code: "wp-login.php", Orphan: true, Rule: NoRule, Status: 404, Bot: true, Device: DeviceUnknown, ClientAddress: "2001:db8:abcd::"}
+		*e = Event{ID: e.ID, Time: at.Truncate(time.Second), Code: "wp-login.php", Orphan: true, Rule: NoRule, Variant: NoVariant, Status: 404, Bot: true, Device: DeviceUnknown, ClientAddress: "2001:db8:abcd::"}
 	})
 	add(func(e *Event) { e.Target = `https://example.com/a?b=<script>&c="d"\e` })
 	add(func(e *Event) { e.Code, e.Orphan = "caf\u00e9/\u65e5\u672c/\U0001F600\u2028\u2029", true })

@@ -37,7 +37,7 @@ func checkEvent(t *testing.T, e cloudevents.Event, i int) {
 	}
 	want := map[string]any{
 		"namespace": "team-a", "name": "link-" + itoa(i), "uid": "uid-" + itoa(i), "code": code(i), "orphan": false,
-		"target": "https://example.com/docs", "rule": float64(-1), "status": float64(302), "refererHost": "news.example.org",
+		"target": "https://example.com/docs", "rule": float64(-1), "variant": float64(-1), "status": float64(302), "refererHost": "news.example.org",
 		"bot": false, "device": "mobile", "country": "DE", "clientAddress": "198.51.100.0",
 	}
 	for k, v := range want {

@@ -40,6 +40,7 @@ type Event struct {
 	Orphan      bool   `json:"orphan"`
 	Target      string `json:"target,omitempty"`
 	Rule        int    `json:"rule"`
+	Variant     int    `json:"variant"`
 	Status      int    `json:"status"`
 	RefererHost string `json:"refererHost,omitempty"`
 	Bot         bool   `json:"bot"`
@@ -166,6 +167,7 @@ func (b *builder) build(rec *Record) Event {
 		Orphan:        rec.Name == "",
 		Target:        rec.Target,
 		Rule:          max(int(rec.Rule), NoRule),
+		Variant:       max(int(rec.Variant), NoVariant),
 		Status:        int(rec.Status),
 		RefererHost:   str[codeEnd:hostEnd],
 		Country:       str[hostEnd:countryEnd],

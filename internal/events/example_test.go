@@ -36,7 +36,7 @@ func Example() {
 	// the request (copied).
 	rec := events.Record{
 		Namespace: "team-a", Name: "docs", UID: "3f1c2a4e-8b9d-4c7e-a1f2-0e9d8c7b6a55",
-		Target: "https://example.com/docs", Status: 302, Rule: events.NoRule,
+		Target: "https://example.com/docs", Status: 302, Rule: events.NoRule, Variant: events.NoVariant,
 	}
 	rec.SetCode([]byte("docs"))
 	rec.SetReferer([]byte("https://news.example.org/item?id=1"))

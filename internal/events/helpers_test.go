@@ -56,7 +56,7 @@ func start(t *testing.T, cfg Config) *Pipeline {
 func record(i int) Record {
 	r := Record{
 		Namespace: "team-a", Name: fmt.Sprintf("link-%d", i), UID: fmt.Sprintf("uid-%d", i),
-		Target: "https://example.com/docs", Status: 302, Rule: NoRule,
+		Target: "https://example.com/docs", Status: 302, Rule: NoRule, Variant: NoVariant,
 		Client: netip.MustParseAddr("198.51.100.23"),
 	}
 	r.SetCodeString(fmt.Sprintf("c%05d", i))

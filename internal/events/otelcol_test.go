@@ -44,7 +44,7 @@ func TestCollectorReceivesEvents(t *testing.T) {
 	for i, r := range col.Records(t) {
 		want := map[string]string{
 			"eventName": EventType, AttrNamespace: "team-a", AttrName: "link-" + itoa(i), AttrCode: code(i),
-			AttrStatus: "302", AttrRule: "-1", AttrClientAddress: "198.51.100.0", AttrDevice: DeviceMobile,
+			AttrStatus: "302", AttrRule: "-1", AttrVariant: "-1", AttrClientAddress: "198.51.100.0", AttrDevice: DeviceMobile,
 			AttrBot: "false", AttrCountry: "DE", AttrRefererHost: "news.example.org", AttrOrphan: "false",
 		}
 		for k, v := range want {

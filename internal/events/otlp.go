@@ -30,6 +30,7 @@ const (
 	AttrOrphan        = "linkforge.link.orphan"
 	AttrTarget        = "linkforge.link.target"
 	AttrRule          = "linkforge.link.rule"
+	AttrVariant       = "linkforge.link.variant"
 	AttrStatus        = "http.response.status_code"
 	AttrRefererHost   = "linkforge.referer.host"
 	AttrBot           = "linkforge.user_agent.bot"

@@ -153,7 +153,7 @@ func TestOTLPRecordsCarryTheFields(t *testing.T) {
 			a := attrs(lr.Attributes)
 			want := map[string]any{
 				AttrNamespace: "team-a", AttrName: "link-" + itoa(i), AttrUID: "uid-" + itoa(i), AttrCode: code(i),
-				AttrOrphan: false, AttrTarget: "https://example.com/docs", AttrRule: int64(-1), AttrStatus: int64(302),
+				AttrOrphan: false, AttrTarget: "https://example.com/docs", AttrRule: int64(-1), AttrVariant: int64(-1), AttrStatus: int64(302),
 				AttrRefererHost: "news.example.org", AttrBot: false, AttrDevice: DeviceMobile, AttrCountry: "DE",
 				AttrClientAddress: "198.51.100.0",
 			}

@@ -113,6 +113,7 @@ func appendLogRecord(dst []byte, e *Event) []byte {
 	dst = appendStringAttr(dst, fAttributes, AttrCode, e.Code)
 	dst = appendBoolAttr(dst, AttrOrphan, e.Orphan)
 	dst = appendIntAttr(dst, AttrRule, e.Rule)
+	dst = appendIntAttr(dst, AttrVariant, e.Variant)
 	dst = appendIntAttr(dst, AttrStatus, e.Status)
 	dst = appendBoolAttr(dst, AttrBot, e.Bot)
 	dst = appendASCIIAttr(dst, AttrDevice, e.Device)

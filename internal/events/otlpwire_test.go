@@ -84,7 +84,7 @@ func (s *sdkOTLP) request(t testing.TB, batch []Event) *collogspb.ExportLogsServ
 		r.SetBody(attribute.StringValue(e.Subject()))
 		r.AddAttributes(
 			attribute.String(AttrEventID, e.ID), attribute.String(AttrCode, e.Code), attribute.Bool(AttrOrphan, e.Orphan),
-			attribute.Int(AttrRule, e.Rule), attribute.Int(AttrStatus, e.Status), attribute.Bool(AttrBot, e.Bot),
+			attribute.Int(AttrRule, e.Rule), attribute.Int(AttrVariant, e.Variant), attribute.Int(AttrStatus, e.Status), attribute.Bool(AttrBot, e.Bot),
 			attribute.String(AttrDevice, e.Device))
 		for _, kv := range [...]struct{ k, v string }{
 			{AttrNamespace, e.Namespace}, {AttrName, e.Name}, {AttrUID, e.UID}, {AttrTarget, e.Target},

@@ -6,9 +6,13 @@ import (
 	"net/netip"
 )
 
-// NoRule is Record.Rule when the link has no rule or variant that chose the
-// target.
-const NoRule = -1
+// NoRule is Record.Rule when no rule of the link chose the target, and
+// NoVariant is Record.Variant when no variant did (no rule matched and the
+// click went to spec.url, or the link has neither).
+const (
+	NoRule    = -1
+	NoVariant = -1
+)
 
 // Sizes of a Record's copies of request bytes. The request's buffers are
 // reused by the next request, so what a Record keeps of them is copied into
@@ -51,9 +55,10 @@ type Record struct {
 	Target string
 	// Status is the HTTP status of the answer.
 	Status uint16
-	// Rule is the index of the link's rule or variant that chose Target, or
-	// NoRule.
-	Rule int16
+	// Rule is the index in spec.rules of the rule that chose Target, or
+	// NoRule; Variant the index in spec.variants of the variant that did,
+	// or NoVariant.
+	Rule, Variant int16
 	// Client is the client's address, anonymized when the event is built
 	// unless Config.KeepClientAddress.
 	Client netip.Addr

@@ -179,7 +179,7 @@ func TestAnonymize(t *testing.T) {
 }
 
 func TestBuildEvent(t *testing.T) {
-	r := Record{Time: 1_700_000_000_123_456_789, Namespace: "team-a", Name: "docs", UID: "u-1", Target: "https://example.com/docs", Status: 302, Rule: NoRule}
+	r := Record{Time: 1_700_000_000_123_456_789, Namespace: "team-a", Name: "docs", UID: "u-1", Target: "https://example.com/docs", Status: 302, Rule: NoRule, Variant: NoVariant}
 	r.SetCodeString("abc")
 	r.SetReferer([]byte("https://News.Example.org/item?id=1"))
 	r.SetUserAgent([]byte("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Mobile/15E148"))
@@ -190,7 +190,7 @@ func TestBuildEvent(t *testing.T) {
 		t.Errorf("id %q: %v", e.ID, err)
 	}
 	want := Event{ID: e.ID, Time: e.Time, Namespace: "team-a", Name: "docs", UID: "u-1", Code: "abc", Target: "https://example.com/docs",
-		Rule: NoRule, Status: 302, RefererHost: "news.example.org", Device: DeviceMobile, Country: "DE", ClientAddress: "198.51.100.0"}
+		Rule: NoRule, Variant: NoVariant, Status: 302, RefererHost: "news.example.org", Device: DeviceMobile, Country: "DE", ClientAddress: "198.51.100.0"}
 	if e != want {
 		t.Errorf("event\n %+v\nwant\n %+v", e, want)
 	}
@@ -200,7 +200,7 @@ func TestBuildEvent(t *testing.T) {
 	if e := newBuilder(true).build(&r); e.ClientAddress != "198.51.100.23" {
 		t.Errorf("KeepClientAddress: %s, want the whole address", e.ClientAddress)
 	}
-	orphan := Record{Status: 404, Rule: NoRule}
+	orphan := Record{Status: 404, Rule: NoRule, Variant: NoVariant}
 	orphan.SetCodeString("nope")
 	if e := newBuilder(false).build(&orphan); !e.Orphan || e.Subject() != "nope" || e.ClientAddress != "" {
 		t.Errorf("orphan event %+v: want orphan, subject the code, no address", e)

@@ -55,7 +55,7 @@ func TestEmittedEventsMatchTheSchema(t *testing.T) {
 	cfg.KeepClientAddress = true
 	p := start(t, cfg)
 	full := record(1)
-	orphan := Record{Status: 404, Rule: NoRule}
+	orphan := Record{Status: 404, Rule: NoRule, Variant: NoVariant}
 	orphan.SetCodeString("no-such-code")
 	v6 := record(2)
 	v6.Client = netipMust("2001:db8:abcd:12::7")
@@ -93,6 +93,7 @@ func TestEmittedEventsMatchTheSchema(t *testing.T) {
 		{`"country":"DE"`, `"country":"Germany"`},
 		{`"clientAddress":"198.51.100.23"`, `"clientAddress":"not-an-address"`},
 		{`"rule":-1`, `"rule":-2`},
+		{`"variant":-1`, `"variant":-2`},
 		{`"orphan":false`, `"orphan":false,"extra":1`},
 	} {
 		changed := bytes.Replace(raw[0], []byte(bad.from), []byte(bad.to), 1)

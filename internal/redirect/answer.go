@@ -33,9 +33,14 @@ type answer struct {
 	// location is that already): carried out of answer so that the event
 	// neither routes nor looks the link up again.
 	click  clickKind
+	chosen choice
 	link   *Link
 	target string
 }
+
+// choice is the rule and the variant of a routed link that chose a click's
+// target, each as its index plus one (0: none), for the click event.
+type choice struct{ rule, variant uint8 }
 
 // clickKind is whether a request is a click (docs/events.md), and of what.
 type clickKind uint8
@@ -138,10 +143,10 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	// Where the click goes: spec.url, unless the link routes it (rules,
 	// variants, a forwarded path); slot is the split's destination, if
 	// the click went through the split.
-	location, target, slot := "", e.Location, -1
+	location, target, slot, chosen := "", e.Location, -1, choice{}
 	if e.is(flagRouted) {
 		var ok bool
-		if location, target, slot, ok = r.routedClick(e, rt, rawQuery, at, now); !ok {
+		if location, target, slot, chosen, ok = r.routedClick(e, rt, rawQuery, at, now); !ok {
 			return clickOf(r.notFound(rt), rt, nil) // the path names no link after all
 		}
 	}
@@ -169,7 +174,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		location = e.target(rawQuery)
 	}
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location,
-		click: clickLink, link: e, target: target}
+		click: clickLink, chosen: chosen, link: e, target: target}
 }
 
 // notFound answers a request for a link that does not answer (unknown, not

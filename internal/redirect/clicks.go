@@ -26,7 +26,7 @@ func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, path string, a *ans
 		return
 	}
 	var rec events.Record
-	rec.Rule = events.NoRule
+	rec.Rule, rec.Variant = int16(a.chosen.rule)-1, int16(a.chosen.variant)-1
 	rec.Status = uint16(a.resp.status)
 	e := a.link
 	if e != nil {

@@ -30,6 +30,7 @@ type clickData struct {
 	Orphan        bool   `json:"orphan"`
 	Target        string `json:"target"`
 	Rule          int    `json:"rule"`
+	Variant       int    `json:"variant"`
 	Status        int    `json:"status"`
 	RefererHost   string `json:"refererHost"`
 	Bot           bool   `json:"bot"`
@@ -124,7 +125,7 @@ func TestClickEvents(t *testing.T) {
 	if err := p.Close(ctx); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	common := clickData{Rule: -1, RefererHost: "news.example.org", Device: "mobile", Country: "DE", ClientAddress: "198.51.100.0"}
+	common := clickData{Rule: -1, Variant: -1, RefererHost: "news.example.org", Device: "mobile", Country: "DE", ClientAddress: "198.51.100.0"}
 	want := []clickData{common, common, common, common}
 	want[0].Namespace, want[0].Name, want[0].UID, want[0].Code = "ns", "docs", "uid-docs", "docs"
 	want[0].Target, want[0].Status = "https://example.com/docs?a=1", 302 // without the forwarded query
@@ -192,19 +193,42 @@ func TestClickEventsOfRoutedLinks(t *testing.T) {
 	h.add(link("ns", "docs", "docs", "https://example.com/docs/", func(l *linkv1.ShortLink) { l.Spec.ForwardPath = true }))
 	h.r.handle(clickCtx("GET", "/ns/app?beta=1")) // clickCtx is an iPhone: the first rule, iOS
 	h.r.handle(clickCtx("GET", "/ns/docs/guide/intro?x=1"))
+	// Desktop clients no rule matches: the split sends about 30% to the
+	// variant, the rest to spec.url.
+	const desktops = 40
+	for i := range desktops {
+		ctx := clickCtx("GET", "/ns/app")
+		ctx.Request.Header.Set("User-Agent", "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0")
+		ctx.SetRemoteAddr(&net.TCPAddr{IP: net.IPv4(198, 51, 100, byte(i+1)), Port: 40000})
+		h.r.handle(ctx)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := p.Close(ctx); err != nil {
 		t.Fatalf("close: %v", err)
 	}
 	got := recv.received()
-	if len(got) != 2 {
-		t.Fatalf("events %+v, want 2", got)
+	if len(got) != 2+desktops {
+		t.Fatalf("events %+v, want %d", got, 2+desktops)
 	}
-	if got[0].Name != "app" || got[0].Orphan || got[0].Target != "https://apps.apple.com/app/x" || got[0].Status != 302 {
-		t.Errorf("routed click %+v, want link app to the iOS rule's target without the query", got[0])
+	if got[0].Name != "app" || got[0].Orphan || got[0].Target != "https://apps.apple.com/app/x" || got[0].Status != 302 || got[0].Rule != 0 || got[0].Variant != -1 {
+		t.Errorf("routed click %+v, want link app to the iOS rule's target without the query, rule 0, no variant", got[0])
 	}
-	if got[1].Name != "docs" || got[1].Orphan || got[1].Code != "docs" || got[1].Target != "https://example.com/docs/guide/intro" {
-		t.Errorf("forwarded path's click %+v, want link docs to the target with the path", got[1])
+	if got[1].Name != "docs" || got[1].Orphan || got[1].Code != "docs" || got[1].Target != "https://example.com/docs/guide/intro" || got[1].Rule != -1 || got[1].Variant != -1 {
+		t.Errorf("forwarded path's click %+v, want link docs to the target with the path, no rule or variant", got[1])
+	}
+	toVariant := 0
+	for _, e := range got[2:] {
+		switch {
+		case e.Rule != -1:
+			t.Errorf("desktop click %+v: a rule matched", e)
+		case e.Variant == 0 && e.Target == "https://example.com/b":
+			toVariant++
+		case e.Variant != -1 || e.Target != "https://example.com/":
+			t.Errorf("desktop click %+v, want variant 0 to https://example.com/b or none to spec.url", e)
+		}
+	}
+	if toVariant == 0 || toVariant == desktops {
+		t.Errorf("%d of %d desktop clicks named the variant, want some and not all (30%% of clients)", toVariant, desktops)
 	}
 }

@@ -125,10 +125,10 @@ func (m *agentMemo) lookup(userAgent []byte) (rules.Device, uint32) {
 
 // routedClick is where a click on routed link e goes: its Location, the
 // target it chose without the query it may forward (the click event's),
-// and the index of its destination in the split (rules.SplitSlot) if it
-// went through the split, else -1. ok is false for a forwarded path that
-// names no link after all (forwardedRest).
-func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64) (location, target string, slot int, ok bool) {
+// the index of its destination in the split (rules.SplitSlot) if it went
+// through the split, else -1, and the rule or variant that chose it. ok is
+// false for a forwarded path that names no link after all (forwardedRest).
+func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64) (location, target string, slot int, chosen choice, ok bool) {
 	c := e.more.routing
 	ch := rules.Choice{URL: e.Location, Rule: -1, Variant: -1}
 	if !c.Plain() {
@@ -170,17 +170,18 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 	target = ch.URL
 	if rt.forward {
 		if target, ok = forwardedTarget(ch.URL, rt, at); !ok {
-			return "", "", -1, false
+			return "", "", -1, choice{}, false
 		}
 	}
 	location = target
 	if e.is(flagForwardQuery) && rawQuery != "" {
 		location = forwardQuery(target, rawQuery)
 	}
+	chosen = choice{rule: uint8(ch.Rule + 1), variant: uint8(ch.Variant + 1)}
 	if c.Split(ch) {
-		return location, target, rules.SplitSlot(ch), true
+		return location, target, rules.SplitSlot(ch), chosen, true
 	}
-	return location, target, -1, true
+	return location, target, -1, chosen, true
 }
 
 // forwardedTarget is target with the path after the code appended
