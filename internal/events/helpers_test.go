@@ -184,15 +184,20 @@ func (r *ceReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.requests = append(r.requests, request{at: time.Now(), header: req.Header.Clone(), body: body, events: evs})
 	respond := r.respond
 	r.mu.Unlock()
-	status := http.StatusOK
-	if respond != nil {
-		var h http.Header
-		status, h = respond(n)
-		for k, v := range h {
-			w.Header()[k] = v
-		}
+	w.WriteHeader(answerOf(w, respond, n))
+}
+
+// answerOf sets the headers respond gives request n and returns its status
+// (200 when respond is nil): the test receivers' scripted answers.
+func answerOf(w http.ResponseWriter, respond func(n int) (int, http.Header), n int) int {
+	if respond == nil {
+		return http.StatusOK
 	}
-	w.WriteHeader(status)
+	status, h := respond(n)
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	return status
 }
 
 func (r *ceReceiver) set(f func(r *ceReceiver)) {

@@ -61,15 +61,7 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 		r.requests = append(r.requests, otlpRequest{at: time.Now(), header: req.Header.Clone(), req: &msg})
 		respond := r.respond
 		r.mu.Unlock()
-		status := http.StatusOK
-		if respond != nil {
-			var h http.Header
-			status, h = respond(n)
-			for k, v := range h {
-				w.Header()[k] = v
-			}
-		}
-		if status != http.StatusOK {
+		if status := answerOf(w, respond, n); status != http.StatusOK {
 			w.WriteHeader(status)
 			return
 		}
