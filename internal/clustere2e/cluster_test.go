@@ -3,6 +3,7 @@
 package clustere2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,3 +272,68 @@ func tail(s string, n int) string {
 }
 
 var errNoPid = errors.New("no process")
+
+// followLogs streams the logs of the component's pods as they are now,
+// until their containers stop: a rollout deletes the old pods and their
+// logs with them, and how they stopped (what they wrote, what they could
+// not) is what a lost use is explained by. It logs each old pod's shutdown
+// lines when the pods are gone (call the returned func then), and all it
+// got if the test fails.
+func (c *cluster) followLogs(component string) (shutdownLines func()) {
+	t := c.t
+	var out lockedBuffer
+	cmd := exec.Command(c.kubectlBin, "logs", "-f", "-n", systemNS, "--prefix", "--all-containers",
+		"--max-log-requests=10", "-l", "app.kubernetes.io/name=linkforge,app.kubernetes.io/component="+component)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("kubectl logs -f: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() {
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second): // the streams end with the containers
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("--- logs of the %s pods replaced\n%s", component, tail(out.String(), 20000))
+		}
+	})
+	return func() {
+		stop()
+		var lines []string
+		for _, l := range strings.Split(out.String(), "\n") {
+			for _, m := range []string{`"shutting down"`, `"stopped"`, "cannot write", "closing connections", "error"} {
+				if strings.Contains(l, m) {
+					lines = append(lines, l)
+					break
+				}
+			}
+		}
+		t.Logf("how the %s pods replaced stopped:\n%s", component, strings.Join(lines, "\n"))
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for a process's output read meanwhile.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

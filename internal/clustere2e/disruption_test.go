@@ -187,7 +187,7 @@ func (c *cluster) finish(g *WithT, ns string, targets []*target) {
 			continue
 		}
 		useUp(g, tg)
-		g.Expect(tg.counts[http.StatusFound]).To(Equal(tg.maxUses), "%s: every use served", tg.name)
+		g.Expect(tg.counts[http.StatusFound]).To(Equal(tg.maxUses), "%s: every use served (answers: %v)", tg.name, tg.counts)
 	}
 	for _, tg := range targets {
 		want := tg.counts[http.StatusFound]
@@ -215,6 +215,7 @@ func (c *cluster) testRolloutRestart(t *testing.T) {
 	done := make(chan struct{})
 	go func() { b.run(4, 30000, stop); close(done) }()
 	b.waitSent(g, 2*b.rate) // two seconds of clicks before
+	stopped := c.followLogs("redirector")
 	started := time.Now()
 	c.mustKubectl("rollout", "restart", "deployment/"+redirectorName, "-n", systemNS)
 	c.mustKubectl("rollout", "status", "deployment/"+redirectorName, "-n", systemNS, "--timeout=240s")
@@ -224,6 +225,7 @@ func (c *cluster) testRolloutRestart(t *testing.T) {
 	// their quota. Click until they are gone.
 	g.Eventually(func() int { return c.podCount("redirector") }).WithTimeout(2 * time.Minute).Should(Equal(2))
 	gone := time.Since(started)
+	stopped()
 	b.waitSent(g, b.sent()+2*b.rate) // and two seconds after
 	close(stop)
 	<-done

@@ -113,9 +113,11 @@ func (c *cluster) upgradeDuringClicks(t *testing.T, g *WithT, ns string, to map[
 	done := make(chan struct{})
 	go func() { b.run(3, 100000, stop); close(done) }()
 	b.waitSent(g, 60) // two seconds of clicks before
+	stopped := c.followLogs("redirector")
 	started := time.Now()
 	upgrade()
 	c.onlyImages(g, to)
+	stopped()
 	t.Logf("upgraded: every pod on the new images after %s", time.Since(started).Round(100*time.Millisecond))
 	b.waitSent(g, b.sent()+60) // and two seconds after
 	close(stop)
