@@ -296,11 +296,13 @@ func run() error {
 	}()
 
 	log.Info("starting redirector", "version", version, "bind", bindAddr, "probes", probeAddr, "peer", usesOpts.Peer, "namespaces", nsList)
-	if err := mgr.Start(ctx); err != nil {
-		return err
-	}
-	// The redirect port has stopped: write the last uses and give back
-	// unused quota, within the shutdown timeout.
+	// Start returns once the redirect port has stopped, with an error too
+	// when a runnable outlived the manager's graceful shutdown: the uses
+	// are written and the quota given back either way, or it would be lost
+	// as on a kill (taken back after a lease, counted as used).
+	startErr := mgr.Start(ctx)
+	// Write the last uses and give back unused quota, within the shutdown
+	// timeout.
 	final, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	left := counting.Stop(final)
 	// Then deliver the click events still buffered, in what is left of it
@@ -308,7 +310,7 @@ func run() error {
 	closeClickEvents(final, clicks, log)
 	cancel()
 	log.Info("stopped", "usesUnwritten", left)
-	return nil
+	return startErr
 }
 
 // splitNamespaces is the list of --namespaces.
