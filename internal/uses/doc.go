@@ -62,7 +62,8 @@
 //   - The last use (forward.go). A reservation used up is written at once,
 //     so a limit reached shows in status within a write.
 //   - Releasing (release.go). A stopping replica writes every link it holds,
-//     releaseWorkers at a time, within its shutdown timeout.
+//     releaseWorkers at a time, within its shutdown timeout; a write that
+//     lost every race to the other replicas is tried again until then.
 //   - Reserving ahead. A new limited link nobody has used or reserved is
 //     reserved ahead of its first click by the same write as any first
 //     reservation, which conflicts if another replica reserved it first.

@@ -38,6 +38,9 @@ type fakeAPI struct {
 	// takenBack is the quota of reservations that a patch of another
 	// holder removed: counted as used, since their holders may have served it.
 	takenBack int64
+	// races is, by holder, how many of its next patches lose a race: another
+	// replica's write lands between its read and its patch.
+	races map[string]int
 	// split are the destinations of the link's split (LinkVersion.SplitURLs).
 	split []string
 }
@@ -62,7 +65,7 @@ const (
 var linkGR = schema.GroupResource{Group: "linkforge.io", Resource: "shortlinks"}
 
 func newFakeAPI(maxUses int64) *fakeAPI {
-	a := &fakeAPI{fault: map[string]fault{}}
+	a := &fakeAPI{fault: map[string]fault{}, races: map[string]int{}}
 	a.create("uid-1", maxUses)
 	return a
 }
@@ -126,6 +129,24 @@ func (a *fakeAPI) version() Versioned {
 		v.ReturnRequested = v.ReturnRequested || res.ReturnRequested
 	}
 	return v
+}
+
+// loseRaces makes the holder's next n patches conflict, as when the other
+// replicas write the link between each read and patch of the holder's.
+func (a *fakeAPI) loseRaces(holder string, n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.races[holder] = n
+}
+
+// raceLost lands another replica's write (of nothing the tests read) before
+// the holder's patch if it is to lose a race. a.mu is held.
+func (a *fakeAPI) raceLost(holder string) {
+	if a.races[holder] > 0 {
+		a.races[holder]--
+		a.rv++
+		a.link.ResourceVersion = strconv.Itoa(a.rv)
+	}
 }
 
 func (a *fakeAPI) setFault(holder string, f fault) {
@@ -228,6 +249,7 @@ func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.
 	if err := json.Unmarshal(p.Metadata["resourceVersion"], &rv); err != nil || rv == "" {
 		return fmt.Errorf("a status patch without a resourceVersion precondition: %s", body)
 	}
+	a.raceLost(s.c.holder)
 	if rv != a.link.ResourceVersion {
 		return apierrors.NewConflict(linkGR, obj.GetName(), fmt.Errorf("resourceVersion %s, want %s", a.link.ResourceVersion, rv))
 	}

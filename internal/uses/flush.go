@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -72,7 +71,7 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 			return err
 		}
 	}
-	return fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
+	return lostRaces(c)
 }
 
 // readLive reads c's link live after a conflict: errLinkGone when it was
@@ -135,7 +134,7 @@ func (u *Uses) writeSplit(ctx context.Context, c *Counter, mode budgetMode) erro
 		}
 	}
 	split.putBack()
-	return fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
+	return lostRaces(c)
 }
 
 // variantUsesField is the status.variantUses member of a count write's

@@ -2,7 +2,10 @@ package uses
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"sync"
+	"time"
 )
 
 // releaseWorkers is how many links a stopping replica writes at once: with
@@ -27,7 +30,17 @@ func (u *Uses) releaseAll(ctx context.Context, todo []*Counter) {
 	for range min(releaseWorkers, len(todo)) {
 		wg.Go(func() {
 			for c := range work {
-				if err := u.flushWithin(ctx, c, true, budgetNone); err != nil {
+				err := u.flushWithin(ctx, c, true, budgetNone)
+				// Lost races mean an API server that answers and other
+				// replicas writing the link (a rollout): try again until
+				// the shutdown timeout, after pauses that grow and are
+				// jittered so that the writers fall out of step. What fails
+				// otherwise (an API server that does not answer) is not
+				// retried: it would only spend the timeout.
+				for pause := minRacePause; errors.Is(err, errLostRaces) && pauseJittered(ctx, pause); pause = min(2*pause, maxRacePause) {
+					err = u.flushWithin(ctx, c, true, budgetNone)
+				}
+				if err != nil {
 					u.opts.Log.Info("cannot write uses before stopping", "link", c.name(), "error", err.Error())
 				}
 			}
@@ -41,4 +54,24 @@ func (u *Uses) releaseAll(ctx context.Context, todo []*Counter) {
 	}
 	close(work)
 	wg.Wait()
+}
+
+// The pauses between a stopping replica's attempts to write a link whose
+// writes lost every race: from 10 ms, doubling, at most a second.
+const (
+	minRacePause = 10 * time.Millisecond
+	maxRacePause = time.Second
+)
+
+// pauseJittered waits between half of d and d, and reports whether ctx
+// still allows another attempt.
+func pauseJittered(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d/2 + rand.N(d/2))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

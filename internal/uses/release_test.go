@@ -89,3 +89,57 @@ func TestStopReturnsEveryReservation(t *testing.T) {
 		t.Errorf("%d of %d links kept a reservation or a wrong count after Stop (%v)", held, links, took)
 	}
 }
+
+// A stopping replica whose writes keep losing races (a rollout: four
+// replicas writing a link clicked ten times a second, on a loaded API
+// server) keeps writing within the shutdown timeout: its uses are written
+// and its quota returned, not left to be taken back after a lease and
+// counted as used, as on a kill (run 10 of issue 41 lost 62 uses so, in
+// the cluster suite's rollout test). A frozen API server is not retried
+// so: a stop against it returns when its writes time out.
+func TestStopOutlastsALosingStreak(t *testing.T) {
+	api := newFakeAPI(100)
+	clk := &fakeClock{now: epoch}
+	a := newTestReplica(api, clk, "a", 0)
+	for range 3 {
+		if got := a.take(); got != Served {
+			t.Fatalf("take: %v", got)
+		}
+	}
+	a.flush(false) // a renewal: a reservation held beyond the uses served
+	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].Quota == 0 {
+		t.Fatalf("before the stop: %+v, want a reservation with quota left", st)
+	}
+	for range 2 {
+		if got := a.take(); got != Served {
+			t.Fatalf("take: %v", got)
+		}
+	}
+	api.loseRaces("a", 5*maxWriteAttempts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if left := a.u.Stop(ctx); left != 0 {
+		t.Errorf("%d uses left unwritten", left)
+	}
+	if st := api.get().Status; st.Uses != 5 || len(st.UseReservations) != 0 {
+		t.Errorf("after the stop: %+v, want uses 5 and no reservation", st)
+	}
+
+	b := newTestReplica(api, clk, "b", 0)
+	for range 2 {
+		if got := b.take(); got != Served {
+			t.Fatalf("take: %v", got)
+		}
+	}
+	pending := b.c.pending.Load()
+	api.setFault("b", frozen)
+	stopped, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if left := b.u.Stop(stopped); left != pending || left == 0 {
+		t.Errorf("against a frozen API server: %d uses left unwritten, want the %d pending", left, pending)
+	}
+	if took := time.Since(start); took >= 30*time.Second {
+		t.Errorf("against a frozen API server the stop took %v, its whole timeout", took)
+	}
+}

@@ -61,7 +61,14 @@ func (u *Uses) deny(c *Counter, gone bool, retryAfter time.Duration) {
 var (
 	errLinkGone = errors.New("link deleted")
 	errNoBudget = errors.New("write budget spent for this round")
+	// errLostRaces: each attempt of a write conflicted, other replicas
+	// having written the link between its read and its patch.
+	errLostRaces = errors.New("lost the race to other writers at every attempt")
 )
+
+func lostRaces(c *Counter) error {
+	return fmt.Errorf("status of %s kept changing under %d writes: %w", c.name(), maxWriteAttempts, errLostRaces)
+}
 
 // maxWriteAttempts bounds the conflict retries of one write.
 const maxWriteAttempts = 4
@@ -93,7 +100,7 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 			return granted, err
 		}
 	}
-	return 0, fmt.Errorf("status of %s kept changing under %d writes", c.name(), maxWriteAttempts)
+	return 0, lostRaces(c)
 }
 
 // writeReservationOnce is one attempt of writeReservation; done is false
