@@ -7,9 +7,11 @@
 # The builds of the tools and of the envtest control plane depend on nothing
 # else, so they run beside the project's stages: on two cores one lane links
 # or downloads while another compiles. The real node's suite runs after the
-# Go tests, not beside them: beside them, on a machine already busy, a
-# graceful rollout of the redirectors once lost uses (run 10 of issue 41; not
-# yet explained), so the node gets the cores to itself. Each stage runs with
+# Go tests, not beside them: beside them, on a machine already busy, the
+# stopping redirectors' last writes lose races to the new ones', and the
+# previous release (v0.3.0), whose pods the upgrade test stops, gives up
+# after four (fixed since; run 10 of issue 41), so the node gets the cores
+# to itself. Each stage runs with
 # `make -o` for the stages done before it, so a prerequisite (build's vet,
 # say) is not run twice.
 set -uo pipefail
