@@ -14,22 +14,41 @@ import (
 )
 
 // appendCloudEvent appends e as a CloudEvent of source in the CloudEvents
+// JSON format: ceEncoder's, for one event.
+func appendCloudEvent(dst []byte, e *Event, source string) []byte {
+	return newCEEncoder(source).appendEvent(dst, e)
+}
+
+// ceEncoder writes events as CloudEvents of one source in the CloudEvents
 // JSON format: the attributes in the order the SDK's event.Event writes
 // them, then data as encoding/json writes the Event. It is what
 // CloudEvent(e, source).MarshalJSON() gives, read back the same by any
 // JSON reader (TestCloudEventEncodingMatchesSDK, FuzzCloudEventEncoding),
 // without its cost: the SDK's event holds the data as bytes that
 // encoding/json made, and writing a batch of them cost ten times the rest
-// of the sink. source must be in the form the SDK writes it
-// (sourceAttribute).
-func appendCloudEvent(dst []byte, e *Event, source string) []byte {
+// of the sink. It keeps what repeats from event to event: the attributes
+// that are the same for all, and the text of the last second.
+type ceEncoder struct {
+	// sourceAndType are the attributes after the id, written once.
+	sourceAndType string
+	time          timeText
+}
+
+// newCEEncoder returns the encoder of source, in the form the SDK writes
+// it (sourceAttribute).
+func newCEEncoder(source string) *ceEncoder {
+	b := appendJSONChars([]byte(`","source":"`), source)
+	b = append(b, `","type":"`+EventType+`"`...)
+	return &ceEncoder{sourceAndType: string(b)}
+}
+
+// appendEvent appends e as a CloudEvent.
+func (c *ceEncoder) appendEvent(dst []byte, e *Event) []byte {
 	// The id, time, device, country and client address are the builder's,
 	// of characters JSON writes as they are: appended without a look.
 	dst = append(dst, `{"specversion":"1.0","id":"`...)
 	dst = append(dst, e.ID...)
-	dst = append(dst, `","source":"`...)
-	dst = appendJSONChars(dst, source)
-	dst = append(dst, `","type":"`+EventType+`"`...)
+	dst = append(dst, c.sourceAndType...)
 	// The subject as the SDK's SetSubject keeps it: without the spaces
 	// around it, none when empty.
 	if e.Orphan {
@@ -46,7 +65,7 @@ func appendCloudEvent(dst []byte, e *Event, source string) []byte {
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"datacontenttype":"application/json","time":"`...)
-	dst = appendRFC3339Nano(dst, e.Time)
+	dst = c.time.append(dst, e.Time)
 	dst = append(dst, `","data":`...)
 	dst = appendEventData(dst, e)
 	return append(dst, '}')
@@ -197,11 +216,48 @@ func load64(s string, i int) uint64 {
 // fraction without its trailing zeros, none when whole), at a fifth of
 // the cost of t.AppendFormat.
 func appendRFC3339Nano(dst []byte, t time.Time) []byte {
-	t = t.UTC()
+	var c timeText
+	return c.append(dst, t)
+}
+
+// timeText appends times as appendRFC3339Nano, remembering the text of
+// the last second it wrote: the events of a batch mostly share theirs, and
+// its date and clock cost more to write than the rest.
+type timeText struct {
+	unix  int64 // the second of text, when set
+	set   bool
+	text  [len("2006-01-02T15:04:05")]byte
+	valid bool // text is a four-digit year's
+}
+
+func (c *timeText) append(dst []byte, t time.Time) []byte {
+	if unix := t.Unix(); !c.set || unix != c.unix {
+		c.unix, c.set = unix, true
+		c.valid = appendRFC3339Seconds(c.text[:0], t.UTC()) != nil
+	}
+	if !c.valid {
+		return t.UTC().AppendFormat(dst, time.RFC3339Nano) // what it makes of those
+	}
+	dst = append(dst, c.text[:]...)
+	if ns := t.Nanosecond(); ns != 0 {
+		digits := 9
+		for ns%10 == 0 {
+			ns /= 10
+			digits--
+		}
+		dst = append(dst, '.')
+		dst = appendDigits(dst, ns, digits)
+	}
+	return append(dst, 'Z')
+}
+
+// appendRFC3339Seconds appends t (in UTC) to its second,
+// "2006-01-02T15:04:05"; nil when its year is not of four digits.
+func appendRFC3339Seconds(dst []byte, t time.Time) []byte {
 	year, month, day := t.Date()
 	hour, minute, sec := t.Clock()
 	if year < 0 || year > 9999 {
-		return t.AppendFormat(dst, time.RFC3339Nano) // what it makes of those
+		return nil
 	}
 	dst = appendDigits(dst, year, 4)
 	dst = append(dst, '-')
@@ -213,17 +269,7 @@ func appendRFC3339Nano(dst []byte, t time.Time) []byte {
 	dst = append(dst, ':')
 	dst = appendDigits(dst, minute, 2)
 	dst = append(dst, ':')
-	dst = appendDigits(dst, sec, 2)
-	if ns := t.Nanosecond(); ns != 0 {
-		digits := 9
-		for ns%10 == 0 {
-			ns /= 10
-			digits--
-		}
-		dst = append(dst, '.')
-		dst = appendDigits(dst, ns, digits)
-	}
-	return append(dst, 'Z')
+	return appendDigits(dst, sec, 2)
 }
 
 // appendDigits appends n in width decimal digits, zeros first.

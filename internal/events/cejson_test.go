@@ -223,8 +223,8 @@ func asEncodingJSONReads(t testing.TB, s string) string {
 
 // FuzzJSONPieces: appendJSONChars writes any string as a JSON string that
 // reads back as encoding/json's writing of it reads back; plain8 finds a
-// byte to escape wherever one is; appendRFC3339Nano writes what
-// time.RFC3339Nano formats.
+// byte to escape wherever one is; appendRFC3339Nano and a timeText (in
+// the second it remembers or not) write what time.RFC3339Nano formats.
 func FuzzJSONPieces(f *testing.F) {
 	f.Add("plain ascii text, long enough for words", int64(1795688104123456789))
 	f.Add("<&>\"\\\x00\x1f\x7f\u2028\xff caf\u00e9", int64(0))
@@ -252,6 +252,13 @@ func FuzzJSONPieces(f *testing.F) {
 		tm := time.Unix(0, at).In(time.FixedZone("x", int(at%50000)))
 		if got, want := string(appendRFC3339Nano(nil, tm)), tm.UTC().Format(time.RFC3339Nano); got != want {
 			t.Errorf("appendRFC3339Nano(%v) = %s, want %s", tm, got, want)
+		}
+		// One timeText for times in the second it remembers and in others.
+		var c timeText
+		for _, tm := range []time.Time{tm, tm.Add(time.Duration(at % 1_500_000_000)), tm.Add(time.Duration(at % 7)), tm} {
+			if got, want := string(c.append(nil, tm)), tm.UTC().Format(time.RFC3339Nano); got != want {
+				t.Errorf("timeText.append(%v) after others = %s, want %s", tm, got, want)
+			}
 		}
 	})
 }
