@@ -57,36 +57,62 @@ func (c *ceEncoder) appendEvent(dst []byte, e *Event) []byte {
 			dst = appendJSONChars(dst, code)
 			dst = append(dst, '"')
 		}
-	} else {
+	}
+	var ns, name span // of the subject, where data can copy them
+	if !e.Orphan {
 		dst = append(dst, `,"subject":"`...)
-		dst = appendJSONChars(dst, strings.TrimLeftFunc(e.Namespace, unicode.IsSpace))
+		trimmed := strings.TrimLeftFunc(e.Namespace, unicode.IsSpace)
+		ns.start = len(dst)
+		dst = appendJSONChars(dst, trimmed)
+		if len(trimmed) == len(e.Namespace) {
+			ns.end = len(dst)
+		}
 		dst = append(dst, '/')
-		dst = appendJSONChars(dst, strings.TrimRightFunc(e.Name, unicode.IsSpace))
+		trimmed = strings.TrimRightFunc(e.Name, unicode.IsSpace)
+		name.start = len(dst)
+		dst = appendJSONChars(dst, trimmed)
+		if len(trimmed) == len(e.Name) {
+			name.end = len(dst)
+		}
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"datacontenttype":"application/json","time":"`...)
 	dst = c.time.append(dst, e.Time)
 	dst = append(dst, `","data":`...)
-	dst = appendEventData(dst, e)
+	dst = appendEventData(dst, e, ns, name)
 	return append(dst, '}')
 }
 
+// span is where a string's escaped bytes are in an encoding; none when
+// end is 0.
+type span struct{ start, end int }
+
 // appendEventData appends e's JSON, as encoding/json writes the Event
-// (its fields in order, omitempty honoured).
-func appendEventData(dst []byte, e *Event) []byte {
+// (its fields in order, omitempty honoured). ns and name say where dst
+// holds the namespace and the name escaped already, if it does.
+func appendEventData(dst []byte, e *Event, ns, name span) []byte {
 	dst = append(dst, '{')
-	for _, f := range [...]struct{ name, value string }{{"namespace", e.Namespace}, {"name", e.Name}, {"uid", e.UID}} {
-		if f.value != "" {
-			dst = appendJSONField(dst, f.name, f.value)
-			dst = append(dst, ',')
-		}
+	if e.Namespace != "" {
+		dst = appendJSONField(dst, `"namespace":"`, e.Namespace, ns)
+		dst = append(dst, `",`...)
 	}
-	dst = appendJSONField(dst, "code", e.Code)
-	dst = append(dst, `,"orphan":`...)
-	dst = appendBool(dst, e.Orphan)
+	if e.Name != "" {
+		dst = appendJSONField(dst, `"name":"`, e.Name, name)
+		dst = append(dst, `",`...)
+	}
+	if e.UID != "" {
+		dst = appendJSONField(dst, `"uid":"`, e.UID, span{})
+		dst = append(dst, `",`...)
+	}
+	dst = appendJSONField(dst, `"code":"`, e.Code, span{})
+	if e.Orphan {
+		dst = append(dst, `","orphan":true`...)
+	} else {
+		dst = append(dst, `","orphan":false`...)
+	}
 	if e.Target != "" {
-		dst = append(dst, ',')
-		dst = appendJSONField(dst, "target", e.Target)
+		dst = appendJSONField(dst, `,"target":"`, e.Target, span{})
+		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"rule":`...)
 	dst = appendInt(dst, e.Rule)
@@ -95,8 +121,8 @@ func appendEventData(dst []byte, e *Event) []byte {
 	dst = append(dst, `,"status":`...)
 	dst = appendInt(dst, e.Status)
 	if e.RefererHost != "" {
-		dst = append(dst, ',')
-		dst = appendJSONField(dst, "refererHost", e.RefererHost)
+		dst = appendJSONField(dst, `,"refererHost":"`, e.RefererHost, span{})
+		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"bot":`...)
 	dst = appendBool(dst, e.Bot)
@@ -116,13 +142,15 @@ func appendEventData(dst []byte, e *Event) []byte {
 	return append(dst, '}')
 }
 
-// appendJSONField appends "name":"value"; name needs no escaping.
-func appendJSONField(dst []byte, name, value string) []byte {
-	dst = append(dst, '"')
-	dst = append(dst, name...)
-	dst = append(dst, `":"`...)
-	dst = appendJSONChars(dst, value)
-	return append(dst, '"')
+// appendJSONField appends key (its quotes, colon and the value's opening
+// quote: the key needs no escaping) and value escaped, or the bytes of
+// dst at escaped when it is set (value escaped before).
+func appendJSONField(dst []byte, key, value string, escaped span) []byte {
+	dst = append(dst, key...)
+	if escaped.end > 0 {
+		return append(dst, dst[escaped.start:escaped.end]...)
+	}
+	return appendJSONChars(dst, value)
 }
 
 func appendBool(dst []byte, b bool) []byte {
@@ -160,6 +188,10 @@ func appendJSONChars(dst []byte, s string) []byte {
 		// Eight plain bytes at a time: most strings are all plain.
 		for i+8 <= len(s) && plain8(load64(s, i)) {
 			i += 8
+		}
+		// Fewer than eight left: the last eight bytes of s hold them.
+		if i+8 > len(s) && len(s) >= 8 && plain8(load64(s, len(s)-8)) {
+			i = len(s)
 		}
 		if i == len(s) {
 			break
@@ -240,13 +272,17 @@ func (c *timeText) append(dst []byte, t time.Time) []byte {
 	}
 	dst = append(dst, c.text[:]...)
 	if ns := t.Nanosecond(); ns != 0 {
-		digits := 9
-		for ns%10 == 0 {
+		var b [len(".999999999")]byte
+		b[0] = '.'
+		for i := len(b) - 1; i > 0; i-- {
+			b[i] = byte('0' + ns%10)
 			ns /= 10
-			digits--
 		}
-		dst = append(dst, '.')
-		dst = appendDigits(dst, ns, digits)
+		n := len(b)
+		for b[n-1] == '0' { // ns > 0: a digit is not 0
+			n--
+		}
+		dst = append(dst, b[:n]...)
 	}
 	return append(dst, 'Z')
 }
@@ -284,15 +320,17 @@ func appendDigits(dst []byte, n, width int) []byte {
 
 // plain8 says whether the eight bytes of w are all plain ASCII for
 // appendJSONChars: none at or above 0x80, below ' ', or one of "\<>&.
+// Small enough to be inlined in appendJSONChars's loop.
 func plain8(w uint64) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	// has(x) has a byte's high bit set where that byte of x is 0, and
-	// only if one is (the classic test; bytes of w above 0x80 are out
-	// already).
-	has := func(x uint64) uint64 { return (x - ones) &^ x & highs }
-	below := (w - ones*' ') &^ w & highs
-	return (w&highs | below | has(w^(ones*'"')) | has(w^(ones*'\\')) |
-		has(w^(ones*'<')) | has(w^(ones*'>')) | has(w^(ones*'&'))) == 0
+	// (x-ones)&^x has a byte's high bit set where that byte of x is 0,
+	// and only if one is (the classic test, exact for whether any is).
+	// '<' and '>' differ in bit 1 alone, '"' and '&' in bit 2: a byte
+	// with that bit set is 0 after one xor where it was either.
+	angle := (w | ones*2) ^ (ones * '>')
+	quoteAmp := (w | ones*4) ^ (ones * '&')
+	backslash := w ^ (ones * '\\')
+	return (w|(w-ones*' ')&^w|(angle-ones)&^angle|(quoteAmp-ones)&^quoteAmp|(backslash-ones)&^backslash)&highs == 0
 }
 
 // jsonPlain says which ASCII bytes appendJSONChars writes as they are.
