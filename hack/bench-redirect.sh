@@ -334,6 +334,17 @@ for _ in $(seq 1 100); do
 	sleep 0.2
 done
 
+# The events' redirector's garbage: heap bytes allocated and collections
+# over its rounds (warm-ups included), per event offered. The redirector
+# allocates nothing per request; what events allocate is collected by
+# cycles that mark the whole index, CPU that instruction counts miss.
+gc_counters() { # probe port: "alloc-bytes gc-cycles offered"
+	curl -s "http://127.0.0.1:$1/metrics" | awk '
+		/^go_memstats_alloc_bytes_total / { a = $2 } /^go_gc_duration_seconds_count / { g = $2 }
+		/^linkforge_events_offered_total / { o = $2 } END { printf "%.0f %d %.0f\n", a, g, o }'
+}
+[ "$EVENTS" = on ] && events_gc0=$(gc_counters "$EVENTS_PROBE_PORT")
+
 # Alternate the servers, ROUNDS times each, so that noise from other work
 # on the machine hits both alike; report each server's median round.
 : >"$work/rounds.txt"
@@ -363,6 +374,9 @@ stop "$op"
 stop "$np"
 stop "$fp"
 if [ "$EVENTS" = on ]; then
+	events_gc=$(awk -v a="$events_gc0" -v b="$(gc_counters "$EVENTS_PROBE_PORT")" 'BEGIN {
+		split(a, x, " "); split(b, y, " "); n = y[3] - x[3]
+		if (n > 0) printf "%.1f heap bytes allocated per event, %d collections (%.1f per million events)", (y[1] - x[1]) / n, y[2] - x[2], (y[2] - x[2]) * 1e6 / n }')
 	events_metrics=$(curl -s "http://127.0.0.1:$EVENTS_PROBE_PORT/metrics" | awk '/^linkforge_events_(offered|sent|dropped)_total/ { split($1, n, "{"); s[n[1]] += $2 }
 		END { printf "offered %d, sent %d, dropped %d", s["linkforge_events_offered_total"], s["linkforge_events_sent_total"], s["linkforge_events_dropped_total"] }')
 	stop "$ep"
@@ -396,7 +410,7 @@ echo "rounds:"
 awk '{ split($3, r, "="); split($NF, c, "="); printf "  %-10s %8s requests/s %8s CPU ns/request\n", $1, r[2], c[2] }' "$work/rounds.txt"
 if [ "$EVENTS" = on ]; then
 	ev=$(median events rps)
-	echo "click events on: $(field "$ev" rps) requests/s (median round), p99 $(field "$ev" p99_us) us, $(field "$(median events cpu_ns)" cpu_ns) CPU ns/request; events $events_metrics"
+	echo "click events on: $(field "$ev" rps) requests/s (median round), p99 $(field "$ev" p99_us) us, $(field "$(median events cpu_ns)" cpu_ns) CPU ns/request; events $events_metrics; $events_gc"
 fi
 if [ "$RULES" = on ]; then
 	ru=$(median rules rps) pl=$(median plain rps)

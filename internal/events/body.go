@@ -1,10 +1,13 @@
 package events
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // errBodyReleased is what a released requestBody reads.
@@ -81,4 +84,51 @@ func (r *requestBodies) release() {
 	for _, b := range r.made {
 		b.release()
 	}
+}
+
+// newHTTPClient is a sink's client: a copy of custom (tests), or else one
+// of timeout over its own transport (newTransport). Redirects are not
+// followed: a POST is not replayed elsewhere with the credentials or the
+// signature of this URL.
+func newHTTPClient(custom *http.Client, timeout time.Duration) *http.Client {
+	var client *http.Client
+	if custom != nil {
+		cp := *custom
+		client = &cp
+	} else {
+		client = &http.Client{Timeout: timeout, Transport: newTransport()}
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return client
+}
+
+// newTransport is http.DefaultTransport's settings over connections that
+// copy a request's body through a buffer of their own (bodyConn).
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	dial := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &bodyConn{Conn: c}, nil
+	}
+	return t
+}
+
+// bodyConn is a connection that copies what is written to it from a
+// reader (the transport writes a request's body so) through one buffer
+// it keeps: a net.TCPConn makes a buffer of 32 KiB for each request, the
+// sink's garbage per batch that a collection would come for.
+type bodyConn struct {
+	net.Conn
+	buf []byte
+}
+
+func (c *bodyConn) ReadFrom(r io.Reader) (int64, error) {
+	if c.buf == nil {
+		c.buf = make([]byte, 32<<10)
+	}
+	return io.CopyBuffer(struct{ io.Writer }{c.Conn}, r, c.buf)
 }

@@ -14,22 +14,41 @@ import (
 )
 
 // appendCloudEvent appends e as a CloudEvent of source in the CloudEvents
+// JSON format: ceEncoder's, for one event.
+func appendCloudEvent(dst []byte, e *Event, source string) []byte {
+	return newCEEncoder(source).appendEvent(dst, e)
+}
+
+// ceEncoder writes events as CloudEvents of one source in the CloudEvents
 // JSON format: the attributes in the order the SDK's event.Event writes
 // them, then data as encoding/json writes the Event. It is what
 // CloudEvent(e, source).MarshalJSON() gives, read back the same by any
 // JSON reader (TestCloudEventEncodingMatchesSDK, FuzzCloudEventEncoding),
 // without its cost: the SDK's event holds the data as bytes that
 // encoding/json made, and writing a batch of them cost ten times the rest
-// of the sink. source must be in the form the SDK writes it
-// (sourceAttribute).
-func appendCloudEvent(dst []byte, e *Event, source string) []byte {
+// of the sink. It keeps what repeats from event to event: the attributes
+// that are the same for all, and the text of the last second.
+type ceEncoder struct {
+	// sourceAndType are the attributes after the id, written once.
+	sourceAndType string
+	time          timeText
+}
+
+// newCEEncoder returns the encoder of source, in the form the SDK writes
+// it (sourceAttribute).
+func newCEEncoder(source string) *ceEncoder {
+	b := appendJSONChars([]byte(`","source":"`), source)
+	b = append(b, `","type":"`+EventType+`"`...)
+	return &ceEncoder{sourceAndType: string(b)}
+}
+
+// appendEvent appends e as a CloudEvent.
+func (c *ceEncoder) appendEvent(dst []byte, e *Event) []byte {
 	// The id, time, device, country and client address are the builder's,
 	// of characters JSON writes as they are: appended without a look.
 	dst = append(dst, `{"specversion":"1.0","id":"`...)
 	dst = append(dst, e.ID...)
-	dst = append(dst, `","source":"`...)
-	dst = appendJSONChars(dst, source)
-	dst = append(dst, `","type":"`+EventType+`"`...)
+	dst = append(dst, c.sourceAndType...)
 	// The subject as the SDK's SetSubject keeps it: without the spaces
 	// around it, none when empty.
 	if e.Orphan {
@@ -38,36 +57,62 @@ func appendCloudEvent(dst []byte, e *Event, source string) []byte {
 			dst = appendJSONChars(dst, code)
 			dst = append(dst, '"')
 		}
-	} else {
+	}
+	var ns, name span // of the subject, where data can copy them
+	if !e.Orphan {
 		dst = append(dst, `,"subject":"`...)
-		dst = appendJSONChars(dst, strings.TrimLeftFunc(e.Namespace, unicode.IsSpace))
+		trimmed := strings.TrimLeftFunc(e.Namespace, unicode.IsSpace)
+		ns.start = len(dst)
+		dst = appendJSONChars(dst, trimmed)
+		if len(trimmed) == len(e.Namespace) {
+			ns.end = len(dst)
+		}
 		dst = append(dst, '/')
-		dst = appendJSONChars(dst, strings.TrimRightFunc(e.Name, unicode.IsSpace))
+		trimmed = strings.TrimRightFunc(e.Name, unicode.IsSpace)
+		name.start = len(dst)
+		dst = appendJSONChars(dst, trimmed)
+		if len(trimmed) == len(e.Name) {
+			name.end = len(dst)
+		}
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"datacontenttype":"application/json","time":"`...)
-	dst = appendRFC3339Nano(dst, e.Time)
+	dst = c.time.append(dst, e.Time)
 	dst = append(dst, `","data":`...)
-	dst = appendEventData(dst, e)
+	dst = appendEventData(dst, e, ns, name)
 	return append(dst, '}')
 }
 
+// span is where a string's escaped bytes are in an encoding; none when
+// end is 0.
+type span struct{ start, end int }
+
 // appendEventData appends e's JSON, as encoding/json writes the Event
-// (its fields in order, omitempty honoured).
-func appendEventData(dst []byte, e *Event) []byte {
+// (its fields in order, omitempty honoured). ns and name say where dst
+// holds the namespace and the name escaped already, if it does.
+func appendEventData(dst []byte, e *Event, ns, name span) []byte {
 	dst = append(dst, '{')
-	for _, f := range [...]struct{ name, value string }{{"namespace", e.Namespace}, {"name", e.Name}, {"uid", e.UID}} {
-		if f.value != "" {
-			dst = appendJSONField(dst, f.name, f.value)
-			dst = append(dst, ',')
-		}
+	if e.Namespace != "" {
+		dst = appendJSONField(dst, `"namespace":"`, e.Namespace, ns)
+		dst = append(dst, `",`...)
 	}
-	dst = appendJSONField(dst, "code", e.Code)
-	dst = append(dst, `,"orphan":`...)
-	dst = appendBool(dst, e.Orphan)
+	if e.Name != "" {
+		dst = appendJSONField(dst, `"name":"`, e.Name, name)
+		dst = append(dst, `",`...)
+	}
+	if e.UID != "" {
+		dst = appendJSONField(dst, `"uid":"`, e.UID, span{})
+		dst = append(dst, `",`...)
+	}
+	dst = appendJSONField(dst, `"code":"`, e.Code, span{})
+	if e.Orphan {
+		dst = append(dst, `","orphan":true`...)
+	} else {
+		dst = append(dst, `","orphan":false`...)
+	}
 	if e.Target != "" {
-		dst = append(dst, ',')
-		dst = appendJSONField(dst, "target", e.Target)
+		dst = appendJSONField(dst, `,"target":"`, e.Target, span{})
+		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"rule":`...)
 	dst = appendInt(dst, e.Rule)
@@ -76,8 +121,8 @@ func appendEventData(dst []byte, e *Event) []byte {
 	dst = append(dst, `,"status":`...)
 	dst = appendInt(dst, e.Status)
 	if e.RefererHost != "" {
-		dst = append(dst, ',')
-		dst = appendJSONField(dst, "refererHost", e.RefererHost)
+		dst = appendJSONField(dst, `,"refererHost":"`, e.RefererHost, span{})
+		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"bot":`...)
 	dst = appendBool(dst, e.Bot)
@@ -97,13 +142,15 @@ func appendEventData(dst []byte, e *Event) []byte {
 	return append(dst, '}')
 }
 
-// appendJSONField appends "name":"value"; name needs no escaping.
-func appendJSONField(dst []byte, name, value string) []byte {
-	dst = append(dst, '"')
-	dst = append(dst, name...)
-	dst = append(dst, `":"`...)
-	dst = appendJSONChars(dst, value)
-	return append(dst, '"')
+// appendJSONField appends key (its quotes, colon and the value's opening
+// quote: the key needs no escaping) and value escaped, or the bytes of
+// dst at escaped when it is set (value escaped before).
+func appendJSONField(dst []byte, key, value string, escaped span) []byte {
+	dst = append(dst, key...)
+	if escaped.end > 0 {
+		return append(dst, dst[escaped.start:escaped.end]...)
+	}
+	return appendJSONChars(dst, value)
 }
 
 func appendBool(dst []byte, b bool) []byte {
@@ -141,6 +188,10 @@ func appendJSONChars(dst []byte, s string) []byte {
 		// Eight plain bytes at a time: most strings are all plain.
 		for i+8 <= len(s) && plain8(load64(s, i)) {
 			i += 8
+		}
+		// Fewer than eight left: the last eight bytes of s hold them.
+		if i+8 > len(s) && len(s) >= 8 && plain8(load64(s, len(s)-8)) {
+			i = len(s)
 		}
 		if i == len(s) {
 			break
@@ -197,11 +248,52 @@ func load64(s string, i int) uint64 {
 // fraction without its trailing zeros, none when whole), at a fifth of
 // the cost of t.AppendFormat.
 func appendRFC3339Nano(dst []byte, t time.Time) []byte {
-	t = t.UTC()
+	var c timeText
+	return c.append(dst, t)
+}
+
+// timeText appends times as appendRFC3339Nano, remembering the text of
+// the last second it wrote: the events of a batch mostly share theirs, and
+// its date and clock cost more to write than the rest.
+type timeText struct {
+	unix  int64 // the second of text, when set
+	set   bool
+	text  [len("2006-01-02T15:04:05")]byte
+	valid bool // text is a four-digit year's
+}
+
+func (c *timeText) append(dst []byte, t time.Time) []byte {
+	if unix := t.Unix(); !c.set || unix != c.unix {
+		c.unix, c.set = unix, true
+		c.valid = appendRFC3339Seconds(c.text[:0], t.UTC()) != nil
+	}
+	if !c.valid {
+		return t.UTC().AppendFormat(dst, time.RFC3339Nano) // what it makes of those
+	}
+	dst = append(dst, c.text[:]...)
+	if ns := t.Nanosecond(); ns != 0 {
+		var b [len(".999999999")]byte
+		b[0] = '.'
+		for i := len(b) - 1; i > 0; i-- {
+			b[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := len(b)
+		for b[n-1] == '0' { // ns > 0: a digit is not 0
+			n--
+		}
+		dst = append(dst, b[:n]...)
+	}
+	return append(dst, 'Z')
+}
+
+// appendRFC3339Seconds appends t (in UTC) to its second,
+// "2006-01-02T15:04:05"; nil when its year is not of four digits.
+func appendRFC3339Seconds(dst []byte, t time.Time) []byte {
 	year, month, day := t.Date()
 	hour, minute, sec := t.Clock()
 	if year < 0 || year > 9999 {
-		return t.AppendFormat(dst, time.RFC3339Nano) // what it makes of those
+		return nil
 	}
 	dst = appendDigits(dst, year, 4)
 	dst = append(dst, '-')
@@ -213,17 +305,7 @@ func appendRFC3339Nano(dst []byte, t time.Time) []byte {
 	dst = append(dst, ':')
 	dst = appendDigits(dst, minute, 2)
 	dst = append(dst, ':')
-	dst = appendDigits(dst, sec, 2)
-	if ns := t.Nanosecond(); ns != 0 {
-		digits := 9
-		for ns%10 == 0 {
-			ns /= 10
-			digits--
-		}
-		dst = append(dst, '.')
-		dst = appendDigits(dst, ns, digits)
-	}
-	return append(dst, 'Z')
+	return appendDigits(dst, sec, 2)
 }
 
 // appendDigits appends n in width decimal digits, zeros first.
@@ -238,15 +320,17 @@ func appendDigits(dst []byte, n, width int) []byte {
 
 // plain8 says whether the eight bytes of w are all plain ASCII for
 // appendJSONChars: none at or above 0x80, below ' ', or one of "\<>&.
+// Small enough to be inlined in appendJSONChars's loop.
 func plain8(w uint64) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	// has(x) has a byte's high bit set where that byte of x is 0, and
-	// only if one is (the classic test; bytes of w above 0x80 are out
-	// already).
-	has := func(x uint64) uint64 { return (x - ones) &^ x & highs }
-	below := (w - ones*' ') &^ w & highs
-	return (w&highs | below | has(w^(ones*'"')) | has(w^(ones*'\\')) |
-		has(w^(ones*'<')) | has(w^(ones*'>')) | has(w^(ones*'&'))) == 0
+	// (x-ones)&^x has a byte's high bit set where that byte of x is 0,
+	// and only if one is (the classic test, exact for whether any is).
+	// '<' and '>' differ in bit 1 alone, '"' and '&' in bit 2: a byte
+	// with that bit set is 0 after one xor where it was either.
+	angle := (w | ones*2) ^ (ones * '>')
+	quoteAmp := (w | ones*4) ^ (ones * '&')
+	backslash := w ^ (ones * '\\')
+	return (w|(w-ones*' ')&^w|(angle-ones)&^angle|(quoteAmp-ones)&^quoteAmp|(backslash-ones)&^backslash)&highs == 0
 }
 
 // jsonPlain says which ASCII bytes appendJSONChars writes as they are.

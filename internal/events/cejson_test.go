@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -172,7 +173,9 @@ func TestCloudEventEncodingMatchesSDK(t *testing.T) {
 // FuzzCloudEventEncoding: for any strings, the sink's batch is JSON that
 // the SDK reads as the event's values (bytes that are not UTF-8 read as
 // U+FFFD, as encoding/json writes them), and as the SDK's own encoding of
-// the event when that is valid.
+// the event when that is valid. The country and the client address are
+// what the builder makes of any (builtCountry, builtAddress): the encoder
+// writes them without a look.
 func FuzzCloudEventEncoding(f *testing.F) {
 	for _, e := range encodingCases() {
 		f.Add(e.Namespace, e.Name, e.UID, e.Code, e.Target, e.RefererHost, e.Country, e.ClientAddress, e.Orphan, e.Rule, e.Time.UnixNano())
@@ -181,6 +184,7 @@ func FuzzCloudEventEncoding(f *testing.F) {
 		if orphan && strings.TrimSpace(code) == "" || !orphan && (ns == "" || name == "") {
 			return // no such event: an orphan has a code, a link a namespace and name
 		}
+		country, client = builtCountry(country), builtAddress(client)
 		e := Event{ID: "6f1b2c3d-4e5f-8a7b-8000-00000000002a", Time: time.Unix(0, at).UTC(), Namespace: ns, Name: name, UID: uid, Code: code,
 			Orphan: orphan, Target: target, Rule: rule, Status: 302, RefererHost: referer, Device: DeviceDesktop, Country: country, ClientAddress: client}
 		if y := e.Time.Year(); y < 0 || y > 9999 {
@@ -209,6 +213,24 @@ func FuzzCloudEventEncoding(f *testing.F) {
 	})
 }
 
+// builtCountry is what the builder makes of a country header's value s
+// (Record.SetCountry).
+func builtCountry(s string) string {
+	var r Record
+	r.SetCountry([]byte(s))
+	return r.Country()
+}
+
+// builtAddress is what the builder makes of a client address s that the
+// whole address is kept of: its text without a zone, or none.
+func builtAddress(s string) string {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return ""
+	}
+	return a.Unmap().WithZone("").String()
+}
+
 // asEncodingJSONReads is s written by encoding/json and read back.
 func asEncodingJSONReads(t testing.TB, s string) string {
 	b, err := json.Marshal(s)
@@ -223,8 +245,8 @@ func asEncodingJSONReads(t testing.TB, s string) string {
 
 // FuzzJSONPieces: appendJSONChars writes any string as a JSON string that
 // reads back as encoding/json's writing of it reads back; plain8 finds a
-// byte to escape wherever one is; appendRFC3339Nano writes what
-// time.RFC3339Nano formats.
+// byte to escape wherever one is; appendRFC3339Nano and a timeText (in
+// the second it remembers or not) write what time.RFC3339Nano formats.
 func FuzzJSONPieces(f *testing.F) {
 	f.Add("plain ascii text, long enough for words", int64(1795688104123456789))
 	f.Add("<&>\"\\\x00\x1f\x7f\u2028\xff caf\u00e9", int64(0))
@@ -253,5 +275,33 @@ func FuzzJSONPieces(f *testing.F) {
 		if got, want := string(appendRFC3339Nano(nil, tm)), tm.UTC().Format(time.RFC3339Nano); got != want {
 			t.Errorf("appendRFC3339Nano(%v) = %s, want %s", tm, got, want)
 		}
+		// One timeText for times in the second it remembers and in others.
+		var c timeText
+		for _, tm := range []time.Time{tm, tm.Add(time.Duration(at % 1_500_000_000)), tm.Add(time.Duration(at % 7)), tm} {
+			if got, want := string(c.append(nil, tm)), tm.UTC().Format(time.RFC3339Nano); got != want {
+				t.Errorf("timeText.append(%v) after others = %s, want %s", tm, got, want)
+			}
+		}
 	})
+}
+
+// TestPlain8EveryByte: plain8 finds every byte value that is not plain,
+// at every position of a word of plain bytes, and next to another one.
+func TestPlain8EveryByte(t *testing.T) {
+	for c := range 256 {
+		want := c < utf8.RuneSelf && jsonPlain[c]
+		for pos := range 8 {
+			for _, fill := range []byte{'a', '~', ' ', '=', '?', '\x1f', 0xff} {
+				w := bytes.Repeat([]byte{fill}, 8)
+				w[pos] = byte(c)
+				plain := want
+				for _, b := range w {
+					plain = plain && b < utf8.RuneSelf && jsonPlain[b]
+				}
+				if got := plain8(load64(string(w), 0)); got != plain {
+					t.Fatalf("plain8(%q) = %v, want %v", w, got, plain)
+				}
+			}
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding/format"
@@ -27,16 +28,15 @@ const maxResponseBody = 64 << 10
 
 // cloudEventsSink posts CloudEvents 1.0 in the HTTP binding: a batch per
 // request (application/cloudevents-batch+json), or one structured event
-// per request. It encodes the events itself (appendCloudEvent) into a
+// per request. It encodes the events itself (ceEncoder) into a
 // message the SDK's HTTP binding writes into the request; it signs, sends
 // and reads the answer.
 type cloudEventsSink struct {
 	cfg    CloudEventsConfig
-	source string // the source attribute as the SDK writes it
+	enc    *ceEncoder
 	client *http.Client
 	// the last batch encoded, reused by its retries
 	last struct {
-		end        *Event // its last event
 		n          int
 		perRequest int // events in each request: 1 or n
 		reqs       []encoded
@@ -55,17 +55,8 @@ type encoded struct {
 }
 
 func newCloudEventsSink(c *Config) *cloudEventsSink {
-	client := c.CloudEvents.HTTPClient
-	if client == nil {
-		client = &http.Client{Timeout: c.CloudEvents.Timeout}
-	} else {
-		cp := *client
-		client = &cp
-	}
-	// A redirect is an answer we do not follow: a POST is not replayed
-	// elsewhere with the signature of this URL.
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &cloudEventsSink{cfg: c.CloudEvents, source: sourceAttribute(c.Source), client: client}
+	return &cloudEventsSink{cfg: c.CloudEvents, enc: newCEEncoder(sourceAttribute(c.Source)),
+		client: newHTTPClient(c.CloudEvents.HTTPClient, c.CloudEvents.Timeout)}
 }
 
 // sourceAttribute is source as the SDK's event writes it (a URI
@@ -77,8 +68,11 @@ func sourceAttribute(source string) string {
 	return source
 }
 
-func (*cloudEventsSink) name() string                { return SinkCloudEvents }
-func (*cloudEventsSink) close(context.Context) error { return nil }
+func (*cloudEventsSink) name() string { return SinkCloudEvents }
+func (s *cloudEventsSink) close(context.Context) error {
+	s.client.CloseIdleConnections()
+	return nil
+}
 
 // CloudEvent returns e as the SDK's CloudEvent of source: what the sink
 // sends (appendCloudEvent), for receivers and tests.
@@ -96,9 +90,18 @@ func CloudEvent(e *Event, source string) (cloudevents.Event, error) {
 	return ce, ce.Validate()
 }
 
-func (s *cloudEventsSink) send(ctx context.Context, batch []Event) (int, attempt) {
+func (s *cloudEventsSink) send(ctx context.Context, batch []Event, again bool) (int, attempt) {
+	reqs := s.last.reqs
+	if again && len(batch) <= s.last.n {
+		// A retry sends the batch again, or in single mode the part of
+		// it not yet sent: the same bodies (the same events with the
+		// same ids), a suffix of them.
+		reqs = reqs[len(reqs)-len(batch)/s.last.perRequest:]
+	} else {
+		reqs = s.encode(batch)
+	}
 	sent := 0
-	for _, r := range s.encode(batch) {
+	for _, r := range reqs {
 		if a := s.post(ctx, r); a.err != nil {
 			return sent, a
 		}
@@ -107,15 +110,9 @@ func (s *cloudEventsSink) send(ctx context.Context, batch []Event) (int, attempt
 	return sent, attempt{}
 }
 
-// encode returns the requests of batch: the same bodies for its retries
-// (the same events with the same ids), a suffix of them after a partial
-// success in single mode.
+// encode returns the requests of batch, kept for its retries. Their ids
+// are copied: the batch's strings are not the sink's after send.
 func (s *cloudEventsSink) encode(batch []Event) []encoded {
-	// A retry sends the batch again, or in single mode the part of it not
-	// yet sent: a suffix of the last batch, which ends at the same event.
-	if n := len(batch); s.last.end == &batch[n-1] && n <= s.last.n {
-		return s.last.reqs[len(s.last.reqs)-n/s.last.perRequest:]
-	}
 	// One buffer for the batch, the requests' bodies slices of it.
 	body := s.buf[:0]
 	var reqs []encoded
@@ -123,8 +120,8 @@ func (s *cloudEventsSink) encode(batch []Event) []encoded {
 		reqs = make([]encoded, len(batch))
 		for i := range batch {
 			start := len(body)
-			body = appendCloudEvent(body, &batch[i], s.source)
-			reqs[i] = encoded{id: batch[i].ID, msg: encodedMessage{format: format.JSON, body: body[start:len(body):len(body)]}, events: 1}
+			body = s.enc.appendEvent(body, &batch[i])
+			reqs[i] = encoded{id: strings.Clone(batch[i].ID), msg: encodedMessage{format: format.JSON, body: body[start:len(body):len(body)]}, events: 1}
 		}
 	} else {
 		body = append(body, '[')
@@ -132,13 +129,13 @@ func (s *cloudEventsSink) encode(batch []Event) []encoded {
 			if i > 0 {
 				body = append(body, ',')
 			}
-			body = appendCloudEvent(body, &batch[i], s.source)
+			body = s.enc.appendEvent(body, &batch[i])
 		}
 		body = append(body, ']')
-		reqs = []encoded{{id: batch[0].ID, msg: encodedMessage{format: format.JSONBatch, body: body}, events: len(batch)}}
+		reqs = append(s.last.reqs[:0], encoded{id: strings.Clone(batch[0].ID), msg: encodedMessage{format: format.JSONBatch, body: body}, events: len(batch)})
 	}
 	s.buf = body
-	s.last.end, s.last.n, s.last.reqs = &batch[len(batch)-1], len(batch), reqs
+	s.last.n, s.last.reqs = len(batch), reqs
 	s.last.perRequest = reqs[0].events
 	return reqs
 }

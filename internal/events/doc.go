@@ -11,10 +11,13 @@
 // (network errors, timeouts, 429 and 5xx) with exponential backoff and
 // jitter, honouring Retry-After.
 //
-// The sinks write the formats' bytes themselves, into buffers they reuse,
-// at about a microsecond an event: the CloudEvents JSON format as a
+// Nothing is allocated per event: a batch's events, and the bytes their
+// strings point into, are reused once every sink has released the batch,
+// so that events make no garbage for collections that would mark the
+// whole index. The sinks write the formats' bytes themselves, into
+// buffers they reuse: the CloudEvents JSON format as a
 // binding.Message the CloudEvents SDK's HTTP binding writes into the
-// request (appendCloudEvent), and OTLP protobuf by the generated protos'
+// request (ceEncoder), and OTLP protobuf by the generated protos'
 // field numbers (otlpEncoder). Tests check both against the SDKs: the
 // CloudEvents SDK reads every field as from its own encoding, and the
 // OpenTelemetry log SDK's exporter sends the same OTLP messages.

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // EventType is the type of a click event: the CloudEvents type attribute
@@ -132,32 +133,39 @@ func newBuilder(keepClient bool) *builder {
 	return &builder{ids: newIDSource(), keepClient: keepClient, seed: maphash.MakeSeed()}
 }
 
-// build makes the event of rec, with the next id. The strings it makes
-// (id, code, Referer host, country, client address) share one allocation.
-func (b *builder) build(rec *Record) Event {
-	var buf [uuidLen + MaxCodeLen + MaxRefererHostLen + countryLen + len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")]byte
-	s := b.ids.appendNext(buf[:0])
-	idEnd := len(s)
-	s = append(s, rec.code[:rec.codeLen]...)
-	codeEnd := len(s)
+// build makes e the event of rec, with the next id. The strings it makes
+// (id, code, Referer host, country, client address) are appended to text
+// and point into it (the batch's: see batch), and it returns text.
+func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
+	start := len(text)
+	text = b.ids.appendNext(text)
+	idEnd := len(text)
+	text = append(text, rec.code[:rec.codeLen]...)
+	codeEnd := len(text)
 	for _, c := range refererHost(rec.referer[:rec.refererLen], !rec.refererCut) {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		s = append(s, c)
+		text = append(text, c)
 	}
-	hostEnd := len(s)
-	s = rec.appendCountry(s)
-	countryEnd := len(s)
+	hostEnd := len(text)
+	text = rec.appendCountry(text)
+	countryEnd := len(text)
 	if rec.Client.IsValid() {
 		a := rec.Client
 		if !b.keepClient {
 			a = anonymize(a)
 		}
-		s = a.Unmap().WithZone("").AppendTo(s)
+		text = a.Unmap().WithZone("").AppendTo(text)
 	}
-	str := string(s)
-	e := Event{
+	// After the appends: one that moved text to a larger array left the
+	// strings of the events before this one in the old array, which
+	// they keep alive.
+	s := text[start:]
+	str := unsafe.String(unsafe.SliceData(s), len(s)) // never empty: the id
+	idEnd, codeEnd, hostEnd, countryEnd = idEnd-start, codeEnd-start, hostEnd-start, countryEnd-start
+	bot, device := b.classify(rec.userAgent[:rec.uaLen])
+	*e = Event{
 		ID:            str[:idEnd],
 		Time:          time.Unix(0, rec.Time).UTC(),
 		Namespace:     rec.Namespace,
@@ -170,11 +178,12 @@ func (b *builder) build(rec *Record) Event {
 		Variant:       max(int(rec.Variant), NoVariant),
 		Status:        int(rec.Status),
 		RefererHost:   str[codeEnd:hostEnd],
+		Bot:           bot,
+		Device:        device,
 		Country:       str[hostEnd:countryEnd],
 		ClientAddress: str[countryEnd:],
 	}
-	e.Bot, e.Device = b.classify(rec.userAgent[:rec.uaLen])
-	return e
+	return text
 }
 
 // classify is classify(ua), remembered.

@@ -100,7 +100,7 @@ func countsOf(p *Pipeline, sink string) counts {
 		}
 	}
 	return counts{
-		offered: int(testutil.ToFloat64(p.m.offered)), sent: int(testutil.ToFloat64(m.sent)),
+		offered: int(p.offered()), sent: int(testutil.ToFloat64(m.sent)),
 		failed: int(testutil.ToFloat64(m.failed)), retries: int(testutil.ToFloat64(m.retries)),
 		handoffFull: int(testutil.ToFloat64(m.dropped[DropHandoffFull])),
 		bufferFull:  int(testutil.ToFloat64(m.dropped[DropBufferFull])),

@@ -35,7 +35,6 @@ const sinkLabel = "sink"
 //
 // since a record in the hand-off ring waits for every sink.
 type metrics struct {
-	offered prometheus.Counter
 	// handoffDropped and closedDropped are each sink's dropped counter of
 	// that reason: a record lost before the batcher is lost for all sinks.
 	handoffDropped, closedDropped []prometheus.Counter
@@ -47,13 +46,15 @@ type sinkMetrics struct {
 	dropped               map[string]prometheus.Counter
 }
 
-// newMetrics registers the metrics of sinks (their names), with the gauges
-// of the hand-off ring's depth and of each sink's buffer.
-func newMetrics(reg prometheus.Registerer, sinks []string, handoffDepth func() float64, bufferDepth []func() float64) *metrics {
-	offered := prometheus.NewCounter(prometheus.CounterOpts{
+// newMetrics registers the metrics of sinks (their names), with the count
+// of records offered (read from the pipeline when scraped: no counter to
+// update on the request path), and the gauges of the hand-off ring's depth
+// and of each sink's buffer.
+func newMetrics(reg prometheus.Registerer, sinks []string, offered, handoffDepth func() float64, bufferDepth []func() float64) *metrics {
+	offeredTotal := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "offered_total",
 		Help: "Click events the redirector offered (one per answered request while events are on), kept or not.",
-	})
+	}, offered)
 	sent := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "sent_total",
 		Help: "Click events the sink's receiver acknowledged (2xx), by sink.",
@@ -71,12 +72,12 @@ func newMetrics(reg prometheus.Registerer, sinks []string, handoffDepth func() f
 		Help: "Click events the sink will never get, by sink and reason: handoff_full (the batcher fell behind), buffer_full (the sink down or slow and its buffer full), shutdown.",
 	}, []string{sinkLabel, "reason"})
 	collectors := make([]prometheus.Collector, 0, 6+len(sinks))
-	collectors = append(collectors, offered, sent, failed, retries, dropped,
+	collectors = append(collectors, offeredTotal, sent, failed, retries, dropped,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "handoff_depth",
 			Help: "Click events between the redirector and the batcher (at most the hand-off ring's size).",
 		}, handoffDepth))
-	m := &metrics{offered: offered, sinks: map[string]*sinkMetrics{}}
+	m := &metrics{sinks: map[string]*sinkMetrics{}}
 	for i, s := range sinks {
 		sm := &sinkMetrics{
 			sent: sent.WithLabelValues(s), failed: failed.WithLabelValues(s), retries: retries.WithLabelValues(s),

@@ -50,10 +50,7 @@ type otlpSink struct {
 	gzip   *gzip.Writer // nil: no compression
 	enc    *otlpEncoder
 	// the last batch's request, reused by its retries
-	last struct {
-		end  *Event
-		body []byte
-	}
+	last []byte
 	// buf and zbuf hold the last batch's request, and its gzip: reused by
 	// the next batch, since each request's body is released when its
 	// answer has come (requestBody).
@@ -69,14 +66,7 @@ func newOTLPSink(c *Config) (*otlpSink, error) {
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/v1/logs"
 	}
-	client := &http.Client{Timeout: c.OTLP.Timeout}
-	if c.OTLP.HTTPClient != nil {
-		cp := *c.OTLP.HTTPClient
-		client = &cp
-	}
-	// A redirect is an answer we do not follow: a POST is not replayed
-	// elsewhere with the credentials of this URL.
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client := newHTTPClient(c.OTLP.HTTPClient, c.OTLP.Timeout)
 	header := http.Header{}
 	for k, v := range otlpEnvHeaders() {
 		header.Set(k, v)
@@ -133,16 +123,17 @@ func (s *otlpSink) close(context.Context) error {
 	return nil
 }
 
-func (s *otlpSink) send(ctx context.Context, batch []Event) (int, attempt) {
-	// A retry sends the same request: the batch ends at the same event.
-	if end := &batch[len(batch)-1]; s.last.end != end {
+func (s *otlpSink) send(ctx context.Context, batch []Event, again bool) (int, attempt) {
+	// A retry sends the same request (OTLP takes all of a batch or none).
+	if !again || s.last == nil {
 		body, err := s.encode(batch)
 		if err != nil {
+			s.last = nil
 			return 0, attempt{err: fmt.Errorf("encode the OTLP request: %w", err)}
 		}
-		s.last.body, s.last.end = body, end
+		s.last = body
 	}
-	bodies := &requestBodies{b: s.last.body}
+	bodies := &requestBodies{b: s.last}
 	defer bodies.release()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, nil)
 	if err != nil {

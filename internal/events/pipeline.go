@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,13 +19,21 @@ import (
 // from the ring and appends them in batches to each sink's buffer, and each
 // sink sends its buffer in order, retrying.
 type Pipeline struct {
-	cfg     Config
-	ring    *ring
-	events  *builder // the batcher's
-	m       *metrics
-	sinks   []*sinkRunner
-	closed  atomic.Bool
+	cfg    Config
+	ring   *ring
+	events *builder // the batcher's
+	m      *metrics
+	sinks  []*sinkRunner
+	closed atomic.Bool
+	// refused counts the records Offer did not take (the ring full, or
+	// the pipeline closed); with the ring's tail, those it did: offered.
+	refused atomic.Uint64
+	// wakeAt is the ring position whose offer wakes the batcher: a batch
+	// is full. Offer rings once, then it is far off until the batcher has
+	// drained (armWake).
+	wakeAt  atomic.Uint64
 	wake    chan struct{} // the batcher's doorbell: a batch is waiting
+	free    chan *batch   // batches every sink is done with, for reuse
 	stop    chan struct{} // closed by Close: the batcher drains and ends
 	batched chan struct{} // closed when the batcher has ended
 	// sinkCtx ends the sinks' requests and waits when Close's deadline
@@ -39,8 +49,12 @@ type sink interface {
 	// name is the sink label of the metrics.
 	name() string
 	// send makes one attempt to deliver batch. It returns how many of the
-	// leading events the receiver took, and for the rest why not.
-	send(ctx context.Context, batch []Event) (int, attempt)
+	// leading events the receiver took, and for the rest why not. again
+	// says that batch is what is left of the batch of the last call (a
+	// retry, or the rest after a part was taken): the sink may send what
+	// it made of it then. The events' strings are the pipeline's only
+	// until send returns (batch): a sink keeps none of them.
+	send(ctx context.Context, batch []Event, again bool) (int, attempt)
 	// close releases what the sink holds.
 	close(ctx context.Context) error
 }
@@ -90,8 +104,9 @@ func New(cfg Config) (*Pipeline, error) {
 func newPipeline(c Config, sinks []sink) *Pipeline {
 	p := &Pipeline{
 		cfg: c, ring: newRing(c.HandoffBuffer), events: newBuilder(c.KeepClientAddress),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), batched: make(chan struct{}),
+		wake: make(chan struct{}, 1), free: make(chan *batch, freeBatches(&c)), stop: make(chan struct{}), batched: make(chan struct{}),
 	}
+	p.wakeAt.Store(uint64(c.MaxBatch))
 	names := make([]string, len(sinks))
 	depths := make([]func() float64, len(sinks))
 	for i, s := range sinks {
@@ -99,7 +114,7 @@ func newPipeline(c Config, sinks []sink) *Pipeline {
 		p.sinks = append(p.sinks, r)
 		names[i], depths[i] = s.name(), func() float64 { return float64(r.buf.len()) }
 	}
-	p.m = newMetrics(c.Registerer, names, func() float64 { return float64(p.ring.depth()) }, depths)
+	p.m = newMetrics(c.Registerer, names, p.offered, func() float64 { return float64(p.ring.depth()) }, depths)
 	for _, r := range p.sinks {
 		r.m = p.m.sinks[r.sink.name()]
 	}
@@ -124,8 +139,8 @@ func (p *Pipeline) Offer(rec *Record) bool {
 	if p == nil {
 		return false
 	}
-	p.m.offered.Inc()
 	if p.closed.Load() {
+		p.refused.Add(1)
 		dropAll(p.m.closedDropped)
 		return false
 	}
@@ -134,16 +149,30 @@ func (p *Pipeline) Offer(rec *Record) bool {
 	}
 	pos, ok := p.ring.offer(rec)
 	if !ok {
+		p.refused.Add(1)
 		dropAll(p.m.handoffDropped)
 		return false
 	}
-	if (pos+1)%uint64(p.cfg.MaxBatch) == 0 {
-		select { // a batch is full: wake the batcher early
+	if pos+1 >= p.wakeAt.Load() {
+		// A batch is full: wake the batcher early, once.
+		p.wakeAt.Store(math.MaxUint64)
+		select {
 		case p.wake <- struct{}{}:
 		default:
 		}
 	}
 	return true
+}
+
+// offered is linkforge_events_offered_total: the records the ring took
+// and those Offer refused, counted where Offer writes anyway.
+func (p *Pipeline) offered() float64 {
+	return float64(p.ring.taken() + p.refused.Load())
+}
+
+// armWake makes the offer that fills the next batch wake the batcher.
+func (p *Pipeline) armWake() {
+	p.wakeAt.Store(p.ring.head.Load() + uint64(p.cfg.MaxBatch))
 }
 
 // batch moves records from the ring to the sinks' buffers, as events in
@@ -156,8 +185,10 @@ func (p *Pipeline) batch() {
 		select {
 		case <-p.wake:
 			p.drain(false) // full batches; the rest waits for the tick
+			p.armWake()
 		case <-t.C:
 			p.drain(true)
+			p.armWake()
 		case <-p.stop:
 			p.drain(true)
 			return
@@ -173,27 +204,93 @@ func (p *Pipeline) drain(all bool) {
 		if n <= 0 || !all && n < p.cfg.MaxBatch {
 			return
 		}
-		events := make([]Event, 0, n)
-		for len(events) < n {
+		b := p.newBatch(n)
+		for len(b.events) < n {
 			rec := p.ring.peek()
 			if rec == nil {
 				break // its producer is still writing it: take it next time
 			}
-			events = append(events, p.events.build(rec))
+			b.events = b.events[:len(b.events)+1]
+			b.text = p.events.build(&b.events[len(b.events)-1], rec, b.text)
 			p.ring.release()
 		}
-		if len(events) == 0 {
+		got := len(b.events)
+		if got == 0 {
+			p.recycle(b)
 			return
 		}
+		b.holders.Store(int32(len(p.sinks)))
 		for _, s := range p.sinks {
-			kept := s.buf.add(events)
-			if lost := len(events) - kept; lost > 0 {
+			kept := s.buf.add(b)
+			if lost := got - kept; lost > 0 {
 				s.m.dropped[DropBufferFull].Add(float64(lost))
 			}
+			if kept == 0 {
+				p.release(b)
+			}
 		}
-		if len(events) < n {
+		if got < n {
 			return
 		}
+	}
+}
+
+// batch is a batch of events, the same for every sink. Its events and the
+// bytes of their strings are reused for a later batch once every sink is
+// done with it (release): the batcher and the sinks allocate nothing per
+// event, so that click events add no garbage collection, whose every cycle
+// marks the whole index.
+type batch struct {
+	events []Event
+	// text holds the bytes of the strings the builder made (ids, codes,
+	// Referer hosts, countries, client addresses); the events' point
+	// into it.
+	text []byte
+	// holders are the sinks that have not yet released it.
+	holders atomic.Int32
+}
+
+// freeBatches is how many released batches wait for reuse: as many full
+// batches as a sink's buffer holds, the memory its bound allows anyway.
+// The batcher mostly fills one while the sinks send another; more pile up
+// while a sink is slower than the clicks, and are reused after.
+func freeBatches(c *Config) int {
+	return max(c.Buffer/c.MaxBatch, 2)
+}
+
+// textPerEvent is the room for an event's strings a new batch starts with:
+// an id, a code, a Referer's host and an IPv4 address. Longer ones grow
+// it.
+const textPerEvent = 96
+
+// newBatch returns an empty batch for n events: a released one, or else
+// a new one of room for n.
+func (p *Pipeline) newBatch(n int) *batch {
+	select {
+	case b := <-p.free:
+		return b
+	default:
+	}
+	// Reused only at the size of a full batch: a sink down under few
+	// clicks buffers batches of a few events each.
+	return &batch{events: make([]Event, 0, n), text: make([]byte, 0, n*textPerEvent)}
+}
+
+// release is a sink's end of b: it has sent, failed or dropped its events.
+func (p *Pipeline) release(b *batch) {
+	if b.holders.Add(-1) == 0 {
+		p.recycle(b)
+	}
+}
+
+func (p *Pipeline) recycle(b *batch) {
+	if cap(b.events) != p.cfg.MaxBatch {
+		return
+	}
+	b.events, b.text = b.events[:0], b.text[:0]
+	select {
+	case p.free <- b:
+	default:
 	}
 }
 
@@ -202,14 +299,15 @@ func (p *Pipeline) drain(all bool) {
 func (p *Pipeline) deliver(s *sinkRunner) {
 	defer p.sinksDone.Done()
 	for {
-		batch, ok := s.buf.next(p.sinkCtx)
+		q, ok := s.buf.next(p.sinkCtx)
 		if !ok {
-			if n := s.buf.discard(); n > 0 {
+			if n := s.buf.discard(p.release); n > 0 {
 				s.m.dropped[DropShutdown].Add(float64(n))
 			}
 			return
 		}
-		p.sendWithRetry(s, batch)
+		p.sendWithRetry(s, q.b.events[:q.n])
+		p.release(q.b)
 	}
 }
 
@@ -218,8 +316,8 @@ func (p *Pipeline) deliver(s *sinkRunner) {
 // dropped.
 func (p *Pipeline) sendWithRetry(s *sinkRunner, batch []Event) {
 	ctx := p.sinkCtx
-	for retry := 0; len(batch) > 0; retry++ {
-		n, a := s.sink.send(ctx, batch)
+	for retry, again := 0, false; len(batch) > 0; retry, again = retry+1, true {
+		n, a := s.sink.send(ctx, batch, again)
 		if n > 0 {
 			s.m.sent.Add(float64(n))
 			s.buf.done(n)
@@ -234,7 +332,7 @@ func (p *Pipeline) sendWithRetry(s *sinkRunner, batch []Event) {
 			s.buf.done(len(batch))
 			return
 		case !a.retry:
-			s.log.Error(a.err, "the receiver refused click events; not retried", "events", len(batch), "firstID", batch[0].ID)
+			s.log.Error(a.err, "the receiver refused click events; not retried", "events", len(batch), "firstID", strings.Clone(batch[0].ID))
 			s.m.failed.Add(float64(len(batch)))
 			s.buf.done(len(batch))
 			return
@@ -308,23 +406,37 @@ func (p *Pipeline) Close(ctx context.Context) error {
 // buffer is a sink's queue of batches, bounded in events. The batch being
 // sent stays counted until done.
 type buffer struct {
-	mu       sync.Mutex
-	queue    [][]Event
+	mu sync.Mutex
+	// queue[head:] wait; the slice is reused, not grown, batch after
+	// batch.
+	queue    []queued
+	head     int
 	n, limit int
 	closing  bool
 	ready    chan struct{} // a batch was added, or the buffer closed
+}
+
+// queued is a batch in a buffer: its first n events (those that fit).
+type queued struct {
+	b *batch
+	n int
 }
 
 func newBuffer(limit int) *buffer {
 	return &buffer{limit: limit, ready: make(chan struct{}, 1)}
 }
 
-// add appends the events that fit and returns how many did.
-func (b *buffer) add(events []Event) int {
+// add appends the events of b that fit and returns how many did.
+func (b *buffer) add(bt *batch) int {
 	b.mu.Lock()
-	kept := min(len(events), b.limit-b.n)
+	kept := min(len(bt.events), b.limit-b.n)
 	if kept > 0 {
-		b.queue = append(b.queue, events[:kept])
+		if b.head > 0 && len(b.queue) == cap(b.queue) {
+			n := copy(b.queue, b.queue[b.head:])
+			clear(b.queue[n:])
+			b.queue, b.head = b.queue[:n], 0
+		}
+		b.queue = append(b.queue, queued{b: bt, n: kept})
 		b.n += kept
 	}
 	b.mu.Unlock()
@@ -343,25 +455,27 @@ func (b *buffer) signal() {
 
 // next waits for the next batch; false when the buffer is closed and
 // empty, or ctx ended.
-func (b *buffer) next(ctx context.Context) ([]Event, bool) {
+func (b *buffer) next(ctx context.Context) (queued, bool) {
 	for {
 		b.mu.Lock()
-		if len(b.queue) > 0 {
-			batch := b.queue[0]
-			b.queue[0] = nil
-			b.queue = b.queue[1:]
+		if b.head < len(b.queue) {
+			q := b.queue[b.head]
+			b.queue[b.head] = queued{}
+			if b.head++; b.head == len(b.queue) {
+				b.queue, b.head = b.queue[:0], 0
+			}
 			b.mu.Unlock()
-			return batch, true
+			return q, true
 		}
 		closing := b.closing
 		b.mu.Unlock()
 		if closing {
-			return nil, false
+			return queued{}, false
 		}
 		select {
 		case <-b.ready:
 		case <-ctx.Done():
-			return nil, false
+			return queued{}, false
 		}
 	}
 }
@@ -388,14 +502,19 @@ func (b *buffer) close() {
 	b.signal()
 }
 
-// discard empties the buffer and returns how many events it held.
-func (b *buffer) discard() int {
+// discard empties the buffer, releases its batches and returns how many
+// events it held.
+func (b *buffer) discard(release func(*batch)) int {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	queue := b.queue[b.head:]
 	n := 0
-	for _, batch := range b.queue {
-		n += len(batch)
+	for _, q := range queue {
+		n += q.n
 	}
-	b.queue, b.n = nil, b.n-n
+	b.queue, b.head, b.n = nil, 0, b.n-n
+	b.mu.Unlock()
+	for _, q := range queue {
+		release(q.b)
+	}
 	return n
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -185,7 +186,7 @@ func TestBuildEvent(t *testing.T) {
 	r.SetUserAgent([]byte("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Mobile/15E148"))
 	r.SetCountry([]byte("de"))
 	r.SetClientIP(net.ParseIP("198.51.100.23"))
-	e := newBuilder(false).build(&r)
+	e := eventOf(newBuilder(false), &r)
 	if _, err := uuid.Parse(e.ID); err != nil {
 		t.Errorf("id %q: %v", e.ID, err)
 	}
@@ -197,12 +198,12 @@ func TestBuildEvent(t *testing.T) {
 	if e.Time.UnixNano() != r.Time || e.Time.Location().String() != "UTC" {
 		t.Errorf("time %v, want %d in UTC", e.Time, r.Time)
 	}
-	if e := newBuilder(true).build(&r); e.ClientAddress != "198.51.100.23" {
+	if e := eventOf(newBuilder(true), &r); e.ClientAddress != "198.51.100.23" {
 		t.Errorf("KeepClientAddress: %s, want the whole address", e.ClientAddress)
 	}
 	orphan := Record{Status: 404, Rule: NoRule, Variant: NoVariant}
 	orphan.SetCodeString("nope")
-	if e := newBuilder(false).build(&orphan); !e.Orphan || e.Subject() != "nope" || e.ClientAddress != "" {
+	if e := eventOf(newBuilder(false), &orphan); !e.Orphan || e.Subject() != "nope" || e.ClientAddress != "" {
 		t.Errorf("orphan event %+v: want orphan, subject the code, no address", e)
 	}
 }
@@ -221,4 +222,55 @@ func TestIDsAreUniqueUUIDv8(t *testing.T) {
 	if a, b := newIDSource(), newIDSource(); a.next() == b.next() {
 		t.Error("two pipelines made the same first id")
 	}
+}
+
+// eventOf is the event b builds of rec.
+func eventOf(b *builder, rec *Record) Event {
+	var e Event
+	b.build(&e, rec, nil)
+	return e
+}
+
+// TestRecordCopyTo: a record copied into a slot that held a longer one
+// reads as the record, every field of it.
+func TestRecordCopyTo(t *testing.T) {
+	// copyTo names each field: one added to Record must be added there.
+	if n := reflect.TypeFor[Record]().NumField(); n != 17 {
+		t.Fatalf("Record has %d fields, copyTo copies 17: copy the new ones and count them here", n)
+	}
+	long := Record{Time: 9, Namespace: "old-ns", Name: "old", UID: "old-uid", Target: "https://old.example/", Status: 410, Rule: 7, Variant: 2}
+	long.SetCodeString(strings.Repeat("c", MaxCodeLen))
+	long.SetReferer([]byte("https://" + strings.Repeat("r", MaxRefererLen)))
+	long.SetUserAgent([]byte(strings.Repeat("u", 2*MaxUserAgentLen)))
+	long.SetCountry([]byte("FR"))
+	long.SetClientIP(net.ParseIP("2001:db8::1"))
+	for _, rec := range []Record{
+		func() (r Record) {
+			r = Record{Time: 1, Namespace: "team-a", Name: "docs", UID: "u-1", Target: "https://example.com/", Status: 302, Rule: NoRule, Variant: 1}
+			r.SetCodeString("abc")
+			r.SetReferer([]byte("https://news.example.org/x"))
+			r.SetUserAgent([]byte("curl/8.5.0"))
+			r.SetCountry([]byte("de"))
+			r.SetClientIP(net.ParseIP("198.51.100.23"))
+			return r
+		}(),
+		{Status: 404, Rule: NoRule, Variant: NoVariant}, // nothing from the request
+	} {
+		dst := long
+		rec.copyTo(&dst)
+		if dst.Time != rec.Time || dst.Namespace != rec.Namespace || dst.Name != rec.Name || dst.UID != rec.UID ||
+			dst.Target != rec.Target || dst.Status != rec.Status || dst.Rule != rec.Rule || dst.Variant != rec.Variant ||
+			dst.Client != rec.Client || dst.refererCut != rec.refererCut || dst.Code() != rec.Code() ||
+			dst.RefererHost() != rec.RefererHost() || dst.UserAgent() != rec.UserAgent() || dst.Country() != rec.Country() {
+			t.Errorf("copied\n %+v\nreads as\n %+v", rec, dst)
+		}
+		if a, b := eventOf(newBuilder(true), &rec), eventOf(newBuilder(true), &dst); a.ID == "" || !sameEventButID(a, b) {
+			t.Errorf("the copy's event\n %+v\nthe record's\n %+v", b, a)
+		}
+	}
+}
+
+func sameEventButID(a, b Event) bool {
+	a.ID, b.ID = "", ""
+	return a == b
 }

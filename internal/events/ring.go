@@ -7,8 +7,9 @@ import (
 // ring is the hand-off between the request goroutines and the batcher: a
 // bounded queue of Records in place, many producers and one consumer
 // (Vyukov's bounded MPMC queue, with one consumer). A producer claims a slot
-// with one compare-and-swap and copies its Record into it; nothing
-// allocates, nothing blocks: when the ring is full, offer fails at once.
+// with one compare-and-swap and copies its Record into it (the bytes in
+// use: Record.copyTo); nothing allocates, nothing blocks: when the ring is
+// full, offer fails at once.
 //
 // Each slot's seq says whose turn it is: pos (free for the producer of pos),
 // pos+1 (filled, for the consumer), pos+len (free again, for the next lap).
@@ -48,7 +49,7 @@ func (r *ring) offer(rec *Record) (uint64, bool) {
 		switch seq := s.seq.Load(); {
 		case seq == pos:
 			if r.tail.CompareAndSwap(pos, pos+1) {
-				s.rec = *rec
+				rec.copyTo(&s.rec)
 				s.seq.Store(pos + 1)
 				return pos, true
 			}
@@ -83,6 +84,9 @@ func (r *ring) release() {
 func (r *ring) depth() int {
 	return int(r.tail.Load() - r.head.Load())
 }
+
+// taken is how many records the ring has taken since it was made.
+func (r *ring) taken() uint64 { return r.tail.Load() }
 
 // capacity is the number of slots.
 func (r *ring) capacity() int { return len(r.slots) }
