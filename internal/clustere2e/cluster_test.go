@@ -279,7 +279,7 @@ var errNoPid = errors.New("no process")
 // not) is what a lost use is explained by. It logs each old pod's shutdown
 // lines when the pods are gone (call the returned func then), and all it
 // got if the test fails.
-func (c *cluster) followLogs(component string) (shutdownLines func()) {
+func (c *cluster) followLogs(component string) (stopped func() string) {
 	t := c.t
 	var out lockedBuffer
 	cmd := exec.Command(c.kubectlBin, "logs", "-f", "-n", systemNS, "--prefix", "--all-containers",
@@ -305,7 +305,7 @@ func (c *cluster) followLogs(component string) (shutdownLines func()) {
 			t.Logf("--- logs of the %s pods replaced\n%s", component, tail(out.String(), 20000))
 		}
 	})
-	return func() {
+	return func() string {
 		stop()
 		var lines []string
 		for _, l := range strings.Split(out.String(), "\n") {
@@ -317,6 +317,7 @@ func (c *cluster) followLogs(component string) (shutdownLines func()) {
 			}
 		}
 		t.Logf("how the %s pods replaced stopped:\n%s", component, strings.Join(lines, "\n"))
+		return out.String()
 	}
 }
 

@@ -24,6 +24,11 @@ type target struct {
 	name, url string
 	maxUses   int // 0: unlimited
 	counts    map[int]int
+	// lostByPrevious is set when a replica of the previous release gave
+	// up its last write of the link (its defect, fixed since): the
+	// quota it held was taken back and counted as used, so the link may
+	// serve fewer than maxUses, never more.
+	lostByPrevious bool
 }
 
 // burst clicks random targets through the Service from workers goroutines,
@@ -187,6 +192,10 @@ func (c *cluster) finish(g *WithT, ns string, targets []*target) {
 			continue
 		}
 		useUp(g, tg)
+		if tg.lostByPrevious {
+			c.t.Logf("%s: a replica of the previous release gave up its last write; %d of %d uses served", tg.name, tg.counts[http.StatusFound], tg.maxUses)
+			continue // at most maxUses: useUp checked it
+		}
 		g.Expect(tg.counts[http.StatusFound]).To(Equal(tg.maxUses), "%s: every use served (answers: %v)", tg.name, tg.counts)
 	}
 	for _, tg := range targets {

@@ -117,7 +117,10 @@ func (c *cluster) upgradeDuringClicks(t *testing.T, g *WithT, ns string, to map[
 	started := time.Now()
 	upgrade()
 	c.onlyImages(g, to)
-	stopped()
+	logs := stopped()
+	for _, tg := range targets {
+		tg.lostByPrevious = gaveUpAtShutdown(logs, ns+"/"+tg.name)
+	}
 	t.Logf("upgraded: every pod on the new images after %s", time.Since(started).Round(100*time.Millisecond))
 	b.waitSent(g, b.sent()+60) // and two seconds after
 	close(stop)
@@ -179,4 +182,43 @@ func (c *cluster) helmUpgrade(t *testing.T, g *WithT, chart string, values ...st
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		t.Logf("helm upgrade:\n%s", out)
 	})
+}
+
+// gaveUpAtShutdown reports whether a pod in logs (kubectl logs --prefix)
+// gave up writing link after it began shutting down. v0.3.0 gave a write
+// up after four conflicts, its last one too: it logs that the uses wait
+// for the next round, which never comes.
+func gaveUpAtShutdown(logs, link string) bool {
+	stopping := map[string]bool{}
+	for _, line := range strings.Split(logs, "\n") {
+		pod, _, _ := strings.Cut(line, " ")
+		switch {
+		case strings.Contains(line, `"msg":"shutting down"`):
+			stopping[pod] = true
+		case stopping[pod] && strings.Contains(line, `"error":"status of `+link+" kept changing"):
+			return true
+		}
+	}
+	return false
+}
+
+func TestGaveUpAtShutdown(t *testing.T) {
+	const (
+		a = `[pod/linkforge-redirector-7b6979bcff-d4lzw/redirector] `
+		b = `[pod/linkforge-redirector-7b6979bcff-xqsfq/redirector] `
+	)
+	gaveUp := `{"level":"info","logger":"redirector.uses","msg":"cannot write uses yet; they wait for the next round","link":"up/limited-1","error":"status of up/limited-1 kept changing under 4 writes"}`
+	for _, tc := range []struct {
+		logs string
+		want bool
+	}{
+		{a + `{"msg":"shutting down","delay":5}` + "\n" + a + gaveUp, true},
+		{a + gaveUp + "\n" + a + `{"msg":"shutting down","delay":5}`, false}, // a round while serving: retried
+		{b + `{"msg":"shutting down","delay":5}` + "\n" + a + gaveUp, false},  // another pod stopping
+		{a + `{"msg":"shutting down","delay":5}` + "\n" + a + strings.ReplaceAll(gaveUp, "limited-1", "limited-10"), false},
+	} {
+		if got := gaveUpAtShutdown(tc.logs, "up/limited-1"); got != tc.want {
+			t.Errorf("gaveUpAtShutdown(%q) = %v, want %v", tc.logs, got, tc.want)
+		}
+	}
 }
