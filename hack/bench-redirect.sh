@@ -48,8 +48,9 @@
 # same servers in instructions per request under callgrind, repeatably, and
 # internal/hitpath's TestRedirectorInstructionBudget holds the redirector to
 # a budget in them. This script measures what instructions cannot: system
-# calls' cost in the kernel, cache misses (100,000 links), the read yield
-# under load, and memory per link.
+# calls' cost in the kernel, cache misses (100,000 links; callgrind-bench
+# -cache counts the misses of its 256 links deterministically), the read
+# yield under load, and memory per link.
 #
 # Usage: hack/bench-redirect.sh            (defaults below; about 4 minutes)
 #        N=100000 DURATION=15s ROUNDS=3 CONNS=64 hack/bench-redirect.sh

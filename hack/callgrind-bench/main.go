@@ -23,6 +23,14 @@
 // -only rules,plain measures what routing costs: links with 8 rules and 3
 // variants each against plain links, both asked by a browser's requests.
 //
+// -cache adds callgrind's cache simulation (hitpath.CacheConfig: the
+// caches of the AMD EPYC it was written on, whatever the machine): data
+// cache misses per request of the first and the last level, as
+// deterministic as the instructions. With links asked for in turn, a
+// link's own memory is out of the first-level cache when its next request
+// comes, so the first-level misses count the cache lines a request reads
+// that other requests do not keep warm: what a link costs in memory.
+//
 // It installs valgrind and nginx with apt-get when they are missing (as
 // root). -dir keeps the callgrind outputs; DIR/<server>.json lists the
 // files of each phase, and -diff DIR1,DIR2 compares two runs kept so,
@@ -96,6 +104,7 @@ func run() error {
 	flag.BoolVar(&o.AcceptDisturbed, "accept-disturbed", false,
 		"on a busy machine: keep a phase the clock disturbed after -attempts (a timer's tick or a preemption, a few instructions a request; the report counts them) instead of failing")
 	flag.IntVar(&o.Attempts, "attempts", 0, "measurements of a phase the clock disturbed (0: 6)")
+	flag.BoolVar(&o.CacheSim, "cache", false, "also count data cache misses per request (callgrind's cache simulation of hitpath.CacheConfig; about twice as slow)")
 	flag.IntVar(&f.links, "links", hitpath.BenchLinks, fmt.Sprintf("links (over %d namespaces)", hitpath.BenchNamespaces))
 	flag.Parse()
 	if f.diff != "" {
@@ -161,6 +170,9 @@ func run() error {
 			return err
 		}
 		o.Log("%s: %.1f instructions per request (disturbances kept: %d)", s.Name, r.PerRequest(), r.Disturbed)
+		if o.CacheSim {
+			o.Log("%s: %.2f first-level and %.2f last-level data cache misses per request", s.Name, r.D1MissesPerRequest(), r.LLMissesPerRequest())
+		}
 	}
 	return report(results, o, f, time.Since(start))
 }
@@ -258,6 +270,20 @@ func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took 
 	ratio("fasthttp floor / nginx", floor, nginx, "")
 	ratio("counting off / fasthttp floor", nocount, floor, "")
 	ratio("8 rules, 3 variants / plain", rules, plain, "(browser requests; goal <= 1.10x)")
+	if o.CacheSim {
+		fmt.Printf("data cache misses per request (reads and writes; %s):\n", strings.Join(hitpath.CacheConfig, " "))
+		fmt.Printf("  %-26s %9s %9s\n", "server", "D1", "LL")
+		for _, name := range names {
+			if r, ok := results[name]; ok {
+				fmt.Printf("  %-26s %9.2f %9.2f\n", label(name), r.D1MissesPerRequest(), r.LLMissesPerRequest())
+			}
+		}
+		if r, ok := results[rules]; ok {
+			if p, ok := results[plain]; ok {
+				fmt.Printf("  %-26s %+9.2f %+9.2f\n", "rules - plain", r.D1MissesPerRequest()-p.D1MissesPerRequest(), r.LLMissesPerRequest()-p.LLMissesPerRequest())
+			}
+		}
+	}
 
 	if r, ok := results[redirector]; ok {
 		if fl, ok := results[floor]; ok && f.top > 0 {
@@ -270,6 +296,18 @@ func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took 
 		if p, ok := results[plain]; ok && f.top > 0 {
 			if err := aboveFloor(r, p, f.top, "links with rules'", "plain links'", "rules", "plain"); err != nil {
 				return err
+			}
+			if o.CacheSim {
+				rm, err := r.D1MissFunctions()
+				if err != nil {
+					return err
+				}
+				pm, err := p.D1MissFunctions()
+				if err != nil {
+					return err
+				}
+				fmt.Printf("where links with rules' first-level data cache misses per request differ from plain links' (by instruction address: the function that read or wrote the line):\n")
+				listDifferences(rm, pm, f.top, "rules", "plain", "%+9.2f %9.2f %9.2f  %s\n")
 			}
 		}
 	}
@@ -409,12 +447,38 @@ func aboveFloor(r, f hitpath.Result, top int, rWhose, fWhose, rColumn, fColumn s
 	if err != nil {
 		return err
 	}
+	plus, minus := totals(rf, ff)
+	fmt.Printf("where %s instructions per request differ from %s (self cost; %+.0f in functions that cost more, %+.0f in those that cost less):\n", rWhose, fWhose, plus, minus)
+	listDifferences(rf, ff, top, rColumn, fColumn, "%+9.1f %9.1f %9.1f  %s\n")
+	return nil
+}
+
+// totals are what the functions of r cost more than in f, and less.
+func totals(r, f map[string]float64) (plus, minus float64) {
+	for fn, v := range r {
+		if d := v - f[fn]; d > 0 {
+			plus += d
+		} else {
+			minus += d
+		}
+	}
+	for fn, v := range f {
+		if _, ok := r[fn]; !ok {
+			minus -= v
+		}
+	}
+	return plus, minus
+}
+
+// listDifferences prints the top functions by how much more they cost in
+// rf than in ff, then the few that cost the most less, each row in format
+// (the difference, rf's, ff's, the function).
+func listDifferences(rf, ff map[string]float64, top int, rColumn, fColumn, format string) {
 	type row struct {
 		fn        string
 		r, f, sum float64
 	}
 	var rows []row
-	var plus, minus float64
 	for fn, v := range rf {
 		rows = append(rows, row{fn, v, ff[fn], v - ff[fn]})
 	}
@@ -423,26 +487,17 @@ func aboveFloor(r, f hitpath.Result, top int, rWhose, fWhose, rColumn, fColumn s
 			rows = append(rows, row{fn, 0, v, -v})
 		}
 	}
-	for _, x := range rows {
-		if x.sum > 0 {
-			plus += x.sum
-		} else {
-			minus += x.sum
-		}
-	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].sum > rows[j].sum })
-	fmt.Printf("where %s instructions per request differ from %s (self cost; %+.0f in functions that cost more, %+.0f in those that cost less):\n", rWhose, fWhose, plus, minus)
 	fmt.Printf("  %9s %9s %9s  %s\n", "extra", rColumn, fColumn, "function")
 	for _, x := range rows[:min(top, len(rows))] {
-		fmt.Printf("  %+9.1f %9.1f %9.1f  %s\n", x.sum, x.r, x.f, x.fn)
+		fmt.Printf("  "+format, x.sum, x.r, x.f, x.fn)
 	}
 	fmt.Println("  ...")
 	for _, x := range rows[max(len(rows)-5, 0):] {
 		if x.sum < -0.5 {
-			fmt.Printf("  %+9.1f %9.1f %9.1f  %s\n", x.sum, x.r, x.f, x.fn)
+			fmt.Printf("  "+format, x.sum, x.r, x.f, x.fn)
 		}
 	}
-	return nil
 }
 
 // discardingReceiver serves, in this process (not under callgrind), a

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +71,12 @@ func (s *symbols) lookup(addr uint64) (string, bool) {
 // --compress-strings=no), charged by instruction address to the functions
 // of the binary bin ("": callgrind's names throughout).
 func Profile(bin string, files ...string) (map[string]int64, error) {
+	return ProfileOf(bin, []string{"Ir"}, files...)
+}
+
+// ProfileOf is Profile of the sum of events (callgrind's names: Ir, D1mr,
+// D1mw, ...; those the outputs do not count add nothing).
+func ProfileOf(bin string, events []string, files ...string) (map[string]int64, error) {
 	var syms *symbols
 	if bin != "" {
 		var err error
@@ -79,14 +86,14 @@ func Profile(bin string, files ...string) (map[string]int64, error) {
 	}
 	out := map[string]int64{}
 	for _, path := range files {
-		if err := profileFile(path, syms, out); err != nil {
+		if err := profileFile(path, syms, events, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-func profileFile(path string, syms *symbols, out map[string]int64) error {
+func profileFile(path string, syms *symbols, events []string, out map[string]int64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -95,7 +102,8 @@ func profileFile(path string, syms *symbols, out map[string]int64) error {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	fn := ""
-	skip := false // the line after calls= is the call's inclusive cost
+	skip := false       // the line after calls= is the call's inclusive cost
+	columns := []int{0} // of the events, after the address: Ir alone until an events: line says otherwise
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
@@ -115,15 +123,29 @@ func profileFile(path string, syms *symbols, out map[string]int64) error {
 			if err != nil {
 				return fmt.Errorf("%s: %q: positions must be absolute instruction addresses", path, line)
 			}
-			ir, err := strconv.ParseInt(fields[1], 10, 64)
-			if err != nil {
-				return fmt.Errorf("%s: %q: %w", path, line, err)
+			var cost int64
+			for _, c := range columns {
+				if 1+c >= len(fields) {
+					continue // trailing zeros are left out
+				}
+				v, err := strconv.ParseInt(fields[1+c], 10, 64)
+				if err != nil {
+					return fmt.Errorf("%s: %q: %w", path, line, err)
+				}
+				cost += v
 			}
 			name, ok := syms.lookup(addr)
 			if !ok {
 				name = fn
 			}
-			out[name] += ir
+			out[name] += cost
+		case strings.HasPrefix(line, "events:"):
+			columns = columns[:0]
+			for i, e := range strings.Fields(line[len("events:"):]) {
+				if slices.Contains(events, e) {
+					columns = append(columns, i)
+				}
+			}
 		case strings.HasPrefix(line, "fn="):
 			fn = functionName(line[3:])
 		case strings.HasPrefix(line, "calls="):

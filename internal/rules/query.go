@@ -6,7 +6,7 @@ import "bytes"
 // pairs separated by '&') meets m: a pair named m.name, and with m.hasValue
 // one whose value is m.value. Names and values compare once decoded ('+'
 // is a space, as in a form), without allocating.
-func queryHolds(raw []byte, m *queryMatch) bool {
+func queryHolds(raw []byte, m *match) bool {
 	for len(raw) > 0 {
 		pair := raw
 		if i := bytes.IndexByte(raw, '&'); i >= 0 {

@@ -2,8 +2,10 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"net/textproto"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,57 +73,98 @@ type Choice struct {
 // matched and the link has variants): then it counts in
 // status.variantUses, under SplitURL.
 func (c *Compiled) Split(ch Choice) bool {
-	return ch.Rule < 0 && len(c.variants) > 0
+	return ch.Rule < 0 && c.nVariants > 0
 }
 
 // SplitURL is the status.variantUses key of a split click: the variant's
 // url or spec.url, as written in the spec.
 func (c *Compiled) SplitURL(ch Choice) string {
-	if ch.Variant >= 0 {
-		return c.variants[ch.Variant].key
-	}
-	return c.defaultKey
+	return c.splitURLs[SplitSlot(ch)]
 }
 
 // Compiled is a link's routing, ready for Evaluate. It is immutable: any
 // number of goroutines may evaluate it at once.
+//
+// It is laid out for the cache, not as the spec reads: among thousands of
+// links, a click finds none of its link's routing in the CPU's caches, and
+// each cache line it reads is a trip to memory that costs more than the
+// rules' instructions (docs/performance.md, "Cache lines a click reads").
+// So a click reads this struct's first two cache lines and, past them,
+// three blocks, each one allocation: rules (a rule's time window, where its
+// other conditions are, where its target is; no pointers), conds (the
+// language ranges, then each rule's other conditions) and text, which holds
+// every string of the routing: the split's targets, the conditions'
+// strings, then the rules' targets. The rules as the spec reads them
+// (specRule) are only a step of Compile, and of Key.
 type Compiled struct {
-	defaultURL  string
-	defaultKey  string
-	rules       []compiledRule
-	variants    []compiledVariant
-	seed        uint64
-	expiredURL  string
+	// What every click of a routed link reads, first.
+	reads       Fact
 	forwardPath bool
-	// reads are the facts some rule or the split reads; splitURLs the
-	// status.variantUses keys of the split, spec.url first.
-	reads     Fact
-	splitURLs []string
+	nVariants   uint8
+	nRanges     uint8 // conds[:nRanges] are the language ranges
 	// byDevice[d] holds bit i when rule i may match a client of device
 	// class d: it has no devices condition, or one that names d. Evaluate
 	// tries only those rules, in order, so a click skips the rules of the
 	// other devices without reading them.
 	byDevice [numDevices]ruleSet
-	// timed are the rules with a time window; localized those with
-	// languages, and ranges each language range of theirs with the rules
-	// that name it: Evaluate reads these conditions for all the rules in
-	// the running at once, before it tries any rule (each costs less than
-	// trying a rule).
+	// timed are the rules with a time window, localized those with
+	// languages: Evaluate reads these conditions for all the rules in the
+	// running at once (the language ranges each with the rules that name
+	// it), before it tries any rule: each costs less than trying a rule.
 	timed, localized ruleSet
-	ranges           []languageRange
+	// upTo[i] is variant i's bucket bound: buckets [upTo[i-1], upTo[i])
+	// of 0-99 go to it.
+	upTo  [linkv1.MaxVariants]uint8
+	seed  uint64
+	rules []packedRule
+	conds []condition
+	text  string
+	// splitEnd are where the split's targets (as locate made them) end in
+	// text, which begins with them: text[:splitEnd[0]] is spec.url's,
+	// text[splitEnd[i]:splitEnd[i+1]] variant i's.
+	splitEnd [linkv1.MaxVariants + 1]uint16
+
+	// Not read by a click's choice.
+	expiredURL string
+	// splitURLs are the status.variantUses keys of the split, spec.url
+	// first.
+	splitURLs []string
 }
 
-// languageRange is a languages condition's range and the rules that name it.
-type languageRange struct {
-	rng   string
+// packedRule is what a click reads of a rule: its time window, where its
+// other conditions (query, headers, countries) are in Compiled.conds, and
+// its target in Compiled.text.
+type packedRule struct {
+	after, before int64 // Unix nanoseconds; hasAfter, hasBefore say whether set
+	// url is the target: text[urlAt:urlAt+urlLen].
+	urlAt  uint32
+	urlLen uint16
+	// The other conditions are conds[first:end]: counted from first, the
+	// countries condition if any before queryAt, the query's before
+	// headersAt, then the headers'.
+	first, end          uint16
+	queryAt, headersAt  uint8
+	hasAfter, hasBefore bool
+}
+
+// span is where a condition's strings are in text while Compile writes it.
+type span struct{ at, nameLen, valueLen int }
+
+// condition is one condition of a rule (countries: the upper-case codes
+// as the name, two bytes each; a query parameter; a header), or a language
+// range (the name). Its strings are substrings of Compiled.text, so that
+// those of a link's conditions sit together.
+type condition struct {
+	match
+	// rules are, for a language range, the rules that name it.
 	rules ruleSet
 }
 
 // ruleSet is a set of a link's rules, bit i for spec.rules[i].
-type ruleSet uint32
+type ruleSet uint16
 
 // A ruleSet holds every rule a link may have.
-var _ = [1]struct{}{}[linkv1.MaxRules/33]
+var _ = [1]struct{}{}[linkv1.MaxRules/17]
 
 // Fact is a fact of a request that a link's routing reads, so that the
 // redirector gathers only those (a header lookup or a clock read is a
@@ -136,31 +179,26 @@ const (
 	FactClient                    // Facts.ClientAddr and UserAgent: the split
 )
 
-type compiledRule struct {
+// specRule is a rule as the spec reads it, checked and normalized: what
+// Compile packs and Key writes.
+type specRule struct {
 	url       string
 	devices   uint8 // bit 1<<Device; 0: no condition
 	languages []string
-	query     []queryMatch
-	headers   []headerMatch
-	after     int64 // Unix nanoseconds; hasAfter says whether set
+	query     []match
+	headers   []match // the names canonical; hasValue unused
+	after     int64   // Unix nanoseconds; hasAfter says whether set
 	before    int64
 	hasAfter  bool
 	hasBefore bool
 	countries []string
 }
 
-type queryMatch struct {
+// match is a name and a value a query parameter (that must have the value
+// if hasValue) or a header must have.
+type match struct {
 	name, value string
 	hasValue    bool
-}
-
-type headerMatch struct{ name, value string }
-
-type compiledVariant struct {
-	url, key string
-	// upTo is the variant's bucket bound: buckets [previous upTo, upTo) of
-	// 0-99 go to it.
-	upTo uint64
 }
 
 // Compile prepares a link's routing for Evaluate, once per spec. seed
@@ -180,32 +218,76 @@ func Compile(spec *linkv1.ShortLinkSpec, seed string, locate func(string) string
 		return nil, fmt.Errorf("spec.variants has %d variants, at most %d are allowed", len(spec.Variants), linkv1.MaxVariants)
 	}
 	c := &Compiled{
-		defaultURL:  locate(spec.URL),
-		defaultKey:  spec.URL,
 		seed:        hashString(fnvOffset, seed),
 		forwardPath: spec.ForwardPath,
+		nVariants:   uint8(len(spec.Variants)),
 	}
 	if spec.ExpiredURL != "" {
 		c.expiredURL = locate(string(spec.ExpiredURL))
 	}
+	rules := make([]specRule, len(spec.Rules))
 	for i := range spec.Rules {
 		r, err := compileRule(&spec.Rules[i], locate)
 		if err != nil {
 			return nil, fmt.Errorf("spec.rules[%d]: %w", i, err)
 		}
-		c.rules = append(c.rules, r)
+		rules[i] = r
 	}
-	var total uint64
+	var total int32
 	for i, v := range spec.Variants {
 		if v.Weight < 1 || v.Weight > 100 {
 			return nil, fmt.Errorf("spec.variants[%d].weight is %d: use a percentage from 1 to 100", i, v.Weight)
 		}
-		total += uint64(v.Weight)
-		c.variants = append(c.variants, compiledVariant{url: locate(string(v.URL)), key: string(v.URL), upTo: total})
+		total += v.Weight
+		c.upTo[i] = uint8(min(total, 100))
 	}
-	for i := range c.rules {
-		c.reads |= c.rules[i].reads()
-		r := &c.rules[i]
+	if total > 100 {
+		return nil, fmt.Errorf("the weights of spec.variants add up to %d: they are percentages, spec.url takes what they leave of 100", total)
+	}
+	split := make([]string, 0, 1+len(spec.Variants))
+	split = append(split, locate(spec.URL))
+	for _, v := range spec.Variants {
+		split = append(split, locate(string(v.URL)))
+	}
+	if err := c.pack(rules, split); err != nil {
+		return nil, err
+	}
+	if len(spec.Variants) > 0 {
+		c.reads |= FactClient
+		c.splitURLs = make([]string, 0, 1+len(spec.Variants))
+		c.splitURLs = append(c.splitURLs, spec.URL)
+		for _, v := range spec.Variants {
+			c.splitURLs = append(c.splitURLs, string(v.URL))
+		}
+	}
+	return c, nil
+}
+
+// pack lays the rules and the split's targets (spec.url's, then each
+// variant's) out as Compiled says: the rule sets, the rules, the
+// conditions (the language ranges, each once, first) and one text for all
+// their strings.
+func (c *Compiled) pack(rules []specRule, split []string) error {
+	var text strings.Builder
+	for i, t := range split {
+		text.WriteString(t)
+		if text.Len() > math.MaxUint16 {
+			return fmt.Errorf("spec.url and spec.variants' urls are too long")
+		}
+		c.splitEnd[i] = uint16(text.Len())
+	}
+	// The conditions, their strings at[i] in text until it is written.
+	var conds []condition
+	var at []span
+	add := func(name, value string, hasValue bool, rules ruleSet) {
+		conds = append(conds, condition{match: match{hasValue: hasValue}, rules: rules})
+		at = append(at, span{at: text.Len(), nameLen: len(name), valueLen: len(value)})
+		text.WriteString(name)
+		text.WriteString(value)
+	}
+	for i := range rules {
+		r := &rules[i]
+		c.reads |= r.reads()
 		for d := range c.byDevice {
 			if r.devices == 0 || r.devices&(1<<d) != 0 {
 				c.byDevice[d] |= 1 << i
@@ -219,30 +301,63 @@ func Compile(spec *linkv1.ShortLinkSpec, seed string, locate func(string) string
 		}
 	rangesOfRule:
 		for _, l := range r.languages {
-			for j := range c.ranges {
-				if c.ranges[j].rng == l {
-					c.ranges[j].rules |= 1 << i
+			for j := range conds {
+				if text.String()[at[j].at:at[j].at+at[j].nameLen] == l {
+					conds[j].rules |= 1 << i
 					continue rangesOfRule
 				}
 			}
-			c.ranges = append(c.ranges, languageRange{rng: l, rules: 1 << i})
+			add(l, "", false, 1<<i)
 		}
 	}
-	if len(c.variants) > 0 {
-		c.reads |= FactClient
-		c.splitURLs = append(c.splitURLs, c.defaultKey)
-		for _, v := range c.variants {
-			c.splitURLs = append(c.splitURLs, v.key)
+	if len(conds) > math.MaxUint8 {
+		return fmt.Errorf("the rules name %d language ranges, more than %d", len(conds), math.MaxUint8)
+	}
+	c.nRanges = uint8(len(conds))
+	c.rules = make([]packedRule, len(rules))
+	for i := range rules {
+		r, p := &rules[i], &c.rules[i]
+		p.after, p.hasAfter, p.before, p.hasBefore = r.after, r.hasAfter, r.before, r.hasBefore
+		if len(r.query)+len(r.headers) >= math.MaxUint8 {
+			return fmt.Errorf("spec.rules[%d] has %d query and header conditions, more than %d", i, len(r.query)+len(r.headers), math.MaxUint8-1)
 		}
+		p.first = uint16(len(conds))
+		if len(r.countries) > 0 {
+			add(strings.Join(r.countries, ""), "", false, 0)
+		}
+		p.queryAt = uint8(len(conds) - int(p.first))
+		for _, q := range r.query {
+			add(q.name, q.value, q.hasValue, 0)
+		}
+		p.headersAt = uint8(len(conds) - int(p.first))
+		for _, h := range r.headers {
+			add(h.name, h.value, false, 0)
+		}
+		if len(conds) > math.MaxUint16 {
+			return fmt.Errorf("the rules have more than %d conditions", math.MaxUint16)
+		}
+		p.end = uint16(len(conds))
 	}
-	if total > 100 {
-		return nil, fmt.Errorf("the weights of spec.variants add up to %d: they are percentages, spec.url takes what they leave of 100", total)
+	for i := range rules {
+		url := rules[i].url
+		if len(url) > math.MaxUint16 || text.Len() > math.MaxUint32 {
+			return fmt.Errorf("spec.rules[%d].url is too long", i)
+		}
+		c.rules[i].urlAt, c.rules[i].urlLen = uint32(text.Len()), uint16(len(url))
+		text.WriteString(url)
 	}
-	return c, nil
+	// Copies without spare capacity: their size is their memory.
+	c.text = strings.Clone(text.String())
+	c.conds = slices.Clone(conds)
+	for i, a := range at {
+		name := a.at + a.nameLen
+		c.conds[i].name, c.conds[i].value = c.text[a.at:name], c.text[name:name+a.valueLen]
+	}
+	return nil
 }
 
-func compileRule(r *linkv1.RedirectRule, locate func(string) string) (compiledRule, error) {
-	out := compiledRule{url: locate(string(r.URL))}
+func compileRule(r *linkv1.RedirectRule, locate func(string) string) (specRule, error) {
+	out := specRule{url: locate(string(r.URL))}
 	for _, d := range r.Devices {
 		dev, ok := parseDevice(d)
 		if !ok {
@@ -260,7 +375,7 @@ func compileRule(r *linkv1.RedirectRule, locate func(string) string) (compiledRu
 		if q.Name == "" {
 			return out, fmt.Errorf("a queryParams condition needs a name")
 		}
-		m := queryMatch{name: q.Name}
+		m := match{name: q.Name}
 		if q.Value != nil {
 			m.value, m.hasValue = *q.Value, true
 		}
@@ -272,7 +387,7 @@ func compileRule(r *linkv1.RedirectRule, locate func(string) string) (compiledRu
 		}
 		// Canonical (X-Campaign), so that a peeker can look it up as its
 		// server stores names, without normalizing it per click.
-		out.headers = append(out.headers, headerMatch{name: textproto.CanonicalMIMEHeaderKey(h.Name), value: h.Value})
+		out.headers = append(out.headers, match{name: textproto.CanonicalMIMEHeaderKey(h.Name), value: h.Value})
 	}
 	if r.After != nil {
 		out.after, out.hasAfter = r.After.UnixNano(), true
@@ -294,7 +409,7 @@ func compileRule(r *linkv1.RedirectRule, locate func(string) string) (compiledRu
 }
 
 // reads are the facts the rule's conditions read.
-func (r *compiledRule) reads() Fact {
+func (r *specRule) reads() Fact {
 	var f Fact
 	if r.devices != 0 {
 		f |= FactDevice
@@ -325,11 +440,11 @@ func (c *Compiled) SplitURLs() []string { return c.splitURLs }
 func SplitSlot(ch Choice) int { return ch.Variant + 1 }
 
 // Plain reports whether every click goes to spec.url: no rules, no variants.
-func (c *Compiled) Plain() bool { return len(c.rules) == 0 && len(c.variants) == 0 }
+func (c *Compiled) Plain() bool { return len(c.rules) == 0 && c.nVariants == 0 }
 
 // Rules and Variants are how many the link has.
 func (c *Compiled) Rules() int    { return len(c.rules) }
-func (c *Compiled) Variants() int { return len(c.variants) }
+func (c *Compiled) Variants() int { return int(c.nVariants) }
 
 // ExpiredURL is where a finished link sends clicks (as locate made it), or
 // "" to answer as before (410 Gone or the namespace's fallback).
@@ -347,22 +462,23 @@ func (c *Compiled) ForwardPath() bool { return c.forwardPath }
 func Evaluate(f *Facts, c *Compiled) Choice {
 	if len(c.rules) > 0 {
 		if i := c.firstMatch(f); i >= 0 {
-			return Choice{URL: c.rules[i].url, Rule: i, Variant: -1}
+			r := &c.rules[i]
+			return Choice{URL: c.text[r.urlAt : r.urlAt+uint32(r.urlLen)], Rule: i, Variant: -1}
 		}
 	}
-	if len(c.variants) > 0 {
+	if c.nVariants > 0 {
 		sum := f.AgentSum
 		if !f.AgentSumKnown {
 			sum = AgentSum(f.UserAgent)
 		}
 		b := bucket(c.seed, f.ClientAddr, sum)
-		for i := range c.variants {
-			if b < c.variants[i].upTo {
-				return Choice{URL: c.variants[i].url, Rule: -1, Variant: i}
+		for i, upTo := range c.upTo[:c.nVariants] {
+			if b < uint64(upTo) {
+				return Choice{URL: c.text[c.splitEnd[i]:c.splitEnd[i+1]], Rule: -1, Variant: i}
 			}
 		}
 	}
-	return Choice{URL: c.defaultURL, Rule: -1, Variant: -1}
+	return Choice{URL: c.text[:c.splitEnd[0]], Rule: -1, Variant: -1}
 }
 
 // firstMatch is the index of the first rule whose conditions hold, or -1.
@@ -384,58 +500,64 @@ func (c *Compiled) firstMatch(f *Facts) int {
 	if set := running & c.timed; set != 0 {
 		now := f.Now.UnixNano()
 		for ; set != 0; set &= set - 1 {
-			if r := &c.rules[bits.TrailingZeros32(uint32(set))]; r.hasAfter && now < r.after || r.hasBefore && now >= r.before {
+			if r := &c.rules[bits.TrailingZeros16(uint16(set))]; r.hasAfter && now < r.after || r.hasBefore && now >= r.before {
 				running &^= set & -set
 			}
 		}
 	}
 	if set := running & c.localized; set != 0 {
 		lang, held := PreferredLanguage(f.AcceptLanguage), ruleSet(0)
-		for i := range c.ranges {
-			if matchesRange(lang, c.ranges[i].rng) {
-				held |= c.ranges[i].rules
+		ranges := c.conds[:c.nRanges]
+		for i := range ranges {
+			if matchesRange(lang, ranges[i].name) {
+				held |= ranges[i].rules
 			}
 		}
 		running &^= set &^ held
 	}
 	for ; running != 0; running &= running - 1 {
-		if i := bits.TrailingZeros32(uint32(running)); c.rules[i].others(f) {
+		if i := bits.TrailingZeros16(uint16(running)); c.othersHold(&c.rules[i], f) {
 			return i
 		}
 	}
 	return -1
 }
 
-// others reports whether the rule's conditions that firstMatch does not
-// read for all the rules at once hold, the cheap ones read first: the
+// othersHold reports whether the rule's conditions that firstMatch does
+// not read for all the rules at once hold, the cheap ones first: the
 // country, the query, the headers.
-func (r *compiledRule) others(f *Facts) bool {
-	if len(r.countries) > 0 && !matchesCountry(f.Country, r.countries) {
-		return false
-	}
-	for i := range r.query {
-		if !queryHolds(f.RawQuery, &r.query[i]) {
-			return false
-		}
-	}
-	for i := range r.headers {
-		if f.Headers == nil || string(f.Headers.Peek(r.headers[i].name)) != r.headers[i].value {
-			return false
+func (c *Compiled) othersHold(r *packedRule, f *Facts) bool {
+	others := c.conds[r.first:r.end]
+	for i := range others {
+		cd := &others[i]
+		switch {
+		case i < int(r.queryAt):
+			if !matchesCountry(f.Country, cd.name) {
+				return false
+			}
+		case i < int(r.headersAt):
+			if !queryHolds(f.RawQuery, &cd.match) {
+				return false
+			}
+		default:
+			if f.Headers == nil || string(f.Headers.Peek(cd.name)) != cd.value {
+				return false
+			}
 		}
 	}
 	return true
 }
 
 // matchesCountry reports whether country (spaces around it ignored, any
-// ASCII case) is one of the upper-case codes.
-func matchesCountry(country []byte, codes []string) bool {
+// ASCII case) is one of the upper-case codes, two bytes each.
+func matchesCountry(country []byte, codes string) bool {
 	country = trimSpace(country)
 	if len(country) != 2 {
 		return false
 	}
 	a, b := upperASCII(country[0]), upperASCII(country[1])
-	for _, code := range codes {
-		if code[0] == a && code[1] == b {
+	for i := 0; i+1 < len(codes); i += 2 {
+		if codes[i] == a && codes[i+1] == b {
 			return true
 		}
 	}

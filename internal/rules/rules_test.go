@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -100,13 +101,13 @@ func TestPreferredLanguage(t *testing.T) {
 }
 
 func TestQueryHolds(t *testing.T) {
-	v := func(s string) *queryMatch {
-		return &queryMatch{name: "beta", value: s, hasValue: true}
+	v := func(s string) *match {
+		return &match{name: "beta", value: s, hasValue: true}
 	}
-	present := &queryMatch{name: "beta"}
+	present := &match{name: "beta"}
 	for _, tc := range []struct {
 		raw  string
-		m    *queryMatch
+		m    *match
 		want bool
 	}{
 		{"beta=1", v("1"), true},
@@ -235,14 +236,15 @@ func TestEvaluate(t *testing.T) {
 // rules name, a rule with two ranges, and a rule with another condition
 // besides its language each choose as they would one by one.
 func TestEvaluateSharedLanguageRanges(t *testing.T) {
-	c := mustCompile(t, &linkv1.ShortLinkSpec{
+	spec := &linkv1.ShortLinkSpec{
 		URL: "https://example.com/",
 		Rules: []linkv1.RedirectRule{
 			{URL: "https://example.com/de-ios", Languages: []string{"de"}, Devices: []linkv1.DeviceClass{linkv1.DeviceIOS}},
 			{URL: "https://example.com/de-fr", Languages: []string{"DE", "fr"}},
 			{URL: "https://example.com/pt-br", Languages: []string{"pt-BR"}, QueryParams: []linkv1.QueryParamMatch{{Name: "x"}}},
 		},
-	})
+	}
+	c, rules := mustCompile(t, spec), specRules(t, spec)
 	for _, tc := range []struct {
 		ua, lang, query string
 		rule            int
@@ -260,8 +262,8 @@ func TestEvaluateSharedLanguageRanges(t *testing.T) {
 		if got := Evaluate(&f, c); got.Rule != tc.rule {
 			t.Errorf("%s %q ?%s: rule %d, want %d", Classify(f.UserAgent), tc.lang, tc.query, got.Rule, tc.rule)
 		}
-		for i := range c.rules {
-			if holdsOneByOne(&c.rules[i], &f) {
+		for i := range rules {
+			if holdsOneByOne(&rules[i], &f) {
 				if i != tc.rule {
 					t.Errorf("%q: the rules one by one choose %d, want %d", tc.lang, i, tc.rule)
 				}
@@ -411,6 +413,20 @@ func TestCompileRefuses(t *testing.T) {
 		{"unknown device", func(s *linkv1.ShortLinkSpec) { s.Rules[4].Devices = []linkv1.DeviceClass{"watch"} }, `unknown device class "watch"`},
 		{"bad language", func(s *linkv1.ShortLinkSpec) { s.Rules[6].Languages = []string{"de_DE"} }, `"de_DE" is not a language tag`},
 		{"bad country", func(s *linkv1.ShortLinkSpec) { s.Rules[3].Countries = []string{"CHE"} }, `"CHE" is not an ISO 3166-1 alpha-2 code`},
+		// Past what the CRD admits, for a spec that reached Compile another way.
+		{"too many language ranges", func(s *linkv1.ShortLinkSpec) {
+			for i := range 300 {
+				s.Rules[6].Languages = append(s.Rules[6].Languages, fmt.Sprintf("x-%d", i))
+			}
+		}, "the rules name 301 language ranges, more than 255"},
+		{"too many query conditions", func(s *linkv1.ShortLinkSpec) {
+			for len(s.Rules[0].QueryParams) < 300 {
+				s.Rules[0].QueryParams = append(s.Rules[0].QueryParams, s.Rules[0].QueryParams[0])
+			}
+		}, "spec.rules[0] has 300 query and header conditions, more than 254"},
+		{"huge split targets", func(s *linkv1.ShortLinkSpec) {
+			s.URL = "https://example.com/" + strings.Repeat("a", 1<<16)
+		}, "spec.url and spec.variants' urls are too long"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := eightRules()
@@ -420,6 +436,22 @@ func TestCompileRefuses(t *testing.T) {
 				t.Errorf("got %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// What a click reads of the Compiled struct is in its first two cache
+// lines, and the blocks past it stay small (see Compiled): a field added
+// among them, or a wider one, moves some of it to a line more.
+func TestCompiledLayout(t *testing.T) {
+	var c Compiled
+	if end := unsafe.Offsetof(c.splitEnd) + unsafe.Sizeof(c.splitEnd); end > 128 {
+		t.Errorf("the fields a click reads end at byte %d of Compiled, past its first two cache lines", end)
+	}
+	if n := unsafe.Sizeof(packedRule{}); n > 32 {
+		t.Errorf("a packed rule is %d bytes, more than 32", n)
+	}
+	if n := unsafe.Sizeof(condition{}); n > 48 {
+		t.Errorf("a condition is %d bytes, more than 48", n)
 	}
 }
 

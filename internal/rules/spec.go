@@ -90,7 +90,7 @@ func Key(spec *linkv1.ShortLinkSpec) (string, error) {
 }
 
 // writeRule writes a rule's conditions, sets sorted.
-func writeRule(b *strings.Builder, r *compiledRule) {
+func writeRule(b *strings.Builder, r *specRule) {
 	fmt.Fprintf(b, " devices=%d", r.devices)
 	b.WriteString(" languages=")
 	b.WriteString(strconv.Quote(sortedJoin(r.languages)))

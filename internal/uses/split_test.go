@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 )
@@ -23,6 +24,15 @@ func (a *fakeAPI) setSplit(urls ...string) {
 // destination's count arrives in status.variantUses with the uses that
 // carried it, in no write of its own; a destination that leaves the spec
 // leaves the list, and one that stays keeps its count.
+// A click's split count reads one cache line of its splitCounts (see
+// there): the struct fills the 128-byte size class, whose objects start on
+// a line.
+func TestSplitCountsFillTheirSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(splitCounts{}); n != 128 {
+		t.Errorf("splitCounts is %d bytes: make it 128 again (its padding), or say why not", n)
+	}
+}
+
 func TestVariantUsesRideOnUseWrites(t *testing.T) {
 	for _, limited := range []bool{false, true} {
 		name := "unlimited"
