@@ -214,7 +214,7 @@ func TestGaveUpAtShutdown(t *testing.T) {
 	}{
 		{a + `{"msg":"shutting down","delay":5}` + "\n" + a + gaveUp, true},
 		{a + gaveUp + "\n" + a + `{"msg":"shutting down","delay":5}`, false}, // a round while serving: retried
-		{b + `{"msg":"shutting down","delay":5}` + "\n" + a + gaveUp, false},  // another pod stopping
+		{b + `{"msg":"shutting down","delay":5}` + "\n" + a + gaveUp, false}, // another pod stopping
 		{a + `{"msg":"shutting down","delay":5}` + "\n" + a + strings.ReplaceAll(gaveUp, "limited-1", "limited-10"), false},
 	} {
 		if got := gaveUpAtShutdown(tc.logs, "up/limited-1"); got != tc.want {
