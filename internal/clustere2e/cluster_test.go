@@ -3,7 +3,6 @@
 package clustere2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -281,7 +279,7 @@ var errNoPid = errors.New("no process")
 // got if the test fails.
 func (c *cluster) followLogs(component string) (stopped func() string) {
 	t := c.t
-	var out lockedBuffer
+	var out testenv.SyncBuffer
 	cmd := exec.Command(c.kubectlBin, "logs", "-f", "-n", systemNS, "--prefix", "--all-containers",
 		"--max-log-requests=10", "-l", "app.kubernetes.io/name=linkforge,app.kubernetes.io/component="+component)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
@@ -319,22 +317,4 @@ func (c *cluster) followLogs(component string) (stopped func() string) {
 		t.Logf("how the %s pods replaced stopped:\n%s", component, strings.Join(lines, "\n"))
 		return out.String()
 	}
-}
-
-// lockedBuffer is a bytes.Buffer for a process's output read meanwhile.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

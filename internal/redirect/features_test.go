@@ -21,13 +21,14 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/qr/qrtest"
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 // newHarnessWith is newHarness with options of its own (fallbacks, a
 // public base URL, a recorder).
 func newHarnessWith(t *testing.T, opts Options) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clocktesting.NewFakeClock(epoch), links: &fakeInformer{}, nss: &fakeInformer{}, log: &syncBuffer{}}
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(epoch), links: &fakeInformer{}, nss: &fakeInformer{}, log: &testenv.SyncBuffer{}}
 	opts.TombstoneTTL, opts.Clock, opts.Registry = 24*time.Hour, h.clock, prometheus.NewRegistry()
 	h.r = New(opts)
 	if err := h.r.WatchShortLinks(h.links); err != nil {

@@ -1,14 +1,12 @@
 package redirect
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -23,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 // fakeInformer hands the redirector's event handlers to a test, which calls
@@ -56,32 +55,14 @@ type harness struct {
 	clock *clocktesting.FakeClock
 	links *fakeInformer
 	nss   *fakeInformer
-	log   *syncBuffer
-}
-
-// syncBuffer is the access log of a harness, written by the log's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes())
+	log   *testenv.SyncBuffer
 }
 
 var epoch = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clocktesting.NewFakeClock(epoch), links: &fakeInformer{}, nss: &fakeInformer{}, log: &syncBuffer{}}
+	h := &harness{t: t, clock: clocktesting.NewFakeClock(epoch), links: &fakeInformer{}, nss: &fakeInformer{}, log: &testenv.SyncBuffer{}}
 	h.r = New(Options{TombstoneTTL: 24 * time.Hour, Clock: h.clock, Registry: prometheus.NewRegistry(), AccessLog: h.log})
 	if err := h.r.WatchShortLinks(h.links); err != nil {
 		t.Fatal(err)

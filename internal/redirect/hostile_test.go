@@ -22,6 +22,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/qr/qrtest"
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 // Hostile tests of the answers that are not redirects (issue 40): QR codes
@@ -31,7 +32,7 @@ import (
 // withLog is newHarnessWith whose redirector logs into the harness's
 // buffer (h.log then holds log lines, not the access log).
 func withLog(t *testing.T, opts Options) *harness {
-	buf := &syncBuffer{}
+	buf := &testenv.SyncBuffer{}
 	opts.Log = funcr.New(func(prefix, args string) { _, _ = fmt.Fprintf(buf, "%s %s\n", prefix, args) }, funcr.Options{})
 	h := newHarnessWith(t, opts)
 	h.log = buf

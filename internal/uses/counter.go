@@ -55,6 +55,11 @@ type LinkVersion struct {
 }
 
 // asLink is the ShortLink of v, as much of it as a reservation write reads.
+// key is the link's namespace and name.
+func (v LinkVersion) key() types.NamespacedName {
+	return types.NamespacedName{Namespace: v.Namespace, Name: v.Name}
+}
+
 func (v LinkVersion) asLink() *linkv1.ShortLink {
 	l := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name, ResourceVersion: v.ResourceVersion}}
 	l.Status.Uses = v.StatusUses

@@ -46,26 +46,21 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 		// it, and so was every split click (counted before its use).
 		split := c.takeSplit()
 		at := usedAt(u.opts.Clock(), lastUsed).UTC().Format(time.RFC3339)
-		patch := []byte(`{"metadata":{"resourceVersion":` + strconv.Quote(rv) + `},"status":{"uses":` + strconv.FormatInt(base+served, 10) + `,"lastUsedAt":"` + at + `"` + variantUsesField(&split, baseSplit) + `}}`)
-		obj := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
-		err := u.opts.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		err := u.patchOn(ctx, v, rv, `"uses":`+strconv.FormatInt(base+served, 10)+`,"lastUsedAt":"`+at+`"`+variantUsesField(&split, baseSplit))
 		switch {
 		case err == nil:
-			u.metrics.writes.WithLabelValues("ok").Inc()
 			return nil
 		case apierrors.IsConflict(err):
-			u.metrics.writes.WithLabelValues("conflict").Inc()
 			c.pending.Add(served)
 			split.putBack()
-			live, err := u.readLive(ctx, c, obj)
+			live, err := u.readLive(ctx, c, v.key())
 			if err != nil {
 				return err
 			}
 			rv, base, lastUsed, baseSplit = live.ResourceVersion, live.Status.Uses, live.Status.LastUsedAt, live.Status.VariantUses
-		case apierrors.IsNotFound(err):
-			return errLinkGone
+		case errors.Is(err, errLinkGone):
+			return err
 		default:
-			u.metrics.writes.WithLabelValues(resultError).Inc()
 			c.pending.Add(served)
 			split.putBack()
 			return err
@@ -74,11 +69,32 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 	return lostRaces(c)
 }
 
-// readLive reads c's link live after a conflict: errLinkGone when it was
-// deleted or replaced by another of the same name.
-func (u *Uses) readLive(ctx context.Context, c *Counter, obj *linkv1.ShortLink) (*linkv1.ShortLink, error) {
+// patchOn sends a merge patch of the link's status members (fields, a JSON
+// object's members) with resourceVersion rv as its precondition, and counts
+// the write: errLinkGone when the link is gone, the API server's error
+// (a conflict among them) else.
+func (u *Uses) patchOn(ctx context.Context, v LinkVersion, rv, fields string) error {
+	patch := []byte(`{"metadata":{"resourceVersion":` + strconv.Quote(rv) + `},"status":{` + fields + `}}`)
+	obj := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
+	err := u.opts.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+	switch {
+	case err == nil:
+		u.metrics.writes.WithLabelValues("ok").Inc()
+	case apierrors.IsConflict(err):
+		u.metrics.writes.WithLabelValues("conflict").Inc()
+	case apierrors.IsNotFound(err):
+		return errLinkGone
+	default:
+		u.metrics.writes.WithLabelValues(resultError).Inc()
+	}
+	return err
+}
+
+// readLive reads c's link (key) live: errLinkGone when it was deleted or
+// replaced by another of the same name.
+func (u *Uses) readLive(ctx context.Context, c *Counter, key types.NamespacedName) (*linkv1.ShortLink, error) {
 	live := &linkv1.ShortLink{}
-	if err := u.opts.Client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+	if err := u.opts.Client.Get(ctx, key, live); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, errLinkGone
 		}
@@ -110,25 +126,20 @@ func (u *Uses) writeSplit(ctx context.Context, c *Counter, mode budgetMode) erro
 		if field == "" {
 			return nil
 		}
-		patch := []byte(`{"metadata":{"resourceVersion":` + strconv.Quote(rv) + `},"status":{` + field[1:] + `}}`)
-		obj := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
-		err := u.opts.Client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		err := u.patchOn(ctx, v, rv, field[1:])
 		switch {
 		case err == nil:
-			u.metrics.writes.WithLabelValues("ok").Inc()
 			return nil
 		case apierrors.IsConflict(err):
-			u.metrics.writes.WithLabelValues("conflict").Inc()
-			live, err := u.readLive(ctx, c, obj)
+			live, err := u.readLive(ctx, c, v.key())
 			if err != nil {
 				split.putBack()
 				return err
 			}
 			rv, baseSplit = live.ResourceVersion, live.Status.VariantUses
-		case apierrors.IsNotFound(err):
-			return errLinkGone
+		case errors.Is(err, errLinkGone):
+			return err
 		default:
-			u.metrics.writes.WithLabelValues(resultError).Inc()
 			split.putBack()
 			return err
 		}

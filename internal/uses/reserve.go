@@ -84,7 +84,7 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 	if !ok {
 		return 0, errLinkGone
 	}
-	key := types.NamespacedName{Namespace: v.Namespace, Name: v.Name}
+	key := v.key()
 	// A first reservation of a link the informer shows with none writes on
 	// that version, its resourceVersion the precondition: one round trip
 	// for a first click, not a read and a write. If the version is stale
@@ -210,17 +210,7 @@ func (u *Uses) readLink(ctx context.Context, c *Counter, key types.NamespacedNam
 		return v.asLink(), nil
 	}
 	u.metrics.reads.WithLabelValues("live").Inc()
-	link := &linkv1.ShortLink{}
-	if err := u.opts.Client.Get(ctx, key, link); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, errLinkGone
-		}
-		return nil, err
-	}
-	if UIDKey(link.UID) != c.uid {
-		return nil, errLinkGone
-	}
-	return link, nil
+	return u.readLive(ctx, c, key)
 }
 
 // written is what a reservation write applied.
