@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # make test: the stages below, each a make target, timed and logged to
-# $TEST_LOGS/make/<stage>.log, then the Go tests (make go-test: a log per
-# package), then the release on a real node (make e2e-cluster), then a
-# summary, also when a stage fails. Exits non-zero if any stage failed.
+# $TEST_LOGS/make/<stage>.log, then a summary, also when a stage fails.
+# Exits non-zero if any stage failed.
 #
-# The builds of the tools and of the envtest control plane depend on nothing
-# else, so they run beside the project's stages: on two cores one lane links
-# or downloads while another compiles. The real node's suite runs after the
-# Go tests, not beside them: beside them, on a machine already busy, the
-# stopping redirectors' last writes lose races to the new ones', and the
-# previous release (v0.3.0), whose pods the upgrade test stops, gives up
-# after four (fixed since; run 10 of issue 41), so the node gets the cores
-# to itself. Each stage runs with
-# `make -o` for the stages done before it, so a prerequisite (build's vet,
-# say) is not run twice.
+# Four lanes, so that the two cores stay busy while one lane links,
+# downloads or waits for a pod:
+#   tools:   the tools the main lane needs (ko, kustomize, helm, crd-ref-docs),
+#            then the test Collector (bin/otelcol) for go-test;
+#   lint:    golangci-lint, built, then run once the main lane has generated
+#            and formatted the code; nothing waits for it;
+#   envtest: kube-apiserver and etcd for envtest, then the real node's
+#            binaries;
+#   main:    generate, vet, build, the images and the release, then the Go
+#            tests (make go-test: a log per package) beside the release on a
+#            real node (make e2e-cluster).
+# The node's suite runs beside the Go tests since the stopping redirectors
+# retry a write that lost its races until their shutdown timeout (issue
+# 41, run 10: they gave up after four, and a busy machine made four likely).
+# Each stage runs with `make -o` for the stages done before it, so a
+# prerequisite (build's vet, say) is not run twice.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit
 
@@ -25,10 +30,11 @@ started=$(date +%s)
 # Background jobs in their own process groups, so a failure can stop a whole lane.
 set -m
 
-# Background lanes (the tools, envtest's kube-apiserver and etcd), then the
-# main lane. The summary lists stages in this order.
-TOOLS=(test-packages golangci-lint crd-ref-docs helm ko kustomize otelcol)
-MAIN=(controller-gen manifests generate fmt vet lint api-docs-check build images release image-binaries go-test e2e-cluster)
+# The summary lists stages in this order: the lanes beside the main one,
+# then the main lane's.
+TOOLS=(test-packages ko kustomize helm crd-ref-docs)
+BESIDE=(tools otelcol golangci-lint lint envtest-assets node-binaries)
+MAIN=(controller-gen manifests generate fmt vet build api-docs-check images release image-binaries go-test e2e-cluster)
 
 done_flags=() # -o <target> for every stage of the main lane done so far
 
@@ -57,7 +63,7 @@ summary() {
 		echo
 		echo "=== make test: $([ "$status" = 0 ] && echo ok || echo FAIL) in $(($(date +%s) - started))s (logs in $LOGS)"
 		printf '%-16s %-8s %6s  %s\n' stage result time log
-		for name in tools envtest-assets node-binaries "${MAIN[@]}"; do
+		for name in "${BESIDE[@]}" "${MAIN[@]}"; do
 			log="$LOGS/make/$name.log"
 			if [ -f "$LOGS/make/$name.result" ]; then
 				read -r result secs <"$LOGS/make/$name.result"
@@ -69,8 +75,8 @@ summary() {
 			fi
 			printf '%-16s %-8s %6s  %s\n' "$name" "$result" "$secs" "$log"
 		done
-		echo "(tools: ${TOOLS[*]}; they, envtest-assets and node-binaries ran beside the others)"
-		for name in tools envtest-assets node-binaries "${MAIN[@]}"; do
+		echo "(tools: ${TOOLS[*]}; tools and otelcol, golangci-lint and lint, envtest-assets and node-binaries ran beside the main lane, e2e-cluster beside go-test)"
+		for name in "${BESIDE[@]}" "${MAIN[@]}"; do
 			if [ "$name" != go-test ] && grep -qs '^FAIL' "$LOGS/make/$name.result"; then
 				echo
 				echo "--- $name failed; the end of $LOGS/make/$name.log:"
@@ -89,31 +95,54 @@ trap summary EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-stage tools "${TOOLS[@]}" </dev/null &
+# result NAME: the stage's result ("ok" or "FAIL") once it has one, waiting
+# for it while the lane that runs it (pid LANE) is alive; "" if the lane
+# ended without running it.
+result() {
+	local name=$1 lane=$2
+	while [ ! -f "$LOGS/make/$name.result" ]; do
+		kill -0 "$lane" 2>/dev/null || break
+		sleep 1
+	done
+	cut -d' ' -f1 "$LOGS/make/$name.result" 2>/dev/null
+}
+
+{ stage tools "${TOOLS[@]}" && stage otelcol otelcol; } </dev/null &
 tools=$!
+# Lint once generate and fmt have written the code (it reads every file).
+main=$$
+{ stage golangci-lint golangci-lint && [ "$(result fmt "$main")" = ok ] && stage lint -o golangci-lint lint; } </dev/null &
+lint=$!
 # The control plane for envtest, then the real node's binaries (for
 # e2e-cluster), which go-test does not wait for.
 { stage envtest-assets envtest-assets && stage node-binaries node-binaries; } </dev/null &
 envtest=$!
 
+# failed: whether a stage of a lane beside the main one failed: the run
+# stops at the main lane's next stage, as make would.
+failed() { grep -qs '^FAIL' "$LOGS"/make/{tools,otelcol,golangci-lint,lint,envtest-assets,node-binaries}.result; }
+
 for target in "${MAIN[@]}"; do
-	# A lane that failed stops the run at the next stage, as make would.
-	grep -qs '^FAIL' "$LOGS/make/tools.result" "$LOGS/make/envtest-assets.result" "$LOGS/make/node-binaries.result" && exit 1
+	if [ "$target" = e2e-cluster ]; then
+		wait "$cluster" || exit 1
+		continue
+	fi
+	failed && exit 1
 	case $target in
-	lint) wait "$tools" || exit 1 ;; # the tools lane has built all the tools by now
+	api-docs-check) [ "$(result tools "$tools")" = ok ] || exit 1 ;; # crd-ref-docs, then ko, kustomize, helm
 	go-test)
-		# envtest-assets is done when its result is written (the lane goes on).
-		while [ ! -f "$LOGS/make/envtest-assets.result" ]; do
-			kill -0 "$envtest" 2>/dev/null || break
-			sleep 1
-		done
-		grep -qs '^ok' "$LOGS/make/envtest-assets.result" || exit 1
-		;;
-	e2e-cluster)
-		wait "$envtest" || exit 1
-		done_flags+=(-o node-binaries)
+		[ "$(result otelcol "$tools")" = ok ] || exit 1
+		[ "$(result envtest-assets "$envtest")" = ok ] || exit 1
+		# The release on a real node, beside the Go tests: it needs the
+		# node's binaries, which the envtest lane builds last.
+		{ [ "$(result node-binaries "$envtest")" = ok ] &&
+			stage e2e-cluster -o node-binaries e2e-cluster; } </dev/null &
+		cluster=$!
 		;;
 	esac
-	stage "$target" "$target" || exit 1
+	stage "$target" "$target" || { [ "$target" = go-test ] && wait "$cluster"; exit 1; }
 	done_flags+=(-o "$target")
 done
+wait "$lint" || exit 1
+failed && exit 1
+exit 0
