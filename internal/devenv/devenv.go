@@ -5,6 +5,7 @@
 package devenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -106,32 +109,106 @@ func (c *ControlPlane) StartAPIServer() error {
 type Process struct {
 	Name string
 	Log  string
-	cmd  *exec.Cmd
+	bin  string
+	args []string
 	done chan struct{}
-	err  error
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	err      error
+	stopping bool
+	restart  func(log []byte) bool
+	restarts []string // why each restart happened: the log's last line
 }
 
 // Start runs bin with args, its output in logPath. The child gets SIGKILL if
 // this process dies first, so nothing outlives a crashed test or dev session.
 func Start(name, logPath, bin string, args ...string) (*Process, error) {
+	return StartRestarting(name, logPath, bin, nil, args...)
+}
+
+// StartRestarting is Start, and starts the process again, as a
+// Deployment's kubelet would, each time it exits by itself (not by Stop)
+// and restartWhen says so of its log so far; Restarts lists each restart.
+func StartRestarting(name, logPath, bin string, restartWhen func(log []byte) bool, args ...string) (*Process, error) {
+	p := &Process{Name: name, Log: logPath, bin: bin, args: args, done: make(chan struct{}), restart: restartWhen}
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
+	if err := p.run(logFile); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// run starts the command with its output in logFile, and waits for it in
+// the background: Done is closed when it ends and is not started again.
+func (p *Process) run(logFile *os.File) error {
+	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return fmt.Errorf("starting %s: %w", p.Name, err)
 	}
-	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	p.mu.Lock()
+	p.cmd = cmd
+	if p.stopping { // Stop came while this restart was starting
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+	}
+	p.mu.Unlock()
 	go func() {
-		p.err = cmd.Wait()
+		err := cmd.Wait()
 		_ = logFile.Close()
+		if p.restartAfter(err) {
+			return
+		}
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
 		close(p.done)
 	}()
-	return p, nil
+	return nil
+}
+
+// LostLeaderElection reports whether a manager's log ends with its exit
+// after losing its leader election. On a busy machine the API server can
+// stall beyond the renew deadline; in a cluster that costs the manager a
+// restart, which StartLinkforge does too.
+func LostLeaderElection(log []byte) bool {
+	return bytes.HasSuffix(bytes.TrimSpace(log), []byte("leader election lost"))
+}
+
+// Restarts returns, for each restart, the log's last line before it.
+func (p *Process) Restarts() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.restarts)
+}
+
+// restartAfter starts the process again after it exited with err, if its
+// policy says so; it reports whether it did.
+func (p *Process) restartAfter(err error) bool {
+	p.mu.Lock()
+	ok, stopping := p.restart, p.stopping
+	p.mu.Unlock()
+	if ok == nil || stopping || err == nil {
+		return false
+	}
+	log, rerr := os.ReadFile(p.Log)
+	if rerr != nil || !ok(log) {
+		return false
+	}
+	logFile, oerr := os.OpenFile(p.Log, os.O_WRONLY|os.O_APPEND, 0)
+	if oerr != nil {
+		return false
+	}
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	p.mu.Lock()
+	p.restarts = append(p.restarts, lines[len(lines)-1])
+	p.mu.Unlock()
+	return p.run(logFile) == nil
 }
 
 // Done is closed when the process has ended.
@@ -151,18 +228,35 @@ func (p *Process) Exited() bool {
 // process group. It returns the exit error of a process that did not exit 0
 // after SIGTERM.
 func (p *Process) Stop(grace time.Duration) error {
+	p.mu.Lock()
+	p.stopping = true
+	cmd := p.cmd
+	p.mu.Unlock()
 	if p.Exited() {
-		return p.err
+		return p.exitErr()
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-		return p.err
+		return p.exitErr()
 	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 		return fmt.Errorf("%s did not exit within %s of SIGTERM", p.Name, grace)
 	}
+}
+
+// current is the running command (the last one started).
+func (p *Process) current() *exec.Cmd {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd
+}
+
+func (p *Process) exitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
 }
 
 // handedOut holds the addresses FreeAddr returned: tests that run in
@@ -263,7 +357,7 @@ func StartLinkforgeAs(ctx context.Context, cp *ControlPlane, kc Kubeconfigs, bin
 	}
 	args := append([]string{"--kubeconfig", kc.Manager, "--health-probe-bind-address", l.ManagerProbes,
 		"--redirect-base-url", "http://" + l.RedirectAddr}, managerArgs...)
-	if l.Manager, err = Start("manager", filepath.Join(logDir, "manager.log"), filepath.Join(binDir, "manager"), args...); err != nil {
+	if l.Manager, err = StartRestarting("manager", filepath.Join(logDir, "manager.log"), filepath.Join(binDir, "manager"), LostLeaderElection, args...); err != nil {
 		return nil, err
 	}
 	if l.Redirector, err = Start("redirector", filepath.Join(logDir, "redirector.log"), filepath.Join(binDir, "redirector"),

@@ -12,7 +12,7 @@ import (
 // Signal sends sig to the process (SIGKILL to test crashes, SIGSTOP and
 // SIGCONT to pause it).
 func (p *Process) Signal(sig syscall.Signal) error {
-	return p.cmd.Process.Signal(sig)
+	return p.current().Process.Signal(sig)
 }
 
 // APIServerPID finds the kube-apiserver process of the control plane (by its
@@ -49,4 +49,4 @@ func (c *ControlPlane) APIServerPID() (int, error) {
 }
 
 // Pid is the process id, to read its resource use from /proc.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+func (p *Process) Pid() int { return p.current().Process.Pid }
