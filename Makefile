@@ -111,8 +111,9 @@ api-docs-check: crd-ref-docs ## Fail if docs/reference/api.md is not what the Go
 		echo "docs/reference/api.md is stale: the API types changed. Run 'make api-docs' and commit it." >&2; exit 1; \
 	fi
 
-# make test's stages, in hack/test.sh: each a target below, timed, the tool
-# and envtest builds beside the others, then go-test, then a summary.
+# make test's stages, in hack/test.sh: each a target below, timed, in four
+# lanes (the tools, lint, the envtest and node binaries beside the main
+# lane; go-test and e2e-cluster side by side at its end), then a summary.
 .PHONY: test
 test: ## Run lint, unit, envtest, image, release and end-to-end tests (the e2e runs the amd64 images' binaries); summary and logs in bin/test-logs.
 	@MAKE="$(MAKE)" TEST_LOGS="$(TEST_LOGS)" hack/test.sh
@@ -162,7 +163,7 @@ node-binaries: ## Build the real node's kubelet, kube-proxy, kube-controller-man
 	@ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/node/binaries.sh >/dev/null
 
 .PHONY: e2e-cluster
-e2e-cluster: release node-binaries ## Run the release on a real single-node cluster (as root; installs containerd, runc, CNI plugins from Debian): install the previous release (v0.3.0) and upgrade it to dist/install.yaml, run internal/clustere2e, take the node down. The last stage of make test.
+e2e-cluster: release node-binaries ## Run the release on a real single-node cluster (as root; installs containerd, runc, CNI plugins from Debian): install the previous release (v0.3.0) and upgrade it to dist/install.yaml, run internal/clustere2e, take the node down. make test runs it beside go-test.
 	hack/node/e2e-cluster.sh
 
 .PHONY: bench-scale
