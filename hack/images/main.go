@@ -7,6 +7,7 @@
 //	images rootfs -ca FILE DIR             the base's files as a directory (the Dockerfile's base)
 //	images dockerfile | koconfig           render the Dockerfile or .ko.yaml
 //	images extract -out DIR -platform P    each image's binary out of the layouts
+//	images index-one -platform P DIR       a layout ko wrote for one platform, as an index of it
 //	images push -repo REPO -tag TAG        push the layouts to REPO/<name>:TAG
 //	images release -repo REPO ...          the overlay and chart values of a release
 package main
@@ -50,6 +51,8 @@ func main() {
 		fmt.Print(images.Dockerfile())
 	case "koconfig":
 		fmt.Print(images.KoConfig())
+	case "index-one":
+		err = indexOne(args)
 	case "extract":
 		err = extract(args)
 	case "push":
@@ -66,7 +69,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: images base|rootfs|dockerfile|koconfig|extract|push|release [flags]")
+	fmt.Fprintln(os.Stderr, "usage: images build|base|rootfs|dockerfile|koconfig|index-one|extract|push|release [flags]")
 	os.Exit(2)
 }
 
@@ -137,9 +140,14 @@ func build(args []string) error {
 	version := fs.String("version", "dev", "the version: main.version and the org.opencontainers.image.version label")
 	revision := fs.String("revision", "", "the source's commit, for the org.opencontainers.image.revision label")
 	epoch := fs.String("source-date-epoch", "0", "the images' creation time, in seconds since 1970 (the commit's time)")
+	platformList := fs.String("platforms", "", "comma-separated os/arch platforms to build, of "+strings.Join(images.PlatformStrings(), ",")+" (empty: all)")
 	parse(fs, args)
 	if *revision == "" {
 		return fmt.Errorf("-revision is required")
+	}
+	platforms, err := images.ParsePlatforms(*platformList)
+	if err != nil {
+		return fmt.Errorf("-platforms: %w", err)
 	}
 	for _, dir := range []string{*out, *kocache} {
 		if err := os.RemoveAll(dir); err != nil {
@@ -183,7 +191,7 @@ func build(args []string) error {
 		cmdArgs := []string{"build", "--push=false",
 			"--oci-layout-path", images.LayoutDir(koOut, im.Name),
 			"--sbom=spdx", "--sbom-dir", filepath.Join(koOut, "sbom"),
-			"--platform", strings.Join(images.PlatformStrings(), ",")}
+			"--platform", strings.Join(images.PlatformStringsOf(platforms), ",")}
 		for _, k := range keys {
 			cmdArgs = append(cmdArgs, "--image-label", k+"="+labels[k])
 		}
@@ -193,6 +201,11 @@ func build(args []string) error {
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("ko build %s: %w", im.Package, err)
+		}
+		if len(platforms) == 1 { // ko wrote an image, not an index
+			if err := images.IndexOne(images.LayoutDir(*out, im.Name), platforms[0]); err != nil {
+				return err
+			}
 		}
 		h, err := images.IndexDigest(images.LayoutDir(*out, im.Name))
 		if err != nil {
@@ -215,6 +228,23 @@ func rootfs(args []string) error {
 		return err
 	}
 	return images.WriteRootfs(fs.Arg(0), images.BaseEntries(bundle))
+}
+
+// indexOne rewrites the layout ko wrote for one platform as an index of its
+// image, as `images build` does; for ko wrappers (hack/node/previous-release.sh
+// builds an earlier tree's release for linux/amd64 alone).
+func indexOne(args []string) error {
+	fs := flag.NewFlagSet("index-one", flag.ExitOnError)
+	platform := fs.String("platform", "linux/amd64", "the platform the image was built for")
+	parse(fs, args)
+	if fs.NArg() != 1 {
+		return fmt.Errorf("want one layout directory, have %d arguments", fs.NArg())
+	}
+	p, err := v1.ParsePlatform(*platform)
+	if err != nil {
+		return err
+	}
+	return images.IndexOne(fs.Arg(0), *p)
 }
 
 func extract(args []string) error {

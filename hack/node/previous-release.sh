@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # previous-release.sh COMMIT VERSION: the release of an earlier commit, for
-# the cluster suite's upgrade test. Builds that commit's tree (git archive,
+# the cluster suite's upgrade test, its images for linux/amd64. Builds that commit's tree (git archive,
 # no checkout) with its own Makefile and this tree's ko, kustomize and helm,
 # and prints the directory whose dist/ holds its install.yaml, chart and
 # image layouts. A commit's release is built once per machine: it is kept in
@@ -25,8 +25,31 @@ trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/src"
 git archive "$commit" | tar -x -C "$scratch/src"
 tools=$PWD/bin
+# Its images for the node's platform alone (linux/amd64): its Makefile asks
+# ko for every platform, and an older tree's linux/arm64 compile costs
+# minutes of a cold run that the upgrade test never uses. So its ko is a
+# wrapper (named as its Makefile names a ko it need not build,
+# $(KO)-$(KO_VERSION)) that rewrites --platform, and writes the one image
+# ko then builds as an index of it, as this tree's `images build` does.
+mkdir -p "$scratch/ko"
+cat >"$scratch/ko/ko-amd64" <<KO
+#!/usr/bin/env bash
+set -euo pipefail
+args=() prev= layout=
+for a in "\$@"; do
+	case \$a in --platform=*) a=--platform=linux/amd64 ;; esac
+	[ "\$prev" = --platform ] && a=linux/amd64
+	[ "\$prev" = --oci-layout-path ] && layout=\$a
+	args+=("\$a") prev=\$a
+done
+"$tools/ko" "\${args[@]}"
+if [ "\${1:-}" = build ] && [ -n "\$layout" ]; then
+	"$tools/images" index-one -platform linux/amd64 "\$layout"
+fi
+KO
+chmod +x "$scratch/ko/ko-amd64"
 make -C "$scratch/src" --no-print-directory release \
-	KO="$tools/ko" KUSTOMIZE="$tools/kustomize" HELM="$tools/helm" \
+	KO="$scratch/ko/ko" KO_VERSION=amd64 KUSTOMIZE="$tools/kustomize" HELM="$tools/helm" \
 	VERSION="$version" REVISION="$commit" SOURCE_DATE_EPOCH="$(git log -1 --format=%ct "$commit")" >&2
 # Another run may have finished first: keep its copy, which is the same release.
 mv -T "$scratch" "$dir" 2>/dev/null || true

@@ -13,9 +13,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // LayoutDir is where `make images` writes the OCI layout of the image named image, under the
@@ -145,4 +147,54 @@ func IndexDigest(dir string) (v1.Hash, error) {
 // DigestRef returns repo/name@digest, the reference of an image by digest.
 func DigestRef(repo, imageName string, digest v1.Hash) string {
 	return strings.TrimSuffix(repo, "/") + "/" + imageName + "@" + digest.String()
+}
+
+// IndexOne rewrites the OCI layout at dir, which holds a single image (what
+// ko writes when it builds one platform), as a layout holding an index of
+// that image for platform p, which is what ko writes for several: so a
+// release names an image index by digest whatever the platforms built. The
+// index carries the image manifest's annotations (its base), as ko's do.
+func IndexOne(dir string, p v1.Platform) error {
+	l, err := layout.FromPath(dir)
+	if err != nil {
+		return fmt.Errorf("no OCI layout at %s: %w", dir, err)
+	}
+	top, err := l.ImageIndex()
+	if err != nil {
+		return err
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		return err
+	}
+	if len(m.Manifests) != 1 || !m.Manifests[0].MediaType.IsImage() {
+		return fmt.Errorf("%s: want a layout holding exactly one image, have %d manifests", dir, len(m.Manifests))
+	}
+	img, err := top.Image(m.Manifests[0].Digest)
+	if err != nil {
+		return err
+	}
+	im, err := img.Manifest()
+	if err != nil {
+		return err
+	}
+	d := m.Manifests[0]
+	d.Platform = &p
+	idx := mutate.Annotations(mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img, Descriptor: d}), im.Annotations).(v1.ImageIndex)
+	idx = mutate.IndexMediaType(idx, types.OCIImageIndex)
+	tmp := dir + ".index-one"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	nl, err := layout.Write(tmp, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := nl.AppendIndex(idx); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dir)
 }

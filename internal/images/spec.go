@@ -9,6 +9,7 @@ package images
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -64,12 +65,44 @@ var Platforms = []v1.Platform{
 }
 
 // PlatformStrings returns Platforms as os/arch strings, as ko's --platform takes them.
-func PlatformStrings() []string {
-	s := make([]string, 0, len(Platforms))
-	for _, p := range Platforms {
+func PlatformStrings() []string { return PlatformStringsOf(Platforms) }
+
+// PlatformStringsOf returns ps as os/arch strings.
+func PlatformStringsOf(ps []v1.Platform) []string {
+	s := make([]string, 0, len(ps))
+	for _, p := range ps {
 		s = append(s, p.OS+"/"+p.Architecture)
 	}
 	return s
+}
+
+// ParsePlatforms reads a comma-separated list of os/arch platforms (as ko's
+// --platform takes them), each one of Platforms; empty means all of them.
+// They come back in Platforms' order, so a build's index does not depend on
+// how the list was written. make test builds only linux/amd64 (the node and
+// the end-to-end tests run it); make release builds every platform.
+func ParsePlatforms(list string) ([]v1.Platform, error) {
+	if strings.TrimSpace(list) == "" {
+		return Platforms, nil
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(PlatformStrings(), s) {
+			return nil, fmt.Errorf("platform %q is not one the images are built for (%s)", s, strings.Join(PlatformStrings(), ", "))
+		}
+		if want[s] {
+			return nil, fmt.Errorf("platform %q is listed twice", s)
+		}
+		want[s] = true
+	}
+	var out []v1.Platform
+	for _, p := range Platforms {
+		if want[p.OS+"/"+p.Architecture] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // The user the images run as: distroless' nonroot, which the base's
