@@ -177,15 +177,8 @@ func BaseIndex(entries []Entry) (v1.ImageIndex, error) {
 // from a registry. ko looks up the index and then each platform's image by
 // digest among the layout's top-level manifests, so both are listed there.
 func WriteKoCache(dir string, idx v1.ImageIndex) error {
-	imgDir := filepath.Join(dir, "img")
-	if err := os.RemoveAll(imgDir); err != nil {
-		return err
-	}
-	p, err := layout.Write(imgDir, empty.Index)
+	p, err := writeIndexLayout(filepath.Join(dir, "img"), idx)
 	if err != nil {
-		return err
-	}
-	if err := p.AppendIndex(idx); err != nil {
 		return err
 	}
 	im, err := idx.IndexManifest()

@@ -183,18 +183,23 @@ func IndexOne(dir string, p v1.Platform) error {
 	idx := mutate.Annotations(mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img, Descriptor: d}), im.Annotations).(v1.ImageIndex)
 	idx = mutate.IndexMediaType(idx, types.OCIImageIndex)
 	tmp := dir + ".index-one"
-	if err := os.RemoveAll(tmp); err != nil {
-		return err
-	}
-	nl, err := layout.Write(tmp, empty.Index)
-	if err != nil {
-		return err
-	}
-	if err := nl.AppendIndex(idx); err != nil {
+	if _, err := writeIndexLayout(tmp, idx); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
 	return os.Rename(tmp, dir)
+}
+
+// writeIndexLayout writes a new OCI layout at dir (emptied first) holding idx.
+func writeIndexLayout(dir string, idx v1.ImageIndex) (layout.Path, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return "", err
+	}
+	return p, p.AppendIndex(idx)
 }
