@@ -337,19 +337,23 @@ func TestServerHeadsAndVersions(t *testing.T) {
 	// Defect 3: the epoll server never restarted the header timeout of a
 	// connection whose reads ended part-way into a pipelined request.
 	t.Run("pipelined requests split across reads", func(t *testing.T) {
-		_, s, _ := serverHarness(t, func(o *ServerOptions) { o.HeaderTimeout = 500 * time.Millisecond })
+		// Each write ends in the middle of the next request; the whole
+		// exchange (16 requests at the client's pace of 200ms) takes three
+		// header timeouts, each request a fifth of one: 800ms to spare for
+		// a busy machine's scheduling (run 23 of issue 41 took more than
+		// the 300ms that a 500ms timeout left).
+		const headerTimeout, pace = time.Second, 200 * time.Millisecond
+		_, s, _ := serverHarness(t, func(o *ServerOptions) { o.HeaderTimeout = headerTimeout })
 		c := dialRaw(t, s)
 		req := "GET /ns/a HTTP/1.1\r\nHost: x\r\n\r\n"
-		// Each write ends in the middle of the next request; the whole
-		// exchange takes several header timeouts, each request well under one.
-		for i := range 8 {
+		for i := range 16 {
 			first, rest := req, req[:10]
 			if i > 0 {
 				first = req[10:]
 			}
 			c.send(first + rest)
 			c.expectStatus(302, fmt.Sprintf("pipelined request %d", i))
-			time.Sleep(200 * time.Millisecond) // the client's pace, not synchronisation
+			time.Sleep(pace) // the client's pace, not synchronisation
 		}
 	})
 
