@@ -35,6 +35,8 @@ type fakeAPI struct {
 	lastUsedBack bool
 	// gets counts the live reads of the link.
 	gets int
+	// frozenWaits counts the requests that met a frozen API server.
+	frozenWaits int
 	// takenBack is the quota of reservations that a patch of another
 	// holder removed: counted as used, since their holders may have served it.
 	takenBack int64
@@ -170,6 +172,18 @@ func (a *fakeAPI) takeFault(holder string, patch bool) fault {
 	return f
 }
 
+func (a *fakeAPI) frozenWait() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.frozenWaits++
+}
+
+func (a *fakeAPI) frozenWaitCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.frozenWaits
+}
+
 type testVersion struct{ LinkVersion }
 
 func (v *testVersion) UsesVersion() LinkVersion { return v.LinkVersion }
@@ -186,6 +200,7 @@ func (c *fakeClient) Get(ctx context.Context, key client.ObjectKey, obj client.O
 	case paused:
 		return context.DeadlineExceeded
 	case frozen:
+		c.api.frozenWait()
 		<-ctx.Done()
 		return ctx.Err()
 	}
@@ -213,6 +228,7 @@ func (s *fakeStatus) Patch(ctx context.Context, obj client.Object, patch client.
 	case paused, timeoutBeforeApply:
 		return context.DeadlineExceeded
 	case frozen:
+		s.c.api.frozenWait()
 		<-ctx.Done()
 		return ctx.Err()
 	}
