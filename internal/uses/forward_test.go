@@ -205,8 +205,9 @@ func TestTakeWaitsAtMostTheReserveTimeout(t *testing.T) {
 	if got := b.take(); got != Unavailable {
 		t.Fatalf("%v, want 503", got)
 	}
-	// Five times the bound: scheduling on a loaded machine, -race.
-	if d := time.Since(start); d > 5*bound {
+	// Nine times the bound, 450ms: scheduling on a loaded machine, -race;
+	// still under the 500ms the forward alone took without it.
+	if d := time.Since(start); d > 9*bound {
 		t.Errorf("the click waited %v, bound %v", d, bound)
 	}
 }
