@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -59,7 +60,16 @@ func (c *ceEncoder) appendEvent(dst []byte, e *Event) []byte {
 		}
 	}
 	var ns, name span // of the subject, where data can copy them
-	if !e.Orphan {
+	switch {
+	case e.Orphan:
+	case e.plain&plainLink != 0:
+		// Checked once per link: no spaces to trim, nothing to escape.
+		dst = append(dst, `,"subject":"`...)
+		dst = append(dst, e.Namespace...)
+		dst = append(dst, '/')
+		dst = append(dst, e.Name...)
+		dst = append(dst, '"')
+	default:
 		dst = append(dst, `,"subject":"`...)
 		trimmed := strings.TrimLeftFunc(e.Namespace, unicode.IsSpace)
 		ns.start = len(dst)
@@ -91,27 +101,28 @@ type span struct{ start, end int }
 // (its fields in order, omitempty honoured). ns and name say where dst
 // holds the namespace and the name escaped already, if it does.
 func appendEventData(dst []byte, e *Event, ns, name span) []byte {
+	link, target := e.plain&plainLink != 0, e.plain&plainTarget != 0
 	dst = append(dst, '{')
 	if e.Namespace != "" {
-		dst = appendJSONField(dst, `"namespace":"`, e.Namespace, ns)
+		dst = appendJSONField(dst, `"namespace":"`, e.Namespace, ns, link)
 		dst = append(dst, `",`...)
 	}
 	if e.Name != "" {
-		dst = appendJSONField(dst, `"name":"`, e.Name, name)
+		dst = appendJSONField(dst, `"name":"`, e.Name, name, link)
 		dst = append(dst, `",`...)
 	}
 	if e.UID != "" {
-		dst = appendJSONField(dst, `"uid":"`, e.UID, span{})
+		dst = appendJSONField(dst, `"uid":"`, e.UID, span{}, link)
 		dst = append(dst, `",`...)
 	}
-	dst = appendJSONField(dst, `"code":"`, e.Code, span{})
+	dst = appendJSONField(dst, `"code":"`, e.Code, span{}, link)
 	if e.Orphan {
 		dst = append(dst, `","orphan":true`...)
 	} else {
 		dst = append(dst, `","orphan":false`...)
 	}
 	if e.Target != "" {
-		dst = appendJSONField(dst, `,"target":"`, e.Target, span{})
+		dst = appendJSONField(dst, `,"target":"`, e.Target, span{}, target)
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"rule":`...)
@@ -121,7 +132,7 @@ func appendEventData(dst []byte, e *Event, ns, name span) []byte {
 	dst = append(dst, `,"status":`...)
 	dst = appendInt(dst, e.Status)
 	if e.RefererHost != "" {
-		dst = appendJSONField(dst, `,"refererHost":"`, e.RefererHost, span{})
+		dst = appendJSONField(dst, `,"refererHost":"`, e.RefererHost, span{}, false)
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"bot":`...)
@@ -143,11 +154,15 @@ func appendEventData(dst []byte, e *Event, ns, name span) []byte {
 }
 
 // appendJSONField appends key (its quotes, colon and the value's opening
-// quote: the key needs no escaping) and value escaped, or the bytes of
-// dst at escaped when it is set (value escaped before).
-func appendJSONField(dst []byte, key, value string, escaped span) []byte {
+// quote: the key needs no escaping) and value: as it is when plain (the
+// record said it is Plain), the bytes of dst at escaped when that is set
+// (value escaped before), else escaped.
+func appendJSONField(dst []byte, key, value string, escaped span, plain bool) []byte {
 	dst = append(dst, key...)
-	if escaped.end > 0 {
+	switch {
+	case plain:
+		return append(dst, value...)
+	case escaped.end > 0:
 		return append(dst, dst[escaped.start:escaped.end]...)
 	}
 	return appendJSONChars(dst, value)
@@ -270,22 +285,39 @@ func (c *timeText) append(dst []byte, t time.Time) []byte {
 	if !c.valid {
 		return t.UTC().AppendFormat(dst, time.RFC3339Nano) // what it makes of those
 	}
-	dst = append(dst, c.text[:]...)
+	// Written in place, in room made once: copies of known sizes and
+	// two digits a step, no call.
+	n := len(dst)
+	dst = slices.Grow(dst, len(c.text)+len(".999999999Z"))[:n+len(c.text)]
+	*(*[len(c.text)]byte)(dst[n:]) = c.text
 	if ns := t.Nanosecond(); ns != 0 {
-		var b [len(".999999999")]byte
-		b[0] = '.'
-		for i := len(b) - 1; i > 0; i-- {
-			b[i] = byte('0' + ns%10)
+		width := 9
+		for ns%10 == 0 { // ns > 0: a digit is not 0
 			ns /= 10
+			width--
 		}
-		n := len(b)
-		for b[n-1] == '0' { // ns > 0: a digit is not 0
-			n--
+		n = len(dst)
+		dst = dst[:n+1+width]
+		b := dst[n:]
+		b[0] = '.'
+		i := width
+		for ; i > 1; i -= 2 {
+			q := ns / 100
+			r := 2 * (ns - 100*q)
+			b[i-1], b[i] = digitPairs[r], digitPairs[r+1]
+			ns = q
 		}
-		dst = append(dst, b[:n]...)
+		if i == 1 {
+			b[1] = byte('0' + ns)
+		}
 	}
 	return append(dst, 'Z')
 }
+
+// digitPairs are the two-digit numbers' digits, 00 to 99.
+const digitPairs = "00010203040506070809" + "10111213141516171819" + "20212223242526272829" +
+	"30313233343536373839" + "40414243444546474849" + "50515253545556575859" +
+	"60616263646566676869" + "70717273747576777879" + "80818283848586878889" + "90919293949596979899"
 
 // appendRFC3339Seconds appends t (in UTC) to its second,
 // "2006-01-02T15:04:05"; nil when its year is not of four digits.

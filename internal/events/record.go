@@ -59,6 +59,11 @@ type Record struct {
 	// NoRule; Variant the index in spec.variants of the variant that did,
 	// or NoVariant.
 	Rule, Variant int16
+	// LinkPlain says that Namespace, Name, UID and the code (SetCode) of
+	// a link's record are all Plain, and TargetPlain that Target is: the
+	// caller checked them once per link, when it read the link, so that
+	// the encoders need not look at them per event. False when unknown.
+	LinkPlain, TargetPlain bool
 	// Client is the client's address, anonymized when the event is built
 	// unless Config.KeepClientAddress.
 	Client netip.Addr
@@ -82,6 +87,7 @@ func (r *Record) copyTo(dst *Record) {
 	dst.Time = r.Time
 	dst.Namespace, dst.Name, dst.UID, dst.Target = r.Namespace, r.Name, r.UID, r.Target
 	dst.Status, dst.Rule, dst.Variant = r.Status, r.Rule, r.Variant
+	dst.LinkPlain, dst.TargetPlain = r.LinkPlain, r.TargetPlain
 	dst.Client = r.Client
 	dst.codeLen, dst.refererCut, dst.refererLen, dst.uaLen = r.codeLen, r.refererCut, r.refererLen, r.uaLen
 	dst.country = r.country
