@@ -47,7 +47,7 @@ func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, path string, a *ans
 		}
 		// The link's Location (the same string: one comparison of
 		// pointers) was checked when the link was read.
-		rec.TargetPlain = e != nil && e.is(flagEventPlainLocation) && rec.Target == e.Location
+		rec.TargetPlain = e != nil && e.is(flagPlainLocation) && rec.Target == e.Location
 	}
 	h := &ctx.Request.Header
 	rec.SetReferer(h.Referer())

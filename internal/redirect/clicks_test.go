@@ -245,7 +245,7 @@ func TestClickEventsOfPlainAndEscapedLinks(t *testing.T) {
 		locationFlag bool
 	}{{plainURL, true, true}, {escapedURL, true, false}} {
 		l := NewLink(link("ns", "docs", "docs", tc.url))
-		if l.is(flagEventPlain) != tc.linkPlain || l.is(flagEventPlainLocation) != tc.locationFlag {
+		if l.is(flagEventPlain) != tc.linkPlain || l.is(flagPlainLocation) != tc.locationFlag {
 			t.Errorf("link of %s: flags %b, want plain strings %v, plain location %v", tc.url, l.flags, tc.linkPlain, tc.locationFlag)
 		}
 	}

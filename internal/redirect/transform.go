@@ -139,7 +139,7 @@ const (
 	flagReturnRequested                    // a reservation is marked returnRequested
 	flagRouted                             // more.routing is set: rules, variants, expiredURL or forwardPath
 	flagEventPlain                         // Namespace, Name, UID and Code are events.Plain: click events write them without a look
-	flagEventPlainLocation                 // Location is events.Plain
+	flagPlainLocation                      // Location is events.Plain
 )
 
 func (l *Link) is(f uint16) bool { return l.flags&f != 0 }
@@ -289,7 +289,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 		l.flags |= flagEventPlain
 	}
 	if events.Plain(l.Location) {
-		l.flags |= flagEventPlainLocation
+		l.flags |= flagPlainLocation
 	}
 	if in.Spec.ForwardQuery {
 		l.flags |= flagForwardQuery
