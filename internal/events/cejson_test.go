@@ -355,3 +355,30 @@ func TestPlain(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeFractionsAndInts: a timeText writes every length of fraction,
+// each digit at each place, as time.RFC3339Nano does; appendInt writes
+// the numbers it writes without a loop, and others, as strconv does.
+func TestTimeFractionsAndInts(t *testing.T) {
+	var c timeText
+	base := time.Date(2026, 11, 26, 10, 15, 4, 0, time.UTC)
+	for place, scale := 0, 1; place < 9; place, scale = place+1, scale*10 {
+		for d := range 10 {
+			for _, ns := range []int{d * scale, d*scale + 1, 999_999_999 - d*scale, 123_456_789 / scale * scale} {
+				tm := base.Add(time.Duration(ns))
+				if got, want := string(c.append(nil, tm)), tm.Format(time.RFC3339Nano); got != want {
+					t.Errorf("%d ns: %s, want %s", ns, got, want)
+				}
+			}
+		}
+	}
+	appendInts := func(ns ...int) (s string) {
+		for _, n := range ns {
+			s += string(appendInt(nil, n)) + " "
+		}
+		return s
+	}
+	if got, want := appendInts(-1, 0, 7, 9, 10, 42, 99, 100, 302, 999, 1000, -2, -12345, 1<<40), "-1 0 7 9 10 42 99 100 302 999 1000 -2 -12345 1099511627776 "; got != want {
+		t.Errorf("appendInt: %s, want %s", got, want)
+	}
+}

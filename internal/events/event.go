@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -253,28 +254,24 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 
 // appendClient appends the client's address as the event has it
 // (anonymized unless kept), if there is one. An IPv4 address, the most
-// common, is written here at a fifth of the cost of netip's Prefix and
-// AppendTo.
+// common, is written here at a tenth of the cost of netip's Prefix and
+// AppendTo: each octet's text and its dot in one store of four bytes
+// (octetText), which the next overwrites past the text's end.
 func (b *builder) appendClient(text []byte, a netip.Addr) []byte {
 	if a.Is4() {
 		ip := a.As4()
 		if !b.keepClient {
 			ip[3] = 0 // its /24, as anonymize
 		}
-		for i, o := range ip {
-			if i > 0 {
-				text = append(text, '.')
-			}
-			switch {
-			case o >= 100:
-				text = append(text, '0'+o/100, digitPairs[2*(o%100)], digitPairs[2*(o%100)+1])
-			case o >= 10:
-				text = append(text, digitPairs[2*o], digitPairs[2*o+1])
-			default:
-				text = append(text, '0'+o)
-			}
+		n := len(text)
+		text = slices.Grow(text, len("255.255.255.255."))
+		w := text[n : n+len("255.255.255.255.")]
+		end := 0
+		for _, o := range ip {
+			*(*[4]byte)(w[end:]) = octetText[o].text
+			end += int(octetText[o].len)
 		}
-		return text
+		return text[:n+end-1] // without the last dot
 	}
 	if !a.IsValid() {
 		return text
@@ -284,6 +281,20 @@ func (b *builder) appendClient(text []byte, a netip.Addr) []byte {
 	}
 	return a.Unmap().WithZone("").AppendTo(text)
 }
+
+// octetText is the decimal text of each byte value and a dot, in four
+// bytes (what follows the dot is not its), and its length.
+var octetText = func() (t [256]struct {
+	text [4]byte
+	len  uint8
+}) {
+	for o := range t {
+		s := strconv.Itoa(o) + "."
+		copy(t[o].text[:], s)
+		t[o].len = uint8(len(s))
+	}
+	return t
+}()
 
 // lowerASCII lower-cases the ASCII letters of b in place.
 func lowerASCII(b []byte) {
