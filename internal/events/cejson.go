@@ -110,23 +110,36 @@ func appendEventData(dst []byte, e *Event, ns, name span) []byte {
 	// Each key written at its place, a constant the compiler stores.
 	link, target := e.plain&plainLink != 0, e.plain&plainTarget != 0
 	dst = append(dst, '{')
-	if e.Namespace != "" {
+	if link { // a link's, checked once: ns, name, uid and code are set
 		dst = append(dst, `"namespace":"`...)
-		dst = appendEscapedAt(dst, e.Namespace, ns, link)
-		dst = append(dst, `",`...)
+		dst = append(dst, e.Namespace...)
+		dst = append(dst, `","name":"`...)
+		dst = append(dst, e.Name...)
+		if e.UID != "" {
+			dst = append(dst, `","uid":"`...)
+			dst = append(dst, e.UID...)
+		}
+		dst = append(dst, `","code":"`...)
+		dst = append(dst, e.Code...)
+	} else {
+		if e.Namespace != "" {
+			dst = append(dst, `"namespace":"`...)
+			dst = appendEscapedAt(dst, e.Namespace, ns)
+			dst = append(dst, `",`...)
+		}
+		if e.Name != "" {
+			dst = append(dst, `"name":"`...)
+			dst = appendEscapedAt(dst, e.Name, name)
+			dst = append(dst, `",`...)
+		}
+		if e.UID != "" {
+			dst = append(dst, `"uid":"`...)
+			dst = appendJSONChars(dst, e.UID)
+			dst = append(dst, `",`...)
+		}
+		dst = append(dst, `"code":"`...)
+		dst = appendJSONChars(dst, e.Code)
 	}
-	if e.Name != "" {
-		dst = append(dst, `"name":"`...)
-		dst = appendEscapedAt(dst, e.Name, name, link)
-		dst = append(dst, `",`...)
-	}
-	if e.UID != "" {
-		dst = append(dst, `"uid":"`...)
-		dst = appendValue(dst, e.UID, link)
-		dst = append(dst, `",`...)
-	}
-	dst = append(dst, `"code":"`...)
-	dst = appendValue(dst, e.Code, link)
 	if e.Orphan {
 		dst = append(dst, `","orphan":true`...)
 	} else {
@@ -137,12 +150,23 @@ func appendEventData(dst []byte, e *Event, ns, name span) []byte {
 		dst = appendValue(dst, e.Target, target)
 		dst = append(dst, '"')
 	}
-	dst = append(dst, `,"rule":`...)
-	dst = appendInt(dst, e.Rule)
-	dst = append(dst, `,"variant":`...)
-	dst = appendInt(dst, e.Variant)
-	dst = append(dst, `,"status":`...)
-	dst = appendInt(dst, e.Status)
+	if e.Rule == NoRule && e.Variant == NoVariant { // most clicks
+		dst = append(dst, `,"rule":-1,"vari`...)
+		dst = append(dst, `ant":-1,"status"`...)
+	} else {
+		dst = append(dst, `,"rule":`...)
+		dst = appendInt(dst, e.Rule)
+		dst = append(dst, `,"variant":`...)
+		dst = appendInt(dst, e.Variant)
+		dst = append(dst, `,"status"`...)
+	}
+	if st := e.Status; 100 <= st && st < 1000 { // an HTTP status
+		r := 2 * (st % 100)
+		dst = append(dst, ':', byte('0'+st/100), digitPairs[r], digitPairs[r+1])
+	} else {
+		dst = append(dst, ':')
+		dst = appendInt(dst, st)
+	}
 	if e.RefererHost != "" {
 		dst = append(dst, `,"refererHost":"`...)
 		dst = appendJSONChars(dst, e.RefererHost)
@@ -179,13 +203,13 @@ func appendValue(dst []byte, value string, plain bool) []byte {
 	return appendJSONChars(dst, value)
 }
 
-// appendEscapedAt is appendValue, or a copy of the bytes of dst at
-// escaped when that is set (value escaped before).
-func appendEscapedAt(dst []byte, value string, escaped span, plain bool) []byte {
-	if !plain && escaped.end > 0 {
+// appendEscapedAt appends value escaped, or a copy of the bytes of dst
+// at escaped when that is set (value escaped before).
+func appendEscapedAt(dst []byte, value string, escaped span) []byte {
+	if escaped.end > 0 {
 		return append(dst, dst[escaped.start:escaped.end]...)
 	}
-	return appendValue(dst, value, plain)
+	return appendJSONChars(dst, value)
 }
 
 // appendInt appends n in decimal: the numbers of an event (a rule's or

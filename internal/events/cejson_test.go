@@ -229,7 +229,7 @@ func FuzzCloudEventEncoding(f *testing.F) {
 // asChecked is e with its strings marked Plain where a caller that checks
 // them would mark them (Record.LinkPlain, TargetPlain).
 func asChecked(e Event) Event {
-	if !e.Orphan && Plain(e.Namespace) && Plain(e.Name) && Plain(e.UID) && Plain(e.Code) {
+	if !e.Orphan && e.Namespace != "" && e.Name != "" && Plain(e.Namespace) && Plain(e.Name) && Plain(e.UID) && Plain(e.Code) {
 		e.plain |= plainLink
 	}
 	if Plain(e.Target) {

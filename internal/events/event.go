@@ -62,7 +62,8 @@ type Event struct {
 type plainStrings uint8
 
 const (
-	// plainLink: Namespace, Name, UID and Code (Record.LinkPlain).
+	// plainLink: Namespace, Name, UID and Code (Record.LinkPlain) of a
+	// link's event: its Namespace and Name are set.
 	plainLink plainStrings = 1 << iota
 	// plainTarget: Target (Record.TargetPlain).
 	plainTarget
@@ -224,7 +225,7 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 	idEnd, codeEnd, hostEnd, countryEnd = idEnd-start, codeEnd-start, hostEnd-start, countryEnd-start
 	bot, device := b.classify(rec.userAgent[:rec.uaLen])
 	var plain plainStrings
-	if rec.LinkPlain {
+	if rec.LinkPlain && rec.Namespace != "" && rec.Name != "" { // a link's
 		plain |= plainLink
 	}
 	if rec.TargetPlain {

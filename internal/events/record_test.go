@@ -314,3 +314,15 @@ func TestAppendClientIPv4(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkPlainOfAnOrphan: a record that says its link's strings are
+// plain but names no link (an orphan) is an orphan's event, its code
+// looked at.
+func TestLinkPlainOfAnOrphan(t *testing.T) {
+	orphan := Record{Status: 404, Rule: NoRule, Variant: NoVariant, LinkPlain: true, TargetPlain: true}
+	orphan.SetCodeString("a&b")
+	e := eventOf(newBuilder(false), &orphan)
+	if got, want := string(appendCloudEvent(nil, &e, DefaultSource)), string(appendCloudEvent(nil, &Event{ID: e.ID, Time: e.Time, Code: e.Code, Orphan: true, Rule: NoRule, Variant: NoVariant, Status: 404, Bot: true, Device: DeviceUnknown}, DefaultSource)); got != want || e.plain&plainLink != 0 {
+		t.Errorf("orphan's event\n %s\nwant\n %s", got, want)
+	}
+}
