@@ -265,11 +265,12 @@ func (b *builder) appendClient(text []byte, a netip.Addr) []byte {
 			ip[3] = 0 // its /24, as anonymize
 		}
 		n := len(text)
-		text = slices.Grow(text, len("255.255.255.255."))
-		w := text[n : n+len("255.255.255.255.")]
+		text = slices.Grow(text, 16+4)
+		w := (*[16 + 4]byte)(text[n : n+16+4])
 		end := 0
 		for _, o := range ip {
-			*(*[4]byte)(w[end:]) = octetText[o].text
+			end &= 15 // at most 12: no bounds check below
+			*(*[4]byte)(w[end : end+4]) = octetText[o].text
 			end += int(octetText[o].len)
 		}
 		return text[:n+end-1] // without the last dot
