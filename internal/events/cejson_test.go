@@ -238,6 +238,14 @@ func asChecked(e Event) Event {
 	return e
 }
 
+// builtRefererHost is what the builder makes of a Referer whose host is
+// s: s lower-cased, or none.
+func builtRefererHost(s string) string {
+	var r Record
+	r.SetReferer([]byte("https://" + s + "/"))
+	return strings.ToLower(r.RefererHost())
+}
+
 // builtCountry is what the builder makes of a country header's value s
 // (Record.SetCountry).
 func builtCountry(s string) string {
