@@ -15,10 +15,10 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding/format"
 )
 
-// appendCloudEvent appends e as a CloudEvent of source in the CloudEvents
+// encodeCloudEvent is e as a CloudEvent of source in the CloudEvents
 // JSON format: ceEncoder's, for one event.
-func appendCloudEvent(dst []byte, e *Event, source string) []byte {
-	return newCEEncoder(source).appendEvent(dst, e)
+func encodeCloudEvent(e *Event, source string) []byte {
+	return newCEEncoder(source).appendEvent(nil, e)
 }
 
 // ceEncoder writes events as CloudEvents of one source in the CloudEvents

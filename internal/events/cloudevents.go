@@ -75,7 +75,7 @@ func (s *cloudEventsSink) close(context.Context) error {
 }
 
 // CloudEvent returns e as the SDK's CloudEvent of source: what the sink
-// sends (appendCloudEvent), for receivers and tests.
+// sends (encodeCloudEvent), for receivers and tests.
 func CloudEvent(e *Event, source string) (cloudevents.Event, error) {
 	ce := cloudevents.New(cloudevents.CloudEventsVersionV1)
 	ce.SetID(e.ID)

@@ -322,7 +322,7 @@ func TestLinkPlainOfAnOrphan(t *testing.T) {
 	orphan := Record{Status: 404, Rule: NoRule, Variant: NoVariant, LinkPlain: true, TargetPlain: true}
 	orphan.SetCodeString("a&b")
 	e := eventOf(newBuilder(false), &orphan)
-	if got, want := string(appendCloudEvent(nil, &e, DefaultSource)), string(appendCloudEvent(nil, &Event{ID: e.ID, Time: e.Time, Code: e.Code, Orphan: true, Rule: NoRule, Variant: NoVariant, Status: 404, Bot: true, Device: DeviceUnknown}, DefaultSource)); got != want || e.plain&plainLink != 0 {
+	if got, want := string(encodeCloudEvent(&e, DefaultSource)), string(encodeCloudEvent(&Event{ID: e.ID, Time: e.Time, Code: e.Code, Orphan: true, Rule: NoRule, Variant: NoVariant, Status: 404, Bot: true, Device: DeviceUnknown}, DefaultSource)); got != want || e.plain&plainLink != 0 {
 		t.Errorf("orphan's event\n %s\nwant\n %s", got, want)
 	}
 }
