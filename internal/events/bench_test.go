@@ -39,7 +39,8 @@ func handoffOnly() *Pipeline {
 
 // hitPathRecord fills rec as the redirector does for a request.
 func hitPathRecord(rec *Record, ip net.IP) {
-	*rec = Record{Namespace: "team-a", Name: "docs", UID: "3f1c2a4e-8b9d-4c7e-a1f2-0e9d8c7b6a55", Target: "https://example.com/docs", Status: 302, Rule: NoRule, Variant: NoVariant, Time: 1}
+	*rec = Record{Namespace: "team-a", Name: "docs", UID: "3f1c2a4e-8b9d-4c7e-a1f2-0e9d8c7b6a55", Target: "https://example.com/docs", Status: 302, Rule: NoRule, Variant: NoVariant, Time: 1,
+		LinkPlain: true, TargetPlain: true} // the redirector checks a link's strings once (events.Plain)
 	rec.SetCode([]byte("abc123"))
 	rec.SetReferer([]byte("https://news.example.org/item?id=1"))
 	rec.SetUserAgent([]byte("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1"))

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -13,10 +15,10 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding/format"
 )
 
-// appendCloudEvent appends e as a CloudEvent of source in the CloudEvents
+// encodeCloudEvent is e as a CloudEvent of source in the CloudEvents
 // JSON format: ceEncoder's, for one event.
-func appendCloudEvent(dst []byte, e *Event, source string) []byte {
-	return newCEEncoder(source).appendEvent(dst, e)
+func encodeCloudEvent(e *Event, source string) []byte {
+	return newCEEncoder(source).appendEvent(nil, e)
 }
 
 // ceEncoder writes events as CloudEvents of one source in the CloudEvents
@@ -46,7 +48,10 @@ func newCEEncoder(source string) *ceEncoder {
 func (c *ceEncoder) appendEvent(dst []byte, e *Event) []byte {
 	// The id, time, device, country and client address are the builder's,
 	// of characters JSON writes as they are: appended without a look.
-	dst = append(dst, `{"specversion":"1.0","id":"`...)
+	// The constant pieces are of at most 16 bytes, which the compiler
+	// stores without a call (longer ones call memmove: split).
+	dst = append(dst, `{"specversion":"`...)
+	dst = append(dst, `1.0","id":"`...)
 	dst = append(dst, e.ID...)
 	dst = append(dst, c.sourceAndType...)
 	// The subject as the SDK's SetSubject keeps it: without the spaces
@@ -59,7 +64,16 @@ func (c *ceEncoder) appendEvent(dst []byte, e *Event) []byte {
 		}
 	}
 	var ns, name span // of the subject, where data can copy them
-	if !e.Orphan {
+	switch {
+	case e.Orphan:
+	case e.plain&plainLink != 0:
+		// Checked once per link: no spaces to trim, nothing to escape.
+		dst = append(dst, `,"subject":"`...)
+		dst = append(dst, e.Namespace...)
+		dst = append(dst, '/')
+		dst = append(dst, e.Name...)
+		dst = append(dst, '"')
+	default:
 		dst = append(dst, `,"subject":"`...)
 		trimmed := strings.TrimLeftFunc(e.Namespace, unicode.IsSpace)
 		ns.start = len(dst)
@@ -76,7 +90,9 @@ func (c *ceEncoder) appendEvent(dst []byte, e *Event) []byte {
 		}
 		dst = append(dst, '"')
 	}
-	dst = append(dst, `,"datacontenttype":"application/json","time":"`...)
+	dst = append(dst, `,"datacontenttyp`...)
+	dst = append(dst, `e":"application/`...)
+	dst = append(dst, `json","time":"`...)
 	dst = c.time.append(dst, e.Time)
 	dst = append(dst, `","data":`...)
 	dst = appendEventData(dst, e, ns, name)
@@ -91,41 +107,76 @@ type span struct{ start, end int }
 // (its fields in order, omitempty honoured). ns and name say where dst
 // holds the namespace and the name escaped already, if it does.
 func appendEventData(dst []byte, e *Event, ns, name span) []byte {
+	// Each key written at its place, a constant the compiler stores.
+	link, target := e.plain&plainLink != 0, e.plain&plainTarget != 0
 	dst = append(dst, '{')
-	if e.Namespace != "" {
-		dst = appendJSONField(dst, `"namespace":"`, e.Namespace, ns)
-		dst = append(dst, `",`...)
+	if link { // a link's, checked once: ns, name, uid and code are set
+		dst = append(dst, `"namespace":"`...)
+		dst = append(dst, e.Namespace...)
+		dst = append(dst, `","name":"`...)
+		dst = append(dst, e.Name...)
+		if e.UID != "" {
+			dst = append(dst, `","uid":"`...)
+			dst = append(dst, e.UID...)
+		}
+		dst = append(dst, `","code":"`...)
+		dst = append(dst, e.Code...)
+	} else {
+		if e.Namespace != "" {
+			dst = append(dst, `"namespace":"`...)
+			dst = appendEscapedAt(dst, e.Namespace, ns)
+			dst = append(dst, `",`...)
+		}
+		if e.Name != "" {
+			dst = append(dst, `"name":"`...)
+			dst = appendEscapedAt(dst, e.Name, name)
+			dst = append(dst, `",`...)
+		}
+		if e.UID != "" {
+			dst = append(dst, `"uid":"`...)
+			dst = appendJSONChars(dst, e.UID)
+			dst = append(dst, `",`...)
+		}
+		dst = append(dst, `"code":"`...)
+		dst = appendJSONChars(dst, e.Code)
 	}
-	if e.Name != "" {
-		dst = appendJSONField(dst, `"name":"`, e.Name, name)
-		dst = append(dst, `",`...)
-	}
-	if e.UID != "" {
-		dst = appendJSONField(dst, `"uid":"`, e.UID, span{})
-		dst = append(dst, `",`...)
-	}
-	dst = appendJSONField(dst, `"code":"`, e.Code, span{})
 	if e.Orphan {
 		dst = append(dst, `","orphan":true`...)
 	} else {
 		dst = append(dst, `","orphan":false`...)
 	}
 	if e.Target != "" {
-		dst = appendJSONField(dst, `,"target":"`, e.Target, span{})
+		dst = append(dst, `,"target":"`...)
+		dst = appendValue(dst, e.Target, target)
 		dst = append(dst, '"')
 	}
-	dst = append(dst, `,"rule":`...)
-	dst = appendInt(dst, e.Rule)
-	dst = append(dst, `,"variant":`...)
-	dst = appendInt(dst, e.Variant)
-	dst = append(dst, `,"status":`...)
-	dst = appendInt(dst, e.Status)
+	if e.Rule == NoRule && e.Variant == NoVariant { // most clicks
+		dst = append(dst, `,"rule":-1,"vari`...)
+		dst = append(dst, `ant":-1,"status"`...)
+	} else {
+		dst = append(dst, `,"rule":`...)
+		dst = appendInt(dst, e.Rule)
+		dst = append(dst, `,"variant":`...)
+		dst = appendInt(dst, e.Variant)
+		dst = append(dst, `,"status"`...)
+	}
+	if st := e.Status; 100 <= st && st < 1000 { // an HTTP status
+		r := 2 * (st % 100)
+		dst = append(dst, ':', byte('0'+st/100), digitPairs[r], digitPairs[r+1])
+	} else {
+		dst = append(dst, ':')
+		dst = appendInt(dst, st)
+	}
 	if e.RefererHost != "" {
-		dst = appendJSONField(dst, `,"refererHost":"`, e.RefererHost, span{})
+		dst = append(dst, `,"refererHost":"`...)
+		dst = appendJSONChars(dst, e.RefererHost)
 		dst = append(dst, '"')
 	}
-	dst = append(dst, `,"bot":`...)
-	dst = appendBool(dst, e.Bot)
+	if e.Bot {
+		dst = append(dst, `,"bot":true`...)
+	} else {
+		dst = append(dst, `,"bot":false`...)
+	}
 	dst = append(dst, `,"device":"`...)
 	dst = append(dst, e.Device...)
 	dst = append(dst, '"')
@@ -135,45 +186,45 @@ func appendEventData(dst []byte, e *Event, ns, name span) []byte {
 		dst = append(dst, '"')
 	}
 	if e.ClientAddress != "" {
-		dst = append(dst, `,"clientAddress":"`...)
+		dst = append(dst, `,"clientAddress"`...)
+		dst = append(dst, `:"`...)
 		dst = append(dst, e.ClientAddress...)
 		dst = append(dst, '"')
 	}
 	return append(dst, '}')
 }
 
-// appendJSONField appends key (its quotes, colon and the value's opening
-// quote: the key needs no escaping) and value escaped, or the bytes of
-// dst at escaped when it is set (value escaped before).
-func appendJSONField(dst []byte, key, value string, escaped span) []byte {
-	dst = append(dst, key...)
+// appendValue appends a string's value: as it is when plain (the record
+// said it is Plain), else escaped.
+func appendValue(dst []byte, value string, plain bool) []byte {
+	if plain {
+		return append(dst, value...)
+	}
+	return appendJSONChars(dst, value)
+}
+
+// appendEscapedAt appends value escaped, or a copy of the bytes of dst
+// at escaped when that is set (value escaped before).
+func appendEscapedAt(dst []byte, value string, escaped span) []byte {
 	if escaped.end > 0 {
 		return append(dst, dst[escaped.start:escaped.end]...)
 	}
 	return appendJSONChars(dst, value)
 }
 
-func appendBool(dst []byte, b bool) []byte {
-	if b {
-		return append(dst, "true"...)
-	}
-	return append(dst, "false"...)
-}
-
+// appendInt appends n in decimal: the numbers of an event (a rule's or
+// variant's index, -1, an HTTP status) without a loop.
 func appendInt(dst []byte, n int) []byte {
-	if n < 0 {
-		dst, n = append(dst, '-'), -n
+	switch {
+	case 0 <= n && n < 10:
+		return append(dst, byte('0'+n))
+	case n == -1:
+		return append(dst, '-', '1')
+	case 100 <= n && n < 1000:
+		r := 2 * (n % 100)
+		return append(dst, byte('0'+n/100), digitPairs[r], digitPairs[r+1])
 	}
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		if n /= 10; n == 0 {
-			break
-		}
-	}
-	return append(dst, b[i:]...)
+	return strconv.AppendInt(dst, int64(n), 10)
 }
 
 // appendJSONChars appends s's characters as a JSON string's (no quotes),
@@ -270,22 +321,33 @@ func (c *timeText) append(dst []byte, t time.Time) []byte {
 	if !c.valid {
 		return t.UTC().AppendFormat(dst, time.RFC3339Nano) // what it makes of those
 	}
-	dst = append(dst, c.text[:]...)
-	if ns := t.Nanosecond(); ns != 0 {
-		var b [len(".999999999")]byte
-		b[0] = '.'
-		for i := len(b) - 1; i > 0; i-- {
-			b[i] = byte('0' + ns%10)
-			ns /= 10
+	// Written in place, in room made once: copies of known sizes and
+	// digits two at a time, no call.
+	n := len(dst)
+	dst = slices.Grow(dst, len(c.text)+len(".999999999Z"))[:n+len(c.text)]
+	*(*[len(c.text)]byte)(dst[n:]) = c.text
+	if ns := uint32(t.Nanosecond()); ns != 0 {
+		var f [len(".999999999")]byte
+		hi, lo := ns/100_000, ns%100_000 // 4 digits, 5 digits
+		f[0], f[1], f[2], f[3], f[4] = '.', digitPairs[2*(hi/100)], digitPairs[2*(hi/100)+1], digitPairs[2*(hi%100)], digitPairs[2*(hi%100)+1]
+		mid := lo / 10
+		f[5], f[6], f[7], f[8], f[9] = digitPairs[2*(mid/100)], digitPairs[2*(mid/100)+1], digitPairs[2*(mid%100)], digitPairs[2*(mid%100)+1], byte('0'+lo%10)
+		width := len(f)
+		for f[width-1] == '0' { // ns > 0: a digit is not 0
+			width--
 		}
-		n := len(b)
-		for b[n-1] == '0' { // ns > 0: a digit is not 0
-			n--
-		}
-		dst = append(dst, b[:n]...)
+		n = len(dst)
+		dst = dst[:n+len(f)]
+		*(*[len(f)]byte)(dst[n:]) = f
+		dst = dst[:n+width]
 	}
 	return append(dst, 'Z')
 }
+
+// digitPairs are the two-digit numbers' digits, 00 to 99.
+const digitPairs = "00010203040506070809" + "10111213141516171819" + "20212223242526272829" +
+	"30313233343536373839" + "40414243444546474849" + "50515253545556575859" +
+	"60616263646566676869" + "70717273747576777879" + "80818283848586878889" + "90919293949596979899"
 
 // appendRFC3339Seconds appends t (in UTC) to its second,
 // "2006-01-02T15:04:05"; nil when its year is not of four digits.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -159,9 +160,14 @@ func TestCloudEventEncodingMatchesSDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ours := appendCloudEvent(nil, &cases[i], DefaultSource+"/redirector-0")
+		ours := encodeCloudEvent(&cases[i], DefaultSource+"/redirector-0")
 		if !json.Valid(ours) {
 			t.Errorf("case %d: not JSON: %s", i, ours)
+		}
+		if checked := asChecked(cases[i]); checked.plain == 0 && i == 0 {
+			t.Error("the first case's strings are all Plain, yet not marked so")
+		} else if fast := encodeCloudEvent(&checked, DefaultSource+"/redirector-0"); !bytes.Equal(fast, ours) {
+			t.Errorf("case %d, its Plain strings not looked at: %s\nwant %s", i, fast, ours)
 		}
 		if plain := !strings.ContainsAny(cases[i].Code+cases[i].Target, "<>&\"\\\u2028\u2029\x7f") && utf8.ValidString(cases[i].Code) &&
 			!strings.ContainsFunc(cases[i].Code, func(r rune) bool { return r < ' ' }); plain && !bytes.Equal(ours, sdk) {
@@ -190,6 +196,13 @@ func FuzzCloudEventEncoding(f *testing.F) {
 		if y := e.Time.Year(); y < 0 || y > 9999 {
 			return // RFC 3339 has four digits of year
 		}
+		// Strings a caller checked (Record.LinkPlain, TargetPlain) are
+		// written without a look, and as the encoder writes them with one.
+		checked := asChecked(e)
+		if fast, slow := encodeCloudEvent(&checked, DefaultSource), encodeCloudEvent(&e, DefaultSource); !bytes.Equal(fast, slow) {
+			t.Fatalf("with the Plain strings not looked at:\n %s\nwant\n %s", fast, slow)
+		}
+		e = checked
 		got := sdkDecode(t, sinkRequests(t, []Event{e}, false)[0])
 		if len(got) != 1 {
 			t.Fatalf("%d events read, want 1", len(got))
@@ -202,7 +215,7 @@ func FuzzCloudEventEncoding(f *testing.F) {
 		for _, s := range []*string{&want.Namespace, &want.Name, &want.UID, &want.Code, &want.Target, &want.RefererHost, &want.Country, &want.ClientAddress} {
 			*s = asEncodingJSONReads(t, *s)
 		}
-		data.ID, data.Time = want.ID, want.Time
+		data.ID, data.Time, data.plain = want.ID, want.Time, want.plain
 		if data != want {
 			t.Errorf("data read\n %+v\nwant\n %+v", data, want)
 		}
@@ -211,6 +224,26 @@ func FuzzCloudEventEncoding(f *testing.F) {
 		}
 		sameEvent(t, &got[0], &sdkDecode(t, sdkRequest(t, []Event{e}))[0], e.Subject())
 	})
+}
+
+// asChecked is e with its strings marked Plain where a caller that checks
+// them would mark them (Record.LinkPlain, TargetPlain).
+func asChecked(e Event) Event {
+	if !e.Orphan && e.Namespace != "" && e.Name != "" && Plain(e.Namespace) && Plain(e.Name) && Plain(e.UID) && Plain(e.Code) {
+		e.plain |= plainLink
+	}
+	if Plain(e.Target) {
+		e.plain |= plainTarget
+	}
+	return e
+}
+
+// builtRefererHost is what the builder makes of a Referer whose host is
+// s: s lower-cased, or none.
+func builtRefererHost(s string) string {
+	var r Record
+	r.SetReferer([]byte("https://" + s + "/"))
+	return strings.ToLower(r.RefererHost())
 }
 
 // builtCountry is what the builder makes of a country header's value s
@@ -262,6 +295,9 @@ func FuzzJSONPieces(f *testing.F) {
 		if want := asEncodingJSONReads(t, s); back != want {
 			t.Errorf("%q written as %s reads %q, want %q", s, b, back, want)
 		}
+		if Plain(s) && (string(b) != `"`+s+`"` || strings.TrimSpace(s) != s || strings.TrimFunc(s, unicode.IsSpace) != s) {
+			t.Errorf("Plain(%q), but it is written as %s, or trimmed of spaces it is not itself", s, b)
+		}
 		for i := 0; i+8 <= len(s); i++ {
 			plain := true
 			for _, c := range []byte(s[i : i+8]) {
@@ -303,5 +339,54 @@ func TestPlain8EveryByte(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestPlain: Plain holds for the printable ASCII that JSON writes as it
+// is (DEL too), and for no other byte (a space neither: the subject is
+// trimmed).
+func TestPlain(t *testing.T) {
+	for c := range 256 {
+		want := c > ' ' && c < utf8.RuneSelf && !strings.ContainsRune(`"\<>&`, rune(c))
+		if got := Plain("a" + string(byte(c)) + "b"); got != want {
+			t.Errorf("Plain of byte %#x: %v, want %v", c, got, want)
+		}
+	}
+	for _, s := range []string{"", "team-a", "3f1c2a4e-8b9d-4c7e-a1f2-0e9d8c7b6a55", "https://example.com/a?b=c;d=e#f"} {
+		if !Plain(s) {
+			t.Errorf("Plain(%q) = false", s)
+		}
+	}
+	for _, s := range []string{"https://example.com/a?b=c&d=e", " team-a", "caf\u00e9", "a\u2028"} {
+		if Plain(s) {
+			t.Errorf("Plain(%q) = true", s)
+		}
+	}
+}
+
+// TestTimeFractionsAndInts: a timeText writes every length of fraction,
+// each digit at each place, as time.RFC3339Nano does; appendInt writes
+// the numbers it writes without a loop, and others, as strconv does.
+func TestTimeFractionsAndInts(t *testing.T) {
+	var c timeText
+	base := time.Date(2026, 11, 26, 10, 15, 4, 0, time.UTC)
+	for place, scale := 0, 1; place < 9; place, scale = place+1, scale*10 {
+		for d := range 10 {
+			for _, ns := range []int{d * scale, d*scale + 1, 999_999_999 - d*scale, 123_456_789 / scale * scale} {
+				tm := base.Add(time.Duration(ns))
+				if got, want := string(c.append(nil, tm)), tm.Format(time.RFC3339Nano); got != want {
+					t.Errorf("%d ns: %s, want %s", ns, got, want)
+				}
+			}
+		}
+	}
+	appendInts := func(ns ...int) (s string) {
+		for _, n := range ns {
+			s += string(appendInt(nil, n)) + " "
+		}
+		return s
+	}
+	if got, want := appendInts(-1, 0, 7, 9, 10, 42, 99, 100, 302, 999, 1000, -2, -12345, 1<<40), "-1 0 7 9 10 42 99 100 302 999 1000 -2 -12345 1099511627776 "; got != want {
+		t.Errorf("appendInt: %s, want %s", got, want)
 	}
 }

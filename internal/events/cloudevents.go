@@ -75,7 +75,7 @@ func (s *cloudEventsSink) close(context.Context) error {
 }
 
 // CloudEvent returns e as the SDK's CloudEvent of source: what the sink
-// sends (appendCloudEvent), for receivers and tests.
+// sends (encodeCloudEvent), for receivers and tests.
 func CloudEvent(e *Event, source string) (cloudevents.Event, error) {
 	ce := cloudevents.New(cloudevents.CloudEventsVersionV1)
 	ce.SetID(e.ID)
@@ -167,10 +167,14 @@ func (s *cloudEventsSink) post(ctx context.Context, r encoded) attempt {
 		return attempt{err: err, retry: true}
 	}
 	defer func() { _ = resp.Body.Close() }()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	body := io.LimitReader(resp.Body, maxResponseBody)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		// Read to its end (to reuse the connection) through io.Discard's
+		// pooled buffer: a batch's answer is not worth an allocation.
+		_, _ = io.Copy(io.Discard, body)
 		return attempt{}
 	}
+	answer, _ := io.ReadAll(body)
 	return httpFailure(resp, answer, resp.StatusCode == http.StatusRequestTimeout ||
 		resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500)
 }

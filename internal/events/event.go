@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"hash/maphash"
-	"sync/atomic"
+	"net/netip"
+	"slices"
+	"strconv"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -38,7 +41,10 @@ type Event struct {
 	UID       string `json:"uid,omitempty"`
 	Code      string `json:"code"`
 	// Orphan: no link holds the code.
-	Orphan      bool   `json:"orphan"`
+	Orphan bool `json:"orphan"`
+	// plain says which strings the record said were Plain: the
+	// encoders write them without a look.
+	plain       plainStrings
 	Target      string `json:"target,omitempty"`
 	Rule        int    `json:"rule"`
 	Variant     int    `json:"variant"`
@@ -52,6 +58,33 @@ type Event struct {
 	ClientAddress string `json:"clientAddress,omitempty"`
 }
 
+// plainStrings are the strings of an Event known to be Plain.
+type plainStrings uint8
+
+const (
+	// plainLink: Namespace, Name, UID and Code (Record.LinkPlain) of a
+	// link's event: its Namespace and Name are set.
+	plainLink plainStrings = 1 << iota
+	// plainTarget: Target (Record.TargetPlain).
+	plainTarget
+)
+
+// Plain reports whether s is written in an event's JSON as it is: only
+// ASCII from '!' to DEL, none of the characters JSON escapes (" \)
+// nor those encoding/json escapes for HTML (< > &). Trimmed of spaces (as
+// the SDK trims the subject) it is the same. A caller that checks its
+// strings with it once (a link's, when it reads the link) says so in a
+// Record (LinkPlain, TargetPlain), and the encoders do not check them per
+// event.
+func Plain(s string) bool {
+	for i := range len(s) {
+		if c := s[i]; c >= utf8.RuneSelf || c == ' ' || !jsonPlain[c] {
+			return false
+		}
+	}
+	return true
+}
+
 // Subject is the CloudEvents subject: the link's namespace/name, or the code
 // of an orphan.
 func (e *Event) Subject() string {
@@ -62,12 +95,15 @@ func (e *Event) Subject() string {
 }
 
 // idSource makes event ids: UUIDv8 (RFC 9562) of a random 64-bit prefix per
-// pipeline and a counter, unique without a random read per event.
+// pipeline and a counter, unique without a random read per event. It keeps
+// the text of the last id and counts in it: an id is one increment of a
+// hex digit (rarely a carry) and a copy, where writing the counter's 16
+// hex digits cost ten times as much. One goroutine uses it (the batcher's
+// builder).
 type idSource struct {
-	// head is the text of the prefix, the id's first 19 characters (its
-	// version set): written once.
-	head [19]byte
-	n    atomic.Uint64
+	// text is the last id: the prefix's 19 characters (its version set),
+	// then the counter's 17 (its variant set, a '-' after its fourth).
+	text [uuidLen]byte
 }
 
 func newIDSource() *idSource {
@@ -75,7 +111,8 @@ func newIDSource() *idSource {
 	_, _ = rand.Read(prefix[:])
 	prefix[6] = prefix[6]&0x0f | 0x80 // version 8
 	s := &idSource{}
-	appendHex(appendHex(appendHex(s.head[:0], prefix[:4], '-'), prefix[4:6], '-'), prefix[6:8], '-')
+	head := appendHex(appendHex(appendHex(s.text[:0], prefix[:4], '-'), prefix[4:6], '-'), prefix[6:8], '-')
+	appendCounter(head, 0)
 	return s
 }
 
@@ -84,17 +121,48 @@ func (s *idSource) next() string {
 	return string(s.appendNext(b[:0]))
 }
 
-// uuidLen is the length of a UUID's text.
-const uuidLen = 36
+// uuidLen is the length of a UUID's text; idCounterStart is where an
+// id's counter starts in it.
+const (
+	uuidLen        = 36
+	idCounterStart = 19
+)
+
+// appendCounter appends the text of counter n of an id (its last 17
+// characters): its 64 bits big-endian with the top two replaced by the
+// variant (RFC 9562), in hex, a '-' after the fourth digit.
+func appendCounter(dst []byte, n uint64) []byte {
+	var tail [8]byte
+	binary.BigEndian.PutUint64(tail[:], n)
+	tail[0] = tail[0]&0x3f | 0x80 // variant RFC 9562
+	return appendHex(appendHex(dst, tail[:2], '-'), tail[2:], 0)
+}
 
 // appendNext appends the next id's text to dst (the text of
-// uuid.UUID.String, without its allocation).
+// uuid.UUID.String, without its allocation): the counter's text plus
+// one, as appendCounter writes the counter plus one.
 func (s *idSource) appendNext(dst []byte) []byte {
-	var tail [8]byte
-	binary.BigEndian.PutUint64(tail[:], s.n.Add(1))
-	tail[0] = tail[0]&0x3f | 0x80 // variant RFC 9562
-	dst = append(dst, s.head[:]...)
-	return appendHex(appendHex(dst, tail[:2], '-'), tail[2:], 0)
+	t := &s.text
+	for i := uuidLen - 1; i >= idCounterStart; i-- {
+		switch c := t[i]; {
+		case c == '-':
+			continue
+		case c == 'f':
+			t[i] = '0' // and carry
+			continue
+		case c == '9':
+			t[i] = 'a'
+		case i == idCounterStart && c == 'b':
+			t[i] = '8' // the variant's digit (10xx): its two bits wrap
+		default:
+			t[i] = c + 1
+		}
+		break
+	}
+	n := len(dst)
+	dst = slices.Grow(dst, uuidLen)[:n+uuidLen]
+	*(*[uuidLen]byte)(dst[n:]) = *t // a copy of a known size: no call
+	return dst
 }
 
 // appendHex appends b in lower-case hex, then sep unless it is 0.
@@ -142,22 +210,13 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 	idEnd := len(text)
 	text = append(text, rec.code[:rec.codeLen]...)
 	codeEnd := len(text)
-	for _, c := range refererHost(rec.referer[:rec.refererLen], !rec.refererCut) {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		text = append(text, c)
-	}
+	host := refererHost(rec.referer[:rec.refererLen], !rec.refererCut)
+	text = append(text, host...)
+	lowerASCII(text[len(text)-len(host):])
 	hostEnd := len(text)
 	text = rec.appendCountry(text)
 	countryEnd := len(text)
-	if rec.Client.IsValid() {
-		a := rec.Client
-		if !b.keepClient {
-			a = anonymize(a)
-		}
-		text = a.Unmap().WithZone("").AppendTo(text)
-	}
+	text = b.appendClient(text, rec.Client)
 	// After the appends: one that moved text to a larger array left the
 	// strings of the events before this one in the old array, which
 	// they keep alive.
@@ -165,6 +224,13 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 	str := unsafe.String(unsafe.SliceData(s), len(s)) // never empty: the id
 	idEnd, codeEnd, hostEnd, countryEnd = idEnd-start, codeEnd-start, hostEnd-start, countryEnd-start
 	bot, device := b.classify(rec.userAgent[:rec.uaLen])
+	var plain plainStrings
+	if rec.LinkPlain && rec.Namespace != "" && rec.Name != "" { // a link's
+		plain |= plainLink
+	}
+	if rec.TargetPlain {
+		plain |= plainTarget
+	}
 	*e = Event{
 		ID:            str[:idEnd],
 		Time:          time.Unix(0, rec.Time).UTC(),
@@ -173,6 +239,7 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 		UID:           rec.UID,
 		Code:          str[idEnd:codeEnd],
 		Orphan:        rec.Name == "",
+		plain:         plain,
 		Target:        rec.Target,
 		Rule:          max(int(rec.Rule), NoRule),
 		Variant:       max(int(rec.Variant), NoVariant),
@@ -184,6 +251,60 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 		ClientAddress: str[countryEnd:],
 	}
 	return text
+}
+
+// appendClient appends the client's address as the event has it
+// (anonymized unless kept), if there is one. An IPv4 address, the most
+// common, is written here at a tenth of the cost of netip's Prefix and
+// AppendTo: each octet's text and its dot in one store of four bytes
+// (octetText), which the next overwrites past the text's end.
+func (b *builder) appendClient(text []byte, a netip.Addr) []byte {
+	if a.Is4() {
+		ip := a.As4()
+		if !b.keepClient {
+			ip[3] = 0 // its /24, as anonymize
+		}
+		n := len(text)
+		text = slices.Grow(text, 16+4)
+		w := (*[16 + 4]byte)(text[n : n+16+4])
+		end := 0
+		for _, o := range ip {
+			end &= 15 // at most 12: no bounds check below
+			*(*[4]byte)(w[end : end+4]) = octetText[o].text
+			end += int(octetText[o].len)
+		}
+		return text[:n+end-1] // without the last dot
+	}
+	if !a.IsValid() {
+		return text
+	}
+	if !b.keepClient {
+		a = anonymize(a)
+	}
+	return a.Unmap().WithZone("").AppendTo(text)
+}
+
+// octetText is the decimal text of each byte value and a dot, in four
+// bytes (what follows the dot is not its), and its length.
+var octetText = func() (t [256]struct {
+	text [4]byte
+	len  uint8
+}) {
+	for o := range t {
+		s := strconv.Itoa(o) + "."
+		copy(t[o].text[:], s)
+		t[o].len = uint8(len(s))
+	}
+	return t
+}()
+
+// lowerASCII lower-cases the ASCII letters of b in place.
+func lowerASCII(b []byte) {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
 }
 
 // classify is classify(ua), remembered.

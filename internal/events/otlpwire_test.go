@@ -144,13 +144,16 @@ func TestOTLPEncodingMatchesSDK(t *testing.T) {
 // FuzzOTLPEncoding: for any strings, the sink's request reads with the
 // official protos as the SDK's for the same strings made UTF-8 (protobuf
 // strings are; the SDK fails to marshal others, the sink writes U+FFFD
-// for each byte that is not).
+// for each byte that is not). The Referer's host, the country and the
+// client address are what the builder makes of any (builtRefererHost,
+// builtCountry, builtAddress): the encoder writes them without a look.
 func FuzzOTLPEncoding(f *testing.F) {
 	for _, e := range encodingCases() {
 		f.Add(e.Namespace, e.Name, e.UID, e.Code, e.Target, e.RefererHost, e.Country, e.ClientAddress, e.Orphan, e.Rule, e.Time.UnixNano())
 	}
 	sdk := newSDKOTLP(f, "redirector-0")
 	f.Fuzz(func(t *testing.T, ns, name, uid, code, target, referer, country, client string, orphan bool, rule int, at int64) {
+		referer, country, client = builtRefererHost(referer), builtCountry(country), builtAddress(client)
 		e := Event{ID: "6f1b2c3d-4e5f-8a7b-8000-00000000002a", Time: time.Unix(0, at), Namespace: ns, Name: name, UID: uid, Code: code,
 			Orphan: orphan, Target: target, Rule: rule, Status: 302, RefererHost: referer, Device: DeviceDesktop, Country: country, ClientAddress: client}
 		got := sinkOTLPRequest(t, "redirector-0", []Event{e})

@@ -59,6 +59,11 @@ type Record struct {
 	// NoRule; Variant the index in spec.variants of the variant that did,
 	// or NoVariant.
 	Rule, Variant int16
+	// LinkPlain says that Namespace, Name, UID and the code (SetCode) of
+	// a link's record are all Plain, and TargetPlain that Target is: the
+	// caller checked them once per link, when it read the link, so that
+	// the encoders need not look at them per event. False when unknown.
+	LinkPlain, TargetPlain bool
 	// Client is the client's address, anonymized when the event is built
 	// unless Config.KeepClientAddress.
 	Client netip.Addr
@@ -82,12 +87,21 @@ func (r *Record) copyTo(dst *Record) {
 	dst.Time = r.Time
 	dst.Namespace, dst.Name, dst.UID, dst.Target = r.Namespace, r.Name, r.UID, r.Target
 	dst.Status, dst.Rule, dst.Variant = r.Status, r.Rule, r.Variant
+	dst.LinkPlain, dst.TargetPlain = r.LinkPlain, r.TargetPlain
 	dst.Client = r.Client
 	dst.codeLen, dst.refererCut, dst.refererLen, dst.uaLen = r.codeLen, r.refererCut, r.refererLen, r.uaLen
 	dst.country = r.country
-	copy(dst.code[:], r.code[:r.codeLen])
-	copy(dst.referer[:], r.referer[:r.refererLen])
-	copy(dst.userAgent[:], r.userAgent[:r.uaLen])
+	// A copy calls memmove even of nothing; many requests send no
+	// Referer, some no User-Agent.
+	if r.codeLen > 0 {
+		copy(dst.code[:], r.code[:r.codeLen])
+	}
+	if r.refererLen > 0 {
+		copy(dst.referer[:], r.referer[:r.refererLen])
+	}
+	if r.uaLen > 0 {
+		copy(dst.userAgent[:], r.userAgent[:r.uaLen])
+	}
 }
 
 // SetCode copies the code requested (the link's code, or an orphan's path).
@@ -108,8 +122,10 @@ func (r *Record) Code() string { return string(r.code[:r.codeLen]) }
 // what page. A value with no host (a relative or malformed one), or whose
 // host does not end within MaxRefererLen bytes, gives none.
 func (r *Record) SetReferer(referer []byte) {
-	r.refererLen = uint16(copy(r.referer[:], referer))
-	r.refererCut = len(referer) > MaxRefererLen
+	r.refererLen, r.refererCut = 0, len(referer) > MaxRefererLen
+	if len(referer) > 0 { // most requests send none: no call to copy nothing
+		r.refererLen = uint16(copy(r.referer[:], referer))
+	}
 }
 
 // RefererHost is the host of the Referer SetReferer kept, as sent (the

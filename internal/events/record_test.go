@@ -235,8 +235,8 @@ func eventOf(b *builder, rec *Record) Event {
 // reads as the record, every field of it.
 func TestRecordCopyTo(t *testing.T) {
 	// copyTo names each field: one added to Record must be added there.
-	if n := reflect.TypeFor[Record]().NumField(); n != 17 {
-		t.Fatalf("Record has %d fields, copyTo copies 17: copy the new ones and count them here", n)
+	if n := reflect.TypeFor[Record]().NumField(); n != 19 {
+		t.Fatalf("Record has %d fields, copyTo copies 19: copy the new ones and count them here", n)
 	}
 	long := Record{Time: 9, Namespace: "old-ns", Name: "old", UID: "old-uid", Target: "https://old.example/", Status: 410, Rule: 7, Variant: 2}
 	long.SetCodeString(strings.Repeat("c", MaxCodeLen))
@@ -246,7 +246,7 @@ func TestRecordCopyTo(t *testing.T) {
 	long.SetClientIP(net.ParseIP("2001:db8::1"))
 	for _, rec := range []Record{
 		func() (r Record) {
-			r = Record{Time: 1, Namespace: "team-a", Name: "docs", UID: "u-1", Target: "https://example.com/", Status: 302, Rule: NoRule, Variant: 1}
+			r = Record{Time: 1, Namespace: "team-a", Name: "docs", UID: "u-1", Target: "https://example.com/", Status: 302, Rule: NoRule, Variant: 1, LinkPlain: true, TargetPlain: true}
 			r.SetCodeString("abc")
 			r.SetReferer([]byte("https://news.example.org/x"))
 			r.SetUserAgent([]byte("curl/8.5.0"))
@@ -260,7 +260,7 @@ func TestRecordCopyTo(t *testing.T) {
 		rec.copyTo(&dst)
 		if dst.Time != rec.Time || dst.Namespace != rec.Namespace || dst.Name != rec.Name || dst.UID != rec.UID ||
 			dst.Target != rec.Target || dst.Status != rec.Status || dst.Rule != rec.Rule || dst.Variant != rec.Variant ||
-			dst.Client != rec.Client || dst.refererCut != rec.refererCut || dst.Code() != rec.Code() ||
+			dst.LinkPlain != rec.LinkPlain || dst.TargetPlain != rec.TargetPlain || dst.Client != rec.Client || dst.refererCut != rec.refererCut || dst.Code() != rec.Code() ||
 			dst.RefererHost() != rec.RefererHost() || dst.UserAgent() != rec.UserAgent() || dst.Country() != rec.Country() {
 			t.Errorf("copied\n %+v\nreads as\n %+v", rec, dst)
 		}
@@ -273,4 +273,56 @@ func TestRecordCopyTo(t *testing.T) {
 func sameEventButID(a, b Event) bool {
 	a.ID, b.ID = "", ""
 	return a == b
+}
+
+// TestIDCounterText: the id's counter counted in its text is the counter
+// written (appendCounter), across every carry and the variant's wrap.
+func TestIDCounterText(t *testing.T) {
+	s := newIDSource()
+	prefix := string(s.text[:idCounterStart])
+	check := func(n uint64) {
+		t.Helper()
+		if got, want := s.next(), prefix+string(appendCounter(nil, n)); got != want {
+			t.Fatalf("id after counter %#x: %s, want %s", n-1, got, want)
+		}
+	}
+	for n := uint64(1); n <= 70000; n++ {
+		check(n)
+	}
+	for _, n := range []uint64{0xffff, 0xffffffff, 0xffff_ffff_ffff, 0x0fff_ffff_ffff_ffff, 0x1fff_ffff_ffff_ffff, 0x3fff_ffff_ffff_ffff, 0x3fff_ffff_ffff_fffe} {
+		copy(s.text[idCounterStart:], appendCounter(nil, n))
+		check(n + 1)
+		check(n + 2)
+	}
+}
+
+// TestAppendClientIPv4: the builder's own writing of an IPv4 address is
+// netip's, anonymized or whole, for octets of one, two and three digits.
+func TestAppendClientIPv4(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		b := newBuilder(keep)
+		for _, o := range []byte{0, 1, 9, 10, 42, 99, 100, 199, 200, 255} {
+			for _, ip := range []netip.Addr{netip.AddrFrom4([4]byte{o, 255 - o, o / 2, o}), netip.AddrFrom4([4]byte{o, o, o, o})} {
+				want := ip
+				if !keep {
+					want = anonymize(ip)
+				}
+				if got := string(b.appendClient(nil, ip)); got != want.String() {
+					t.Errorf("appendClient(%s), keep %v: %s, want %s", ip, keep, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestLinkPlainOfAnOrphan: a record that says its link's strings are
+// plain but names no link (an orphan) is an orphan's event, its code
+// looked at.
+func TestLinkPlainOfAnOrphan(t *testing.T) {
+	orphan := Record{Status: 404, Rule: NoRule, Variant: NoVariant, LinkPlain: true, TargetPlain: true}
+	orphan.SetCodeString("a&b")
+	e := eventOf(newBuilder(false), &orphan)
+	if got, want := string(encodeCloudEvent(&e, DefaultSource)), string(encodeCloudEvent(&Event{ID: e.ID, Time: e.Time, Code: e.Code, Orphan: true, Rule: NoRule, Variant: NoVariant, Status: 404, Bot: true, Device: DeviceUnknown}, DefaultSource)); got != want || e.plain&plainLink != 0 {
+		t.Errorf("orphan's event\n %s\nwant\n %s", got, want)
+	}
 }

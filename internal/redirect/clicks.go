@@ -31,6 +31,7 @@ func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, path string, a *ans
 	e := a.link
 	if e != nil {
 		rec.Namespace, rec.Name, rec.UID = e.Namespace, e.Name, e.UID
+		rec.LinkPlain = e.is(flagEventPlain)
 		rec.SetCodeString(e.Code)
 	} else if len(path) > 1 {
 		// An orphan's code is its path, namespace and all: the request's
@@ -44,6 +45,9 @@ func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, path string, a *ans
 		if rec.Target == "" {
 			rec.Target = a.location
 		}
+		// The link's Location (the same string: one comparison of
+		// pointers) was checked when the link was read.
+		rec.TargetPlain = e != nil && e.is(flagPlainLocation) && rec.Target == e.Location
 	}
 	h := &ctx.Request.Header
 	rec.SetReferer(h.Referer())

@@ -232,3 +232,36 @@ func TestClickEventsOfRoutedLinks(t *testing.T) {
 		t.Errorf("%d of %d desktop clicks named the variant, want some and not all (30%% of clients)", toVariant, desktops)
 	}
 }
+
+// A link's strings are checked for click events once, when it is read
+// (events.Plain): a link whose strings are plain is marked so, one whose
+// URL needs escaping (its '&') is not, and both events arrive
+// with the link's values.
+func TestClickEventsOfPlainAndEscapedLinks(t *testing.T) {
+	plainURL, escapedURL := "https://example.com/docs?a=1;b=2", "https://example.com/docs?a=1&b=<2>"
+	for _, tc := range []struct {
+		url          string
+		linkPlain    bool
+		locationFlag bool
+	}{{plainURL, true, true}, {escapedURL, true, false}} {
+		l := NewLink(link("ns", "docs", "docs", tc.url))
+		if l.is(flagEventPlain) != tc.linkPlain || l.is(flagPlainLocation) != tc.locationFlag {
+			t.Errorf("link of %s: flags %b, want plain strings %v, plain location %v", tc.url, l.flags, tc.linkPlain, tc.locationFlag)
+		}
+	}
+	h, p, recv := clickHarness(t)
+	h.add(link("ns", "plain", "plain", plainURL))
+	h.add(link("ns", "escaped", "escaped", escapedURL))
+	h.r.handle(clickCtx("GET", "/ns/plain"))
+	h.r.handle(clickCtx("GET", "/ns/escaped"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	got := recv.received()
+	if len(got) != 2 || got[0].Name != "plain" || got[0].Target != plainURL || got[0].UID != "uid-plain" ||
+		got[1].Name != "escaped" || got[1].Target != Location(escapedURL) || got[1].UID != "uid-escaped" {
+		t.Errorf("events: %+v", got)
+	}
+}

@@ -169,7 +169,7 @@ func (x *Index) Delete(l *Link, now time.Time) {
 	var tomb *Link
 	if x.tombTTL > 0 && l.Gone(now) {
 		tomb = &Link{Namespace: l.Namespace, Name: l.Name, Code: l.Code,
-			until: now.Add(x.tombTTL).UnixNano(), flags: flagTombstone}
+			until: now.Add(x.tombTTL).UnixNano(), flags: flagTombstone | l.flags&flagEventPlain}
 		if c := l.routing(); c != nil && c.ExpiredURL() != "" {
 			// Its clicks keep going where the finished link sent them.
 			tomb.more, tomb.flags = &linkMore{routing: c}, tomb.flags|flagRouted

@@ -12,6 +12,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/intern"
 	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/uses"
@@ -137,6 +138,8 @@ const (
 	flagIdleTimeout                        // spec.idleTimeout is set: its uses are written every round
 	flagReturnRequested                    // a reservation is marked returnRequested
 	flagRouted                             // more.routing is set: rules, variants, expiredURL or forwardPath
+	flagEventPlain                         // Namespace, Name, UID and Code are events.Plain: click events write them without a look
+	flagPlainLocation                      // Location is events.Plain
 )
 
 func (l *Link) is(f uint16) bool { return l.flags&f != 0 }
@@ -279,6 +282,14 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	}
 	if in.Spec.IdleTimeout != nil {
 		l.flags |= flagIdleTimeout
+	}
+	// Checked here, once per version, not by the click events' encoder
+	// per click (Record.LinkPlain, TargetPlain).
+	if events.Plain(l.Namespace) && events.Plain(l.Name) && events.Plain(l.UID) && events.Plain(l.Code) {
+		l.flags |= flagEventPlain
+	}
+	if events.Plain(l.Location) {
+		l.flags |= flagPlainLocation
 	}
 	if in.Spec.ForwardQuery {
 		l.flags |= flagForwardQuery
