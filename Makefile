@@ -45,7 +45,8 @@ IMAGES_DIR = $(DIST)/images
 # internal/images.Platforms, linux/amd64 and linux/arm64, as a release
 # needs). make test builds linux/amd64 alone: the node and the end-to-end
 # tests run it, and the arm64 compile is about 260 CPU-seconds from a cold
-# cache. The image tests check the platforms built (LINKFORGE_IMAGE_PLATFORMS).
+# cache. The image tests check the platforms built (recorded in
+# dist/images/platforms).
 IMAGE_PLATFORMS ?=
 # The manager and redirector taken out of the linux/amd64 images, which the
 # end-to-end test runs (make test).
@@ -147,7 +148,7 @@ test-packages: ## Install what the Go tests need from Debian when it is missing 
 .PHONY: go-test
 go-test: otelcol ## Run the Go tests only, as make test does last (after its other stages, once), with a log per package.
 	go build -o bin/testsummary ./hack/testsummary
-	LINKFORGE_E2E_BINARIES="$(CURDIR)/$(IMAGE_BINARIES)" LINKFORGE_OTELCOL="$(OTELCOL)" KUBEBUILDER_ASSETS="$(ASSETS)" LINKFORGE_IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" \
+	LINKFORGE_E2E_BINARIES="$(CURDIR)/$(IMAGE_BINARIES)" LINKFORGE_OTELCOL="$(OTELCOL)" KUBEBUILDER_ASSETS="$(ASSETS)" \
 		go test -json -timeout $(GO_TEST_TIMEOUT) $(TEST_FIRST) ./... -coverprofile cover.out | bin/testsummary -dir $(TEST_LOGS)/go
 
 .PHONY: test-otelcol
@@ -225,7 +226,7 @@ release: images kustomize helm ## Write dist/install.yaml and the Helm chart dis
 
 .PHONY: release-check
 release-check: release ## Check the images and the release just built, every platform they were built for (the image and release tests).
-	LINKFORGE_IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" go test -count=1 ./internal/images ./internal/release
+	go test -count=1 ./internal/images ./internal/release
 
 .PHONY: docker-build
 docker-build: ## Build the images with a Docker engine instead, from the Dockerfile (generated from the same definition).

@@ -213,7 +213,7 @@ func build(args []string) error {
 		}
 		fmt.Printf("%s: %s@%s\n", im.Name, images.LayoutDir(*out, im.Name), h)
 	}
-	return nil
+	return images.WritePlatforms(*out, platforms)
 }
 
 func rootfs(args []string) error {

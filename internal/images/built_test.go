@@ -52,14 +52,13 @@ func builtDir(t *testing.T) (root, dir string) {
 	return root, dir
 }
 
-// builtPlatforms are the platforms the images were built for:
-// $LINKFORGE_IMAGE_PLATFORMS as `make images` took it from IMAGE_PLATFORMS
-// (make test: linux/amd64), every one of Platforms when it is empty.
-func builtPlatforms(t *testing.T) []v1.Platform {
+// builtPlatforms are the platforms the images in dir were built for, as
+// `images build` recorded them (make test: linux/amd64; make release: all).
+func builtPlatforms(t *testing.T, dir string) []v1.Platform {
 	t.Helper()
-	ps, err := ParsePlatforms(os.Getenv("LINKFORGE_IMAGE_PLATFORMS"))
+	ps, err := ReadPlatforms(dir)
 	if err != nil {
-		t.Fatalf("LINKFORGE_IMAGE_PLATFORMS: %v", err)
+		t.Fatal(err)
 	}
 	return ps
 }
@@ -79,7 +78,7 @@ func readBuilt(t *testing.T, dir string) []builtImage {
 	if all, ok := builtCache[dir]; ok {
 		return all
 	}
-	platforms := builtPlatforms(t)
+	platforms := builtPlatforms(t, dir)
 	all := make([]builtImage, 0, len(Images)*len(platforms))
 	for _, spec := range Images {
 		idx, err := OpenIndex(LayoutDir(dir, spec.Name))
@@ -323,7 +322,7 @@ func TestBuiltImagesReproducible(t *testing.T) {
 		"-version", labels["org.opencontainers.image.version"],
 		"-revision", labels["org.opencontainers.image.revision"],
 		"-source-date-epoch", strconv.FormatInt(first.Created.Unix(), 10),
-		"-platforms", strings.Join(PlatformStringsOf(builtPlatforms(t)), ","))
+		"-platforms", strings.Join(PlatformStringsOf(builtPlatforms(t, dir)), ","))
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building again: %v\n%s", err, out)
@@ -348,7 +347,7 @@ func TestBuiltImagesReproducible(t *testing.T) {
 func TestSBOMs(t *testing.T) {
 	_, dir := builtDir(t)
 	for _, im := range Images {
-		sboms := PlatformStringsOf(builtPlatforms(t))
+		sboms := PlatformStringsOf(builtPlatforms(t, dir))
 		if len(sboms) > 1 { // ko writes the index's SBOM only for an index it built
 			sboms = append(sboms, "index")
 		}

@@ -7,8 +7,12 @@
 package images
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -103,6 +107,34 @@ func ParsePlatforms(list string) ([]v1.Platform, error) {
 		}
 	}
 	return out, nil
+}
+
+// PlatformsFile is the file, beside the layouts, in which `images build`
+// records the platforms it was asked for: the image tests hold the layouts'
+// indexes to it, whichever platforms the build chose.
+const PlatformsFile = "platforms"
+
+// WritePlatforms records ps in dir's PlatformsFile.
+func WritePlatforms(dir string, ps []v1.Platform) error {
+	return os.WriteFile(filepath.Join(dir, PlatformsFile), []byte(strings.Join(PlatformStringsOf(ps), ",")+"\n"), 0o644)
+}
+
+// ReadPlatforms reads the platforms recorded in dir's PlatformsFile; a
+// directory without one (layouts written before it existed) holds every
+// platform.
+func ReadPlatforms(dir string) ([]v1.Platform, error) {
+	b, err := os.ReadFile(filepath.Join(dir, PlatformsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Platforms, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ps, err := ParsePlatforms(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, PlatformsFile), err)
+	}
+	return ps, nil
 }
 
 // The user the images run as: distroless' nonroot, which the base's

@@ -1,6 +1,8 @@
 package images
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,5 +37,25 @@ func TestParsePlatforms(t *testing.T) {
 		if diff := cmp.Diff(tc.want, strings.Join(PlatformStringsOf(got), ",")); diff != "" {
 			t.Errorf("ParsePlatforms(%q) (-want +got):\n%s", tc.list, diff)
 		}
+	}
+}
+
+func TestWriteReadPlatforms(t *testing.T) {
+	dir := t.TempDir()
+	if got, err := ReadPlatforms(dir); err != nil || strings.Join(PlatformStringsOf(got), ",") != "linux/amd64,linux/arm64" {
+		t.Errorf("no record: %v %v, want every platform", got, err)
+	}
+	amd64, _ := ParsePlatforms("linux/amd64")
+	if err := WritePlatforms(dir, amd64); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadPlatforms(dir); err != nil || strings.Join(PlatformStringsOf(got), ",") != "linux/amd64" {
+		t.Errorf("after recording linux/amd64: %v %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, PlatformsFile), []byte("linux/s390x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPlatforms(dir); err == nil || !strings.Contains(err.Error(), PlatformsFile) {
+		t.Errorf("a bad record: %v, want an error naming the file", err)
 	}
 }
