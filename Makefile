@@ -100,7 +100,7 @@ lint-fix: golangci-lint ## Run golangci-lint and apply its fixes.
 	$(GOLANGCI_LINT) run --fix
 
 .PHONY: envtest-assets
-envtest-assets: setup-envtest ## Find, download or build kube-apiserver and etcd for envtest (minutes, first run only).
+envtest-assets: ## Find, download or build kube-apiserver and etcd for envtest (minutes, first run only).
 	@SETUP_ENVTEST=$(SETUP_ENVTEST) ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/envtest-assets.sh >/dev/null
 
 # The assets directory, computed only by the recipes that need it.
@@ -145,6 +145,13 @@ test-packages: ## Install what the Go tests need from Debian when it is missing 
 		echo "installing valgrind (apt-get)"; \
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
 
+# The standard library as everything here builds it (GOFLAGS, CGO_ENABLED
+# above; hack/kube-build.sh for Kubernetes' binaries): make test compiles it
+# first, once, rather than in each of its lanes at the same time.
+.PHONY: std
+std: ## Compile the standard library into the build cache (make test's first stage; seconds when cached).
+	go build std
+
 .PHONY: go-test
 go-test: otelcol ## Run the Go tests only, as make test does last (after its other stages, once), with a log per package.
 	go build -o bin/testsummary ./hack/testsummary
@@ -153,7 +160,7 @@ go-test: otelcol ## Run the Go tests only, as make test does last (after its oth
 
 .PHONY: test-otelcol
 test-otelcol: envtest-assets otelcol ## Run only the tests against the test OpenTelemetry Collector (bin/otelcol): the OTLP sink (internal/events) and the real redirector's click events (internal/e2e). go test runs them too.
-	KUBEBUILDER_ASSETS="$(ASSETS)" hack/otelcol/test.sh ./internal/e2e
+	KUBEBUILDER_ASSETS="$(ASSETS)" hack/tools/otelcol/test.sh ./internal/e2e
 
 .PHONY: bench
 bench: envtest-assets build ## Run the benchmarks: code algorithm, controller and reaper against envtest, counting uses, the hit path in instructions (callgrind), redirector vs nginx.
@@ -270,71 +277,43 @@ CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs
 KO ?= $(LOCALBIN)/ko
 OTELCOL ?= $(LOCALBIN)/otelcol
 
-CONTROLLER_TOOLS_VERSION ?= v0.23.0
-SETUP_ENVTEST_VERSION ?= v0.25.1
-KUSTOMIZE_VERSION ?= v5.7.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
-HELM_VERSION ?= v4.3.1
-CRD_REF_DOCS_VERSION ?= v0.3.0
-KO_VERSION ?= v0.19.1
 
-.PHONY: controller-gen
-controller-gen: $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION) ## controller-gen, versioned in bin/.
-	@ln -sf $(notdir $(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION)) $(CONTROLLER_GEN)
-$(CONTROLLER_GEN)-$(CONTROLLER_TOOLS_VERSION): | $(LOCALBIN)
-	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+# The other tools come from one module, hack/tools, whose go.mod pins each
+# tool's version, and so does the test Collector. Its versions of the
+# libraries linkforge also compiles (k8s.io/api, client-go, grpc, the
+# OpenTelemetry SDK, go-containerregistry, ...) are linkforge's, so one
+# build cache compiles each of them once for the tools, the Collector, vet,
+# the tests and the images: from a cold cache, a module per tool compiled
+# k8s.io/api four times (issue 41). internal/repocheck's
+# TestToolsShareTheProjectsVersions keeps the two in step.
+# hack/tools/build.sh builds what is missing, all in one go build;
+# golangci-lint keeps its own module, as its authors advise.
+TOOLS_BUILD = LOCALBIN="$(LOCALBIN)" hack/tools/build.sh
 
-.PHONY: setup-envtest
-setup-envtest: $(SETUP_ENVTEST)-$(SETUP_ENVTEST_VERSION) ## setup-envtest, versioned in bin/.
-	@ln -sf $(notdir $(SETUP_ENVTEST)-$(SETUP_ENVTEST_VERSION)) $(SETUP_ENVTEST)
-$(SETUP_ENVTEST)-$(SETUP_ENVTEST_VERSION): | $(LOCALBIN)
-	$(call go-install-tool,$(SETUP_ENVTEST),sigs.k8s.io/controller-runtime/tools/setup-envtest,$(SETUP_ENVTEST_VERSION))
+.PHONY: tools
+tools: ## Build controller-gen, kustomize, helm, crd-ref-docs, ko and the test Collector (hack/tools) where missing, in one go build.
+	@$(TOOLS_BUILD) controller-gen kustomize helm crd-ref-docs ko otelcol
 
-.PHONY: kustomize
-kustomize: $(KUSTOMIZE)-$(KUSTOMIZE_VERSION) ## kustomize, versioned in bin/.
-	@ln -sf $(notdir $(KUSTOMIZE)-$(KUSTOMIZE_VERSION)) $(KUSTOMIZE)
-$(KUSTOMIZE)-$(KUSTOMIZE_VERSION): | $(LOCALBIN)
-	$(call go-install-tool,$(KUSTOMIZE),sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_VERSION))
+.PHONY: controller-gen setup-envtest kustomize helm crd-ref-docs ko
+controller-gen setup-envtest kustomize helm crd-ref-docs ko: ## A tool of hack/tools, built where missing as bin/<tool>-<version> (hack/tools/go.mod's).
+	@$(TOOLS_BUILD) $@
+
+.PHONY: tools-align
+tools-align: ## Raise the older of each library linkforge and hack/tools compile at two versions (go.mod or hack/tools/go.mod), then run the tests.
+	hack/tools/align.sh
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION) ## golangci-lint, versioned in bin/.
 	@ln -sf $(notdir $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION)) $(GOLANGCI_LINT)
 $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION): | $(LOCALBIN)
-	$(call go-install-tool,$(GOLANGCI_LINT),github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+	@set -e; echo "Installing golangci-lint@$(GOLANGCI_LINT_VERSION)"; rm -f "$(GOLANGCI_LINT)"; \
+	GOBIN="$(LOCALBIN)" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)"; \
+	mv "$(GOLANGCI_LINT)" "$@"
 
-.PHONY: helm
-helm: $(HELM)-$(HELM_VERSION) ## helm, versioned in bin/ (built from its Go module).
-	@ln -sf $(notdir $(HELM)-$(HELM_VERSION)) $(HELM)
-$(HELM)-$(HELM_VERSION): | $(LOCALBIN)
-	$(call go-install-tool,$(HELM),helm.sh/helm/v4/cmd/helm,$(HELM_VERSION))
-
-.PHONY: crd-ref-docs
-crd-ref-docs: $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION) ## crd-ref-docs, versioned in bin/.
-	@ln -sf $(notdir $(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION)) $(CRD_REF_DOCS)
-$(CRD_REF_DOCS)-$(CRD_REF_DOCS_VERSION): | $(LOCALBIN)
-	$(call go-install-tool,$(CRD_REF_DOCS),github.com/elastic/crd-ref-docs,$(CRD_REF_DOCS_VERSION))
-
-# The test OpenTelemetry Collector: its own module, built again only when
-# that changed (the stamp is newer than its go.mod, go.sum and sources).
-# The Collector tests use it by LINKFORGE_OTELCOL; without it they build
-# the same bin/otelcol themselves.
+# The test OpenTelemetry Collector (hack/tools/otelcol), built again only
+# when hack/tools changed. The Collector tests use it by LINKFORGE_OTELCOL;
+# without it they build the same bin/otelcol themselves.
 .PHONY: otelcol
-otelcol: $(OTELCOL).stamp ## The test OpenTelemetry Collector (hack/otelcol) in bin/otelcol: minutes the first time, nothing while hack/otelcol is unchanged.
-$(OTELCOL).stamp: hack/otelcol/go.mod hack/otelcol/go.sum $(wildcard hack/otelcol/*.go) | $(LOCALBIN)
-	@start=$$(date +%s); cd hack/otelcol && go build -o "$(OTELCOL)" . && echo "built $(OTELCOL) in $$(( $$(date +%s) - start ))s"
-	touch $@
-
-.PHONY: ko
-ko: $(KO)-$(KO_VERSION) ## ko, versioned in bin/ (built from its Go module).
-	@ln -sf $(notdir $(KO)-$(KO_VERSION)) $(KO)
-$(KO)-$(KO_VERSION): | $(LOCALBIN)
-	$(call go-install-tool,$(KO),github.com/google/ko,$(KO_VERSION))
-
-# go-install-tool installs package $(2) at version $(3) as $(1)-$(3).
-define go-install-tool
-@set -e; \
-echo "Installing $(2)@$(3)"; \
-rm -f "$(1)"; \
-GOBIN="$(LOCALBIN)" go install "$(2)@$(3)"; \
-mv "$(LOCALBIN)/$$(basename "$(1)")" "$(1)-$(3)"
-endef
+otelcol: ## The test OpenTelemetry Collector (hack/tools/otelcol) in bin/otelcol: minutes the first time, nothing while hack/tools is unchanged.
+	@$(TOOLS_BUILD) otelcol

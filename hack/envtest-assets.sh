@@ -3,7 +3,8 @@
 # and prints the directory that holds them, for KUBEBUILDER_ASSETS.
 #
 # Order: the local store -> setup-envtest (downloads where the internet is
-# reachable) -> a build from the Go modules through the module proxy.
+# reachable; built only then) -> a build from the Go modules through the
+# module proxy.
 # The store is setup-envtest's own (~/.local/share/kubebuilder-envtest), so a
 # fresh clone on the same machine reuses what an earlier run built.
 #
@@ -13,6 +14,8 @@ set -euo pipefail
 # The pins (K8S_VERSION, ETCD_VERSION); the environment may override them.
 # shellcheck source=hack/envtest-versions.env
 . "$(dirname "${BASH_SOURCE[0]}")/envtest-versions.env"
+# shellcheck source=hack/kube-build.sh
+. "$(dirname "${BASH_SOURCE[0]}")/kube-build.sh"
 K8S_VERSION=${ENVTEST_K8S_VERSION:-$K8S_VERSION}
 ETCD_VERSION=${ENVTEST_ETCD_VERSION:-$ETCD_VERSION}
 STORE=${ENVTEST_STORE:-${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest}
@@ -34,6 +37,16 @@ if have_all "$DIR"; then
 	exit 0
 fi
 
+# setup-envtest is built (hack/tools) only where its release index answers:
+# a machine without the internet would build it and then not download.
+ENVTEST_INDEX=${ENVTEST_INDEX:-https://raw.githubusercontent.com/kubernetes-sigs/controller-tools/HEAD/envtest-releases.yaml}
+if [ -n "$SETUP_ENVTEST" ] && [ ! -x "$SETUP_ENVTEST" ]; then
+	if command -v curl >/dev/null && curl -fsSL --max-time 10 -o /dev/null "$ENVTEST_INDEX" 2>/dev/null; then
+		LOCALBIN=$(dirname "$SETUP_ENVTEST") "$(dirname "${BASH_SOURCE[0]}")/tools/build.sh" setup-envtest >&2
+	else
+		log "setup-envtest's index ($ENVTEST_INDEX) does not answer: building from Go modules"
+	fi
+fi
 if [ -n "$SETUP_ENVTEST" ] && [ -x "$SETUP_ENVTEST" ]; then
 	log "asking setup-envtest for Kubernetes $K8S_VERSION"
 	if out=$(timeout 120 "$SETUP_ENVTEST" use "$K8S_VERSION" --bin-dir "$STORE" -p path 2>/dev/null) &&
@@ -79,9 +92,7 @@ build_kubernetes() {
 	need_kubectl && [ ! -x "$DIR/kubectl" ] && targets+=(kubectl)
 	for t in "${targets[@]}"; do
 		log "building $t v$K8S_VERSION from source (first run only; about 4 minutes on 2 cores)"
-		# cgo as Go decides for its machine: make exports CGO_ENABLED=0 for the
-		# project's own builds, which share no package with Kubernetes'.
-		env -u CGO_ENABLED GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$staged/$t" "k8s.io/kubernetes/cmd/$t"
+		kube_build -ldflags "$ldflags" -o "$staged/$t" "k8s.io/kubernetes/cmd/$t"
 	done
 }
 
@@ -91,7 +102,7 @@ build_etcd() {
 	cd "$mod"
 	printf 'module linkforge.local/envtest-etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" >go.mod
 	log "building etcd v$ETCD_VERSION from source (first run only; about 1 minute)"
-	env -u CGO_ENABLED GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$staged/etcd" go.etcd.io/etcd/server/v3
+	kube_build -ldflags "-s -w" -o "$staged/etcd" go.etcd.io/etcd/server/v3
 }
 
 start=$(date +%s)

@@ -3,17 +3,20 @@
 # $TEST_LOGS/make/<stage>.log, then a summary, also when a stage fails.
 # Exits non-zero if any stage failed.
 #
-# Four lanes, so that the two cores stay busy while one lane links,
-# downloads or waits for a pod:
-#   tools:   the tools the main lane needs (ko, kustomize, helm, crd-ref-docs),
-#            then the test Collector (bin/otelcol) for go-test;
-#   lint:    golangci-lint, built, then run once the main lane has generated
-#            and formatted the code; nothing waits for it;
+# First the standard library, compiled once for everything below (each
+# lane would compile it at once from a cold cache). Then three lanes, so
+# that the two cores stay busy while one lane links, downloads or waits
+# for a pod:
+#   lint:    valgrind for the Go tests (Debian), golangci-lint, built, then
+#            run once the main lane's vet has compiled the packages (lint
+#            reuses them); nothing waits for it;
 #   envtest: kube-apiserver and etcd for envtest, then the real node's
 #            binaries;
-#   main:    generate, vet, build, the images and the release, then the Go
-#            tests (make go-test: a log per package) beside the release on a
-#            real node (make e2e-cluster).
+#   main:    the tools and the test Collector (hack/tools, one go build;
+#            they share linkforge's versions, so vet then finds most of
+#            its packages compiled), generate, vet, build, the images and
+#            the release, then the Go tests (make go-test: a log per
+#            package) beside the release on a real node (make e2e-cluster).
 # The node's suite runs beside the Go tests since the stopping redirectors
 # retry a write that lost its races until their shutdown timeout (issue
 # 41, run 10: they gave up after four, and a busy machine made four likely).
@@ -36,9 +39,9 @@ set -m
 
 # The summary lists stages in this order: the lanes beside the main one,
 # then the main lane's.
-TOOLS=(test-packages ko kustomize helm crd-ref-docs)
-BESIDE=(tools otelcol golangci-lint lint envtest-assets node-binaries)
-MAIN=(controller-gen manifests generate fmt vet build api-docs-check images release image-binaries go-test e2e-cluster)
+FIRST=(std)
+BESIDE=(test-packages golangci-lint lint envtest-assets node-binaries)
+MAIN=(tools manifests generate fmt vet build api-docs-check images release image-binaries go-test e2e-cluster)
 
 done_flags=() # -o <target> for every stage of the main lane done so far
 
@@ -51,11 +54,15 @@ stage() {
 	echo "=== make test: $name"
 	# The CPU the stage's processes used (user + system, seconds), for the
 	# summary: on two cores, a cold run's CPU is what bounds its time.
-	local TIMEFORMAT='%U %S' cpu
-	{ time {
-		"$MAKE" --no-print-directory "${done_flags[@]}" "$@" 2>&1 | tee "$LOGS/make/$name.log"
-		status=${PIPESTATUS[0]}
-	}; } 2>"$LOGS/make/$name.cpu"
+	# Timed in a subshell of its own: the shell that runs a lane also reaps
+	# the other lanes, whose CPU a `time` there would count too.
+	local cpu
+	(
+		TIMEFORMAT='%U %S'
+		time { "$MAKE" --no-print-directory "${done_flags[@]}" "$@" 2>&1 | tee "$LOGS/make/$name.log"; s=${PIPESTATUS[0]}; }
+		exit "$s"
+	) 2>"$LOGS/make/$name.cpu"
+	status=$?
 	cpu=$(awk 'END { printf "%.0f", $1 + $2 }' "$LOGS/make/$name.cpu")
 	echo "$([ "$status" = 0 ] && echo ok || echo FAIL) $(($(date +%s) - start)) $cpu" >"$LOGS/make/$name.result"
 	return "$status"
@@ -74,7 +81,7 @@ summary() {
 		total_cpu=$(cat "$LOGS"/make/*.result 2>/dev/null | awk '{ s += $3 } END { printf "%d", s }')
 		echo "=== make test: $([ "$status" = 0 ] && echo ok || echo FAIL) in $(($(date +%s) - started))s, ${total_cpu} CPU-s (logs in $LOGS)"
 		printf '%-16s %-8s %6s %7s  %s\n' stage result time cpu log
-		for name in "${BESIDE[@]}" "${MAIN[@]}"; do
+		for name in "${FIRST[@]}" "${BESIDE[@]}" "${MAIN[@]}"; do
 			log="$LOGS/make/$name.log"
 			if [ -f "$LOGS/make/$name.result" ]; then
 				read -r result secs cpu <"$LOGS/make/$name.result"
@@ -86,8 +93,8 @@ summary() {
 			fi
 			printf '%-16s %-8s %6s %7s  %s\n' "$name" "$result" "$secs" "$cpu" "$log"
 		done
-		echo "(tools: ${TOOLS[*]}; tools and otelcol, golangci-lint and lint, envtest-assets and node-binaries ran beside the main lane, e2e-cluster beside go-test)"
-		for name in "${BESIDE[@]}" "${MAIN[@]}"; do
+		echo "(after std: test-packages, golangci-lint and lint, envtest-assets and node-binaries ran beside the main lane, e2e-cluster beside go-test)"
+		for name in "${FIRST[@]}" "${BESIDE[@]}" "${MAIN[@]}"; do
 			if [ "$name" != go-test ] && grep -qs '^FAIL' "$LOGS/make/$name.result"; then
 				echo
 				echo "--- $name failed; the end of $LOGS/make/$name.log:"
@@ -118,11 +125,13 @@ result() {
 	cut -d' ' -f1 "$LOGS/make/$name.result" 2>/dev/null
 }
 
-{ stage tools "${TOOLS[@]}" && stage otelcol otelcol; } </dev/null &
-tools=$!
-# Lint once generate and fmt have written the code (it reads every file).
+stage std std || exit 1
+# Lint once vet has compiled every package: lint's `go list -export` then
+# finds them compiled (the same flags), where beside vet both would compile
+# them at once.
 main=$$
-{ stage golangci-lint golangci-lint && [ "$(result fmt "$main")" = ok ] && stage lint -o golangci-lint lint; } </dev/null &
+{ stage test-packages test-packages && stage golangci-lint golangci-lint &&
+	[ "$(result vet "$main")" = ok ] && stage lint -o golangci-lint lint; } </dev/null &
 lint=$!
 # The control plane for envtest, then the real node's binaries (for
 # e2e-cluster), which go-test does not wait for.
@@ -131,7 +140,7 @@ envtest=$!
 
 # failed: whether a stage of a lane beside the main one failed: the run
 # stops at the main lane's next stage, as make would.
-failed() { grep -qs '^FAIL' "$LOGS"/make/{tools,otelcol,golangci-lint,lint,envtest-assets,node-binaries}.result; }
+failed() { grep -qs '^FAIL' "$LOGS"/make/{test-packages,golangci-lint,lint,envtest-assets,node-binaries}.result; }
 
 for target in "${MAIN[@]}"; do
 	if [ "$target" = e2e-cluster ]; then
@@ -140,9 +149,8 @@ for target in "${MAIN[@]}"; do
 	fi
 	failed && exit 1
 	case $target in
-	api-docs-check) [ "$(result tools "$tools")" = ok ] || exit 1 ;; # crd-ref-docs, then ko, kustomize, helm
 	go-test)
-		[ "$(result otelcol "$tools")" = ok ] || exit 1
+		[ "$(result test-packages "$lint")" = ok ] || exit 1
 		[ "$(result envtest-assets "$envtest")" = ok ] || exit 1
 		# The release on a real node, beside the Go tests: it needs the
 		# node's binaries, which the envtest lane builds last.

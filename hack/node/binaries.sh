@@ -14,6 +14,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/envtest-versions.env
 . "$here/../envtest-versions.env"
+# shellcheck source=hack/kube-build.sh
+. "$here/../kube-build.sh"
 K8S_VERSION=${ENVTEST_K8S_VERSION:-$K8S_VERSION}
 export ENVTEST_K8S_VERSION=$K8S_VERSION
 # kube-apiserver and etcd, where they are not built yet.
@@ -62,9 +64,7 @@ for t in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$t"); done
 start=$(date +%s)
 log "building ${missing[*]} v$K8S_VERSION from source (first run only; 2.5-6 minutes on 2 cores)"
 # One go build for all of them: the shared packages compile once.
-# cgo as Go decides for its machine: make exports CGO_ENABLED=0 for the
-# project's own builds, which share no package with Kubernetes'.
-env -u CGO_ENABLED GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$work/out/" "${pkgs[@]}"
+kube_build -ldflags "$ldflags" -o "$work/out/" "${pkgs[@]}"
 # Move into place only once all built, so an interrupted run leaves no half store.
 for f in "$work"/out/*; do mv -f "$f" "$DIR/"; done
 log "built ${missing[*]} in $(($(date +%s) - start))s into $DIR"

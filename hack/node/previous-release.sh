@@ -48,8 +48,13 @@ if [ "\${1:-}" = build ] && [ -n "\$layout" ]; then
 fi
 KO
 chmod +x "$scratch/ko/ko-amd64"
+# Its Makefile finds this tree's kustomize and helm by their versioned
+# names (hack/tools/go.mod's versions), so it builds neither.
+tool_version() { awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' hack/tools/go.mod; }
 make -C "$scratch/src" --no-print-directory release \
-	KO="$scratch/ko/ko" KO_VERSION=amd64 KUSTOMIZE="$tools/kustomize" HELM="$tools/helm" \
+	KO="$scratch/ko/ko" KO_VERSION=amd64 \
+	KUSTOMIZE="$tools/kustomize" KUSTOMIZE_VERSION="$(tool_version sigs.k8s.io/kustomize/kustomize/v5)" \
+	HELM="$tools/helm" HELM_VERSION="$(tool_version helm.sh/helm/v4)" \
 	VERSION="$version" REVISION="$commit" SOURCE_DATE_EPOCH="$(git log -1 --format=%ct "$commit")" >&2
 # Another run may have finished first: keep its copy, which is the same release.
 mv -T "$scratch" "$dir" 2>/dev/null || true

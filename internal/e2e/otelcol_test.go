@@ -18,7 +18,7 @@ import (
 // TestClickEventsReachCollector: a redirect through the real binaries (the
 // manager and a redirector with --events-otlp-endpoint, as the service
 // accounts of config/default) arrives at a real OpenTelemetry Collector
-// (hack/otelcol: its OTLP receiver, and its file exporter read back) as a
+// (hack/tools/otelcol: its OTLP receiver, and its file exporter read back) as a
 // log record with the attributes of docs/events.md. The Collector's first
 // build takes minutes; $LINKFORGE_OTELCOL names one built (make otelcol).
 func TestClickEventsReachCollector(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 )
 
 // The tests in this file run a real OpenTelemetry Collector, built from
-// hack/otelcol (its own module: the OTLP receiver and the file and debug
+// hack/tools/otelcol (the tools module: the OTLP receiver and the file and debug
 // exporters, from the Go module proxy; internal/otelcoltest builds and runs
 // it): its first build takes minutes, and $LINKFORGE_OTELCOL names a
 // binary built already (make otelcol builds bin/otelcol).

@@ -1,4 +1,4 @@
-// Package otelcoltest runs the test OpenTelemetry Collector of hack/otelcol
+// Package otelcoltest runs the test OpenTelemetry Collector of hack/tools/otelcol
 // (the OTLP receiver, the file and debug exporters, built from the Go module
 // proxy) for the tests of internal/events (the OTLP sink against a real
 // Collector) and internal/e2e (the real redirector's click events), which
@@ -33,8 +33,8 @@ var built struct {
 }
 
 // Binary is the Collector that $LINKFORGE_OTELCOL names, or else the one
-// built from root/hack/otelcol into root/bin/otelcol, once per test
-// process: minutes the first time (hack/otelcol/README.md), seconds when
+// built from root/hack/tools/otelcol into root/bin/otelcol, once per test
+// process: minutes the first time (hack/tools/otelcol/README.md), seconds when
 // it is up to date. It never skips: a test that needs the Collector fails
 // when it cannot be built.
 func Binary(t testing.TB, root string) string {
@@ -44,12 +44,12 @@ func Binary(t testing.TB, root string) string {
 	}
 	built.once.Do(func() { built.bin, built.err = build(t, root) })
 	if built.err != nil {
-		t.Fatalf("build the OpenTelemetry Collector of hack/otelcol: %v", built.err)
+		t.Fatalf("build the OpenTelemetry Collector of hack/tools/otelcol: %v", built.err)
 	}
 	return built.bin
 }
 
-// build runs go build in hack/otelcol into bin/otelcol, holding a lock on
+// build runs go build of hack/tools/otelcol (in the tools module) into bin/otelcol, holding a lock on
 // bin/ so that test processes of several packages at once build it once
 // and never run a half-written one.
 func build(t testing.TB, root string) (string, error) {
@@ -74,10 +74,10 @@ func build(t testing.TB, root string) (string, error) {
 		t.Logf(format, args...)
 		fmt.Fprintf(os.Stderr, "otelcoltest: "+format+"\n", args...)
 	}
-	say("building the OpenTelemetry Collector of hack/otelcol into %s (minutes the first time, seconds after; $%s names one built already: make otelcol)", bin, BinaryEnv)
+	say("building the OpenTelemetry Collector of hack/tools/otelcol into %s (minutes the first time, seconds after; $%s names one built already: make otelcol)", bin, BinaryEnv)
 	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = filepath.Join(root, "hack", "otelcol")
+	cmd := exec.Command("go", "build", "-o", bin, "./otelcol")
+	cmd.Dir = filepath.Join(root, "hack", "tools")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%w\n%s", err, out)
 	}

@@ -155,3 +155,82 @@ func TestCheckNotARepository(t *testing.T) {
 		t.Errorf("Check outside a repository: err = %v, want one naming git ls-files", err)
 	}
 }
+
+// The tools module compiles the libraries linkforge compiles at linkforge's
+// versions, so a cold build compiles them once (the Makefile says why).
+func TestToolsShareTheProjectsVersions(t *testing.T) {
+	skews, err := ToolsSkew(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range skews {
+		t.Errorf("compiled at two versions: %s", s)
+	}
+	if len(skews) > 0 {
+		t.Log("make tools-align raises the older of each pair to the newer, in go.mod or hack/tools/go.mod")
+	}
+}
+
+// The check itself, on modules of its own: a library both compile at two
+// versions is reported, one they compile at the same version is not.
+func TestToolsSkewReports(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, lib := range []string{"skewed@v1.0.0", "skewed@v1.1.0", "same@v1.0.0"} {
+		name, _, _ := strings.Cut(lib, "@")
+		write("libs/"+lib+"/go.mod", "module example.com/"+name+"\n\ngo 1.22\n")
+		write("libs/"+lib+"/lib.go", "package "+name+"\n")
+	}
+	write("go.mod", `module example.com/project
+
+go 1.22
+
+require (
+	example.com/skewed v1.0.0
+	example.com/same v1.0.0
+)
+
+replace (
+	example.com/skewed => ./libs/skewed@v1.0.0
+	example.com/same => ./libs/same@v1.0.0
+)
+`)
+	write("main.go", "package main\n\nimport (\n\t_ \"example.com/same\"\n\t_ \"example.com/skewed\"\n)\n\nfunc main() {}\n")
+	write("hack/tools/go.mod", `module example.com/tools
+
+go 1.24
+
+tool example.com/tools/lint
+
+require (
+	example.com/skewed v1.1.0
+	example.com/same v1.0.0
+)
+
+replace (
+	example.com/skewed => ../../libs/skewed@v1.1.0
+	example.com/same => ../../libs/same@v1.0.0
+)
+`)
+	write("hack/tools/lint/main.go", "package main\n\nimport _ \"example.com/skewed\"\n\nfunc main() {}\n")
+	write("hack/tools/otelcol/main.go", "package main\n\nimport _ \"example.com/same\"\n\nfunc main() {}\n")
+	t.Setenv("GOFLAGS", "-mod=mod")
+	t.Setenv("GOWORK", "off")
+	skews, err := ToolsSkew(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Skew{{Module: "example.com/skewed", Project: "v1.0.0", Tools: "v1.1.0"}}
+	if len(skews) != 1 || skews[0] != want[0] {
+		t.Fatalf("ToolsSkew = %v, want %v", skews, want)
+	}
+}

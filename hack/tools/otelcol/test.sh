@@ -7,7 +7,7 @@
 # LINKFORGE_OTELCOL names one.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+root=$(cd "$here/../../.." && pwd)
 cd "$root"
 start=$(date +%s)
 make --no-print-directory otelcol
