@@ -176,8 +176,16 @@ bench: envtest-assets build ## Run the benchmarks: code algorithm, controller an
 node-binaries: ## Build the real node's kubelet, kube-proxy, kube-controller-manager, kube-scheduler and kubectl into the envtest store (minutes, first run only).
 	@ENVTEST_K8S_VERSION=$(ENVTEST_K8S_VERSION) ENVTEST_ETCD_VERSION=$(ENVTEST_ETCD_VERSION) hack/node/binaries.sh >/dev/null
 
+# The release before this one, for e2e-cluster's upgrade test: built once
+# per machine into ~/.cache/linkforge (hack/node/previous-release.sh).
+# make test builds it in its lint lane once the tools are built, so the
+# node's suite does not wait for it (183 s of a cold run otherwise).
+.PHONY: previous-release
+previous-release: ko kustomize helm ## Build the previous release (hack/node/previous-release.env: v0.3.0, or UPGRADE_FROM and UPGRADE_FROM_VERSION) for e2e-cluster's upgrade test, once a machine.
+	@hack/node/previous-release.sh >/dev/null
+
 .PHONY: e2e-cluster
-e2e-cluster: release node-binaries ## Run the release on a real single-node cluster (as root; installs containerd, runc, CNI plugins from Debian): install the previous release (v0.3.0) and upgrade it to dist/install.yaml, run internal/clustere2e, take the node down. make test runs it beside go-test.
+e2e-cluster: release node-binaries previous-release ## Run the release on a real single-node cluster (as root; installs containerd, runc, CNI plugins from Debian): install the previous release (v0.3.0) and upgrade it to dist/install.yaml, run internal/clustere2e, take the node down. make test runs it beside go-test.
 	hack/node/e2e-cluster.sh
 
 .PHONY: bench-scale

@@ -7,9 +7,10 @@
 # lane would compile it at once from a cold cache). Then three lanes, so
 # that the two cores stay busy while one lane links, downloads or waits
 # for a pod:
-#   lint:    valgrind for the Go tests (Debian), golangci-lint, built, then
-#            run once the main lane's vet has compiled the packages (lint
-#            reuses them); nothing waits for it;
+#   lint:    valgrind for the Go tests (Debian), golangci-lint, built; the
+#            previous release for e2e-cluster's upgrade test, once the main
+#            lane has built the tools; then lint, once the main lane's vet
+#            has compiled the packages (lint reuses them);
 #   envtest: kube-apiserver and etcd for envtest, then the real node's
 #            binaries;
 #   main:    the tools and the test Collector (hack/tools, one go build;
@@ -40,7 +41,7 @@ set -m
 # The summary lists stages in this order: the lanes beside the main one,
 # then the main lane's.
 FIRST=(std)
-BESIDE=(test-packages golangci-lint lint envtest-assets node-binaries)
+BESIDE=(test-packages golangci-lint previous-release lint envtest-assets node-binaries)
 MAIN=(tools manifests generate fmt vet build api-docs-check images release image-binaries go-test e2e-cluster)
 
 done_flags=() # -o <target> for every stage of the main lane done so far
@@ -93,7 +94,7 @@ summary() {
 			fi
 			printf '%-16s %-8s %6s %7s  %s\n' "$name" "$result" "$secs" "$cpu" "$log"
 		done
-		echo "(after std: test-packages, golangci-lint and lint, envtest-assets and node-binaries ran beside the main lane, e2e-cluster beside go-test)"
+		echo "(after std: test-packages, golangci-lint, previous-release and lint, envtest-assets and node-binaries ran beside the main lane, e2e-cluster beside go-test)"
 		for name in "${FIRST[@]}" "${BESIDE[@]}" "${MAIN[@]}"; do
 			if [ "$name" != go-test ] && grep -qs '^FAIL' "$LOGS/make/$name.result"; then
 				echo
@@ -131,6 +132,7 @@ stage std std || exit 1
 # them at once.
 main=$$
 { stage test-packages test-packages && stage golangci-lint golangci-lint &&
+	[ "$(result tools "$main")" = ok ] && stage previous-release -o tools previous-release &&
 	[ "$(result vet "$main")" = ok ] && stage lint -o golangci-lint lint; } </dev/null &
 lint=$!
 # The control plane for envtest, then the real node's binaries (for
@@ -140,7 +142,7 @@ envtest=$!
 
 # failed: whether a stage of a lane beside the main one failed: the run
 # stops at the main lane's next stage, as make would.
-failed() { grep -qs '^FAIL' "$LOGS"/make/{test-packages,golangci-lint,lint,envtest-assets,node-binaries}.result; }
+failed() { grep -qs '^FAIL' "$LOGS"/make/{test-packages,golangci-lint,previous-release,lint,envtest-assets,node-binaries}.result; }
 
 for target in "${MAIN[@]}"; do
 	if [ "$target" = e2e-cluster ]; then
@@ -153,9 +155,10 @@ for target in "${MAIN[@]}"; do
 		[ "$(result test-packages "$lint")" = ok ] || exit 1
 		[ "$(result envtest-assets "$envtest")" = ok ] || exit 1
 		# The release on a real node, beside the Go tests: it needs the
-		# node's binaries, which the envtest lane builds last.
-		{ [ "$(result node-binaries "$envtest")" = ok ] &&
-			stage e2e-cluster -o node-binaries e2e-cluster; } </dev/null &
+		# node's binaries, which the envtest lane builds last, and the
+		# previous release, which the lint lane builds.
+		{ [ "$(result node-binaries "$envtest")" = ok ] && [ "$(result previous-release "$lint")" = ok ] &&
+			stage e2e-cluster -o node-binaries -o previous-release e2e-cluster; } </dev/null &
 		cluster=$!
 		;;
 	esac

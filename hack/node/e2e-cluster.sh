@@ -33,10 +33,11 @@ started=$(date +%s)
 LINKFORGE_NODE_BIN=$(hack/node/binaries.sh)
 export LINKFORGE_NODE_BIN
 go build -o bin/node ./hack/node
-# v0.3.0: the last commit of the third wave, the release before the peer key.
-UPGRADE_FROM=${UPGRADE_FROM:-dfe35de5b9f6d0ac06d71d13fc04d4458fff779d}
-UPGRADE_FROM_VERSION=${UPGRADE_FROM_VERSION:-v0.3.0}
+# UPGRADE_FROM and UPGRADE_FROM_VERSION: their defaults are hack/node/previous-release.env's.
+# shellcheck source=hack/node/previous-release.env
+. hack/node/previous-release.env
 prev_started=$(date +%s)
+# Built already when make test's lint lane built it (make previous-release).
 LINKFORGE_PREVIOUS_RELEASE=$(hack/node/previous-release.sh "$UPGRADE_FROM" "$UPGRADE_FROM_VERSION")
 export LINKFORGE_PREVIOUS_RELEASE UPGRADE_FROM_VERSION
 log "previous release $UPGRADE_FROM_VERSION ($UPGRADE_FROM) in $(($(date +%s) - prev_started))s: $LINKFORGE_PREVIOUS_RELEASE/dist"

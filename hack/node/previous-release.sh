@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# previous-release.sh COMMIT VERSION: the release of an earlier commit, for
+# previous-release.sh [COMMIT VERSION]: the release of an earlier commit
+# (default: hack/node/previous-release.env's, v0.3.0), for
 # the cluster suite's upgrade test, its images for linux/amd64. Builds that commit's tree (git archive,
 # no checkout) with its own Makefile and this tree's ko, kustomize and helm,
 # and prints the directory whose dist/ holds its install.yaml, chart and
@@ -11,8 +12,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-commit=$(git rev-parse --verify "${1:?usage: previous-release.sh COMMIT VERSION}^{commit}")
-version=${2:?usage: previous-release.sh COMMIT VERSION}
+# shellcheck source=hack/node/previous-release.env
+. hack/node/previous-release.env
+commit=$(git rev-parse --verify "${1:-$UPGRADE_FROM}^{commit}")
+version=${2:-$UPGRADE_FROM_VERSION}
 cache=${LINKFORGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/linkforge}/previous-release
 dir=$cache/$commit
 if [ -f "$dir/src/dist/install.yaml" ]; then
@@ -25,6 +28,9 @@ trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/src"
 git archive "$commit" | tar -x -C "$scratch/src"
 tools=$PWD/bin
+# This tree's hack/images, for the wrapper below (its own copy: make test
+# builds this beside the main lane, whose images stage writes bin/images).
+go build -o "$scratch/images" ./hack/images
 # Its images for the node's platform alone (linux/amd64): its Makefile asks
 # ko for every platform, and an older tree's linux/arm64 compile costs
 # minutes of a cold run that the upgrade test never uses. So its ko is a
@@ -44,7 +50,7 @@ for a in "\$@"; do
 done
 "$tools/ko" "\${args[@]}"
 if [ "\${1:-}" = build ] && [ -n "\$layout" ]; then
-	"$tools/images" index-one -platform linux/amd64 "\$layout"
+	"$scratch/images" index-one -platform linux/amd64 "\$layout"
 fi
 KO
 chmod +x "$scratch/ko/ko-amd64"
