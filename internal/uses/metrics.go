@@ -11,6 +11,10 @@ const (
 const (
 	resultLabel = "result"
 	resultError = "error"
+	// A reservation's: the replica's write budget was spent, or its writes
+	// lost every race to the other replicas' until the reserve timeout.
+	resultBudget    = "budget"
+	resultContended = "contended"
 )
 
 // metrics count the writes of uses; none has a per-link label.
@@ -40,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_write_bases_total",
 			"What reservation writes started from: a live read of the link, or the informer's version (a first reservation of a link with none: no read).")), []string{"source"}),
 		reservations: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_reservations_total",
-			"Reservations of maxUses quota asked by requests, by result: granted, denied (no quota left to reserve) or error (API server unreachable).")), []string{resultLabel}),
+			"Reservations of maxUses quota asked by requests, by result: granted, denied (no quota left to reserve), budget (this replica's --uses-writes-per-second spent), contended (each write conflicted with another replica's until --uses-reserve-timeout) or error (the API server failed or did not answer).")), []string{resultLabel}),
 		settled: prometheus.NewCounterVec(prometheus.CounterOpts(opts("uses_unconfirmed_writes_total",
 			"Reservation writes whose response was lost, by what the next live read showed: applied, not-applied (its uses counted again) or taken-back.")), []string{"outcome"}),
 		unavailable: prometheus.NewCounter(prometheus.CounterOpts(opts("uses_quota_denied_total",
@@ -73,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, s := range []string{"live", "informer"} {
 		m.reads.WithLabelValues(s)
 	}
-	for _, r := range []string{"granted", "denied", resultError} {
+	for _, r := range []string{"granted", "denied", resultBudget, resultContended, resultError} {
 		m.reservations.WithLabelValues(r)
 	}
 	for _, o := range []string{"applied", "not-applied", "taken-back"} {

@@ -30,16 +30,9 @@ func (u *Uses) releaseAll(ctx context.Context, todo []*Counter) {
 	for range min(releaseWorkers, len(todo)) {
 		wg.Go(func() {
 			for c := range work {
-				err := u.flushWithin(ctx, c, true, budgetNone)
-				// Lost races mean an API server that answers and other
-				// replicas writing the link (a rollout): try again until
-				// the shutdown timeout, after pauses that grow and are
-				// jittered so that the writers fall out of step. What fails
-				// otherwise (an API server that does not answer) is not
-				// retried: it would only spend the timeout.
-				for pause := minRacePause; errors.Is(err, errLostRaces) && pauseJittered(ctx, pause); pause = min(2*pause, maxRacePause) {
-					err = u.flushWithin(ctx, c, true, budgetNone)
-				}
+				// A rollout has the other replicas writing the link too:
+				// its writes are retried until the shutdown timeout.
+				err := untilWon(ctx, func() error { return u.flushWithin(ctx, c, true, budgetNone) })
 				if err != nil {
 					u.opts.Log.Info("cannot write uses before stopping", "link", c.name(), "error", err.Error())
 				}
@@ -56,8 +49,22 @@ func (u *Uses) releaseAll(ctx context.Context, todo []*Counter) {
 	wg.Wait()
 }
 
-// The pauses between a stopping replica's attempts to write a link whose
-// writes lost every race: from 10 ms, doubling, at most a second.
+// untilWon runs write, and again while it loses every race, until ctx
+// ends. Lost races mean an API server that answers and other replicas
+// writing the link (a rollout, a link clicked on every replica): each try
+// comes after a pause that grows and is jittered, so that the writers fall
+// out of step. What fails otherwise (an API server that does not answer)
+// is not retried: it would only spend the time left.
+func untilWon(ctx context.Context, write func() error) error {
+	err := write()
+	for pause := minRacePause; errors.Is(err, errLostRaces) && pauseJittered(ctx, pause); pause = min(2*pause, maxRacePause) {
+		err = write()
+	}
+	return err
+}
+
+// The pauses between the writes of untilWon: from 10 ms, doubling, at most
+// a second.
 const (
 	minRacePause = 10 * time.Millisecond
 	maxRacePause = time.Second

@@ -33,11 +33,19 @@ func (u *Uses) reserve(c *Counter, deadline time.Time) {
 		return
 	}
 	start := time.Now()
-	granted, err := u.writeReservation(ctx, c, true, false, budgetWait)
+	// A reservation that lost its races to the other replicas' writes
+	// (each conflicting, maxWriteAttempts in a row) tries again until the
+	// request's deadline: quota that is free is reserved within
+	// ReserveTimeout, not answered 503 at once.
+	var granted int64
+	err := untilWon(ctx, func() (err error) {
+		granted, err = u.writeReservation(ctx, c, true, false, budgetWait)
+		return err
+	})
 	u.metrics.reserveWait.Observe(time.Since(start).Seconds())
 	switch {
 	case err != nil:
-		u.metrics.reservations.WithLabelValues(resultError).Inc()
+		u.metrics.reservations.WithLabelValues(reservationFailure(err)).Inc()
 		u.opts.Log.V(1).Info("cannot reserve uses", "link", c.name(), "error", err.Error())
 		u.deny(c, false, time.Second)
 		if errors.Is(err, errLinkGone) {
@@ -48,6 +56,19 @@ func (u *Uses) reserve(c *Counter, deadline time.Time) {
 	default:
 		u.metrics.reservations.WithLabelValues("denied").Inc()
 	}
+}
+
+// reservationFailure is the result a failed reservation is counted under:
+// the replica's own write budget, the other replicas' writes, or the API
+// server.
+func reservationFailure(err error) string {
+	switch {
+	case errors.Is(err, errNoBudget):
+		return resultBudget
+	case errors.Is(err, errLostRaces):
+		return resultContended
+	}
+	return resultError
 }
 
 func (u *Uses) deny(c *Counter, gone bool, retryAfter time.Duration) {

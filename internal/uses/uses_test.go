@@ -99,6 +99,35 @@ func TestReserveWaitIsBounded(t *testing.T) {
 	}
 }
 
+// A first click whose reservation loses its races (the other replicas
+// writing the link between each of its reads and patches, maxWriteAttempts
+// times in a row and more) tries again until its reserve timeout: with
+// quota free and the API server answering, it is served, not answered 503
+// at once (run 40 of issue 41: a 503 within a second on a link with 500
+// uses free). A streak that outlasts the timeout still ends by it.
+func TestReserveOutlastsALosingStreak(t *testing.T) {
+	api := newFakeAPI(500)
+	clk := &fakeClock{now: epoch}
+	patient := newTestReplica(api, clk, "a", 0, true) // reserve timeout: a minute
+	api.loseRaces("a", 3*maxWriteAttempts)
+	if v := patient.take(); v != Served {
+		t.Fatalf("verdict %v after %d lost races, want Served", v, 3*maxWriteAttempts)
+	}
+	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].Holder != "a" {
+		t.Errorf("status %+v, want a's reservation", st)
+	}
+
+	b := newTestReplica(api, clk, "b", 0) // reserve timeout: 50ms
+	api.loseRaces("b", 1<<30)
+	start := time.Now()
+	if v := b.take(); v != Unavailable {
+		t.Fatalf("verdict %v losing every race, want Unavailable", v)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("losing every race, the request waited %v (reserve timeout 50ms)", d)
+	}
+}
+
 // The uses client answers within the caller's context even when the API
 // server never answers: its REST mapping needs no discovery. (The default
 // mapper's discovery has no context: the first request of a limited link
