@@ -548,11 +548,20 @@ func campaignRules() *linkv1.ShortLinkSpec {
 	}
 }
 
+// BenchmarkClassify: the agents of a desktop's and an iPhone's browser
+// and of Slack's previewer, as internal/agent's BenchmarkClassify reads
+// them.
 func BenchmarkClassify(b *testing.B) {
-	ua := []byte(winUA)
-	b.ReportAllocs()
-	for b.Loop() {
-		Classify(ua)
+	for _, bc := range []struct{ name, ua string }{
+		{"chrome-desktop", winUA}, {"iphone-safari", iphoneUA}, {"slackbot", "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			ua := []byte(bc.ua)
+			b.ReportAllocs()
+			for b.Loop() {
+				Classify(ua)
+			}
+		})
 	}
 }
 
