@@ -127,3 +127,23 @@ func cut(s []byte, sep byte) (before, after []byte) {
 	}
 	return s, nil
 }
+
+// hasPrefixFold reports whether s starts with the lower-case ASCII prefix.
+func hasPrefixFold(s []byte, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		if lowerASCII(s[i]) != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
