@@ -108,7 +108,7 @@ func newAgentMemo() *agentMemo { return &agentMemo{seed: maphash.MakeSeed()} }
 // lookup is the device class and the sum of userAgent.
 func (m *agentMemo) lookup(userAgent []byte) (rules.Device, uint32) {
 	if len(userAgent) == 0 {
-		return rules.DeviceUnknown, rules.AgentSum(nil)
+		return rules.Classify(nil), rules.AgentSum(nil) // a bot's: every browser sends an agent
 	}
 	h := maphash.Bytes(m.seed, userAgent)
 	slot := &m.slots[h%agentMemoSlots]
