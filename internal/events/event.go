@@ -1,7 +1,6 @@
 package events
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"hash/maphash"
@@ -11,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/linkforge/linkforge/internal/agent"
 )
 
 // EventType is the type of a click event: the CloudEvents type attribute
@@ -19,7 +20,7 @@ import (
 // version.
 const EventType = "io.linkforge.click.v1"
 
-// Device classes of a User-Agent.
+// Device classes of a User-Agent: agent.Form's names.
 const (
 	DeviceDesktop = "desktop"
 	DeviceMobile  = "mobile"
@@ -318,49 +319,12 @@ func (b *builder) classify(ua []byte) (bool, string) {
 	return c.bot, c.device
 }
 
-// botWords are lower-case words of the User-Agents of crawlers, link
-// previewers, monitors and HTTP libraries: clients that no person drives.
-var botWords = [][]byte{
-	[]byte("bot"), []byte("crawl"), []byte("spider"), []byte("slurp"),
-	[]byte("facebookexternalhit"), []byte("whatsapp"), []byte("preview"),
-	[]byte("headless"), []byte("lighthouse"), []byte("monitor"),
-	[]byte("curl/"), []byte("wget/"), []byte("python-"), []byte("go-http-client"),
-	[]byte("java/"), []byte("okhttp"), []byte("axios/"), []byte("node-fetch"),
-	[]byte("httpclient"), []byte("libwww"), []byte("scrapy"),
-}
-
-// classify reads a User-Agent's class: whether a bot sent it (an empty one
-// counts: every browser sends one) and the device class it claims.
+// classify reads a User-Agent's class (agent.Classify, the product's one
+// classifier of clients): whether no person drives the client (a crawler,
+// previewer, prefetcher, monitor or HTTP library, or an empty agent: every
+// browser sends one) and the form of the device it names, the event's
+// device (agent.Form's names are the Device constants).
 func classify(ua []byte) (bot bool, device string) {
-	if len(ua) == 0 {
-		return true, DeviceUnknown
-	}
-	var buf [MaxUserAgentLen]byte
-	lower := buf[:len(ua)]
-	for i, c := range ua {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		lower[i] = c
-	}
-	for _, w := range botWords {
-		if bytes.Contains(lower, w) {
-			bot = true
-			break
-		}
-	}
-	switch {
-	case bytes.Contains(lower, []byte("ipad")) || bytes.Contains(lower, []byte("tablet")) ||
-		bytes.Contains(lower, []byte("android")) && !bytes.Contains(lower, []byte("mobile")):
-		device = DeviceTablet
-	case bytes.Contains(lower, []byte("mobi")) || bytes.Contains(lower, []byte("iphone")) ||
-		bytes.Contains(lower, []byte("ipod")) || bytes.Contains(lower, []byte("android")):
-		device = DeviceMobile
-	case bytes.Contains(lower, []byte("windows")) || bytes.Contains(lower, []byte("macintosh")) ||
-		bytes.Contains(lower, []byte("x11")) || bytes.Contains(lower, []byte("cros")):
-		device = DeviceDesktop
-	default:
-		device = DeviceUnknown
-	}
-	return bot, device
+	a := agent.Classify(ua)
+	return a.Bot(), a.Form().String()
 }

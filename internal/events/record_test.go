@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/linkforge/linkforge/internal/agent"
 )
 
 func TestRefererHost(t *testing.T) {
@@ -134,10 +136,29 @@ func TestClassify(t *testing.T) {
 		{"python-requests/2.32.3", true, DeviceUnknown},
 		{"Go-http-client/1.1", true, DeviceUnknown},
 		{"", true, DeviceUnknown},
+		// The classes internal/rules reads too (internal/agent's corpus):
+		// in-app browsers are people, a CUBOT is a phone, and a link
+		// prefetcher is a bot whose "Microsoft" holds no ChromeOS "cros".
+		{"Mozilla/5.0 (iPhone; CPU iPhone OS 12_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/16B92 [Pinterest/iOS]", false, DeviceMobile},
+		{"Mozilla/5.0 (iPhone; CPU iPhone OS 15_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/15.2 Mobile/15E148 Snapchat/11.68.0.37 (like Safari/8612.3.6.0.4, panda)", false, DeviceMobile},
+		{"Mozilla/5.0 (Linux; Android 9; CUBOT X19) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/110.0.5481.65 Mobile Safari/537.36", false, DeviceMobile},
+		{"Microsoft Office Existence Discovery", true, DeviceUnknown},
+		{"Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/121.0.6167.160 Mobile Safari/537.36 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)", true, DeviceMobile},
+		{"kube-probe/1.29", true, DeviceUnknown},
 	} {
 		bot, device := classify([]byte(tc.ua))
 		if bot != tc.bot || device != tc.device {
 			t.Errorf("classify(%q) = %v, %s; want %v, %s", tc.ua, bot, device, tc.bot, tc.device)
+		}
+	}
+}
+
+// TestDeviceNamesAreForms: the event's device is agent.Form's name, and
+// the schema's enum (docs/events.schema.json) names these four.
+func TestDeviceNamesAreForms(t *testing.T) {
+	for f, want := range map[agent.Form]string{agent.FormUnknown: DeviceUnknown, agent.FormDesktop: DeviceDesktop, agent.FormMobile: DeviceMobile, agent.FormTablet: DeviceTablet} {
+		if f.String() != want {
+			t.Errorf("agent.Form %d is %q, the event's device %q", f, f.String(), want)
 		}
 	}
 }
