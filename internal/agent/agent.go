@@ -70,14 +70,17 @@ const (
 	numClasses
 )
 
-var classNames = [numClasses]string{"unknown", "person", "previewer", "crawler", "prefetcher", "monitor", "library"}
+// unknownName is the name of what is not known: a Class, Platform or Form.
+const unknownName = "unknown"
+
+var classNames = [numClasses]string{unknownName, "person", "previewer", "crawler", "prefetcher", "monitor", "library"}
 
 // String is the class's name, as metric labels and the docs use it.
 func (c Class) String() string {
 	if c < numClasses {
 		return classNames[c]
 	}
-	return "unknown"
+	return unknownName
 }
 
 // Platform is the platform an agent names.
@@ -91,7 +94,7 @@ const (
 	PlatformDesktop
 )
 
-var platformNames = [...]string{"unknown", "ios", "android", "desktop"}
+var platformNames = [...]string{unknownName, "ios", "android", "desktop"}
 
 // String is the platform's name: unknown, ios, android or desktop.
 func (p Platform) String() string { return platformNames[p&3] }
@@ -106,7 +109,7 @@ const (
 	FormTablet
 )
 
-var formNames = [...]string{"unknown", "desktop", "mobile", "tablet"}
+var formNames = [...]string{unknownName, "desktop", "mobile", "tablet"}
 
 // String is the form's name: unknown, desktop, mobile or tablet.
 func (f Form) String() string { return formNames[f&3] }
@@ -118,7 +121,7 @@ func Classify(userAgent []byte) Agent {
 	if len(userAgent) == 0 {
 		return emptyAgent
 	}
-	return agentOf[table.scan(userAgent)]
+	return agentOf[table.scan(userAgent)&(1<<numSignals-1)] // no bounds check
 }
 
 // emptyAgent is the Agent of an empty User-Agent.

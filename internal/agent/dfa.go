@@ -50,7 +50,7 @@ type pattern struct {
 func newAutomaton(tokens []token, notTokens []string) *automaton {
 	m := &automaton{}
 	classes := m.setClasses(tokens, notTokens)
-	var patterns []pattern
+	patterns := make([]pattern, 0, len(tokens)+len(notTokens))
 	for _, t := range tokens {
 		patterns = append(patterns, m.patterns(t.text, t.says, false)...)
 	}
