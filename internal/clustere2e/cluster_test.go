@@ -93,6 +93,15 @@ func (c *cluster) in(t *testing.T) *cluster {
 	return &cc
 }
 
+// loadedMachine is how many times a bound the code promises (a flag's
+// timeout, a lease) a test allows before it fails, as in internal/e2e: the
+// node shares two cores with the Go tests of make test, and issue 51's run
+// saw load averages of 9-16 there, which leaves each runnable process about
+// a quarter of a core, so a wait can take four times as long as on an idle
+// machine. How fast a path usually is, a goal, is no such bound: no test
+// asserts it.
+const loadedMachine = 4
+
 // newG is Gomega for t with timeouts that suit a node on 2 shared cores.
 func newG(t *testing.T) *WithT {
 	g := NewWithT(t)

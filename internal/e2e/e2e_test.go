@@ -132,6 +132,16 @@ func (e *env) get(path string) (int, string, error) {
 	return resp.StatusCode, resp.Header.Get("Location"), nil
 }
 
+// loadedMachine is how many times a bound the code promises (a flag's
+// timeout, a lease, a flush interval) a test allows before it fails. The
+// tests run on two cores shared with the other packages' tests and, in make
+// test, with the real node's suite: issue 51's run saw load averages of
+// 9-16 there, which leaves each runnable process about a quarter of a core,
+// so a wait can take four times as long as on an idle machine. How fast a
+// path usually is, a goal, is no such bound: a benchmark measures it (make
+// bench), and no test asserts it.
+const loadedMachine = 4
+
 // newG is Gomega for t with timeouts that suit a control plane on 2 cores.
 func newG(t *testing.T) *WithT {
 	g := NewWithT(t)
@@ -298,7 +308,7 @@ func TestEndToEnd(t *testing.T) {
 	clicks := e.startClickEvents(t, bin, tmp, kubeconfigs.Redirector)
 	e.eventsProbes = clicks.red.probes
 	t.Run("click events: a redirect and an unknown code arrive at a CloudEvents receiver with the documented fields; HEAD and previews are not clicks", clicks.testClickFields)
-	t.Run(fmt.Sprintf("click events: with the receiver down for %s under load, serving is unaffected and what was lost is what dropped_total shows", clickOutage), clicks.testClickOutage)
+	t.Run(fmt.Sprintf("click events: with the receiver down for %s under load, every click is redirected and what was lost is what dropped_total shows", clickOutage), clicks.testClickOutage)
 
 	t.Run("the alerts and the dashboard use only metrics the binaries export", e.testMonitoringMetrics)
 
