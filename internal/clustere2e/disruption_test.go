@@ -17,6 +17,8 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // target is a link the burst clicks, and what it got.
@@ -246,7 +248,7 @@ func (c *cluster) testRolloutRestart(t *testing.T) {
 	b.waitSent(g, b.sent()+2*b.rate) // and two seconds after
 	close(stop)
 	<-done
-	t.Logf("rollout restart: new pods available after %s, old pods gone after %s; clicks from 2s before to 2s after: %s",
+	testtiming.Of(t).Logf("rollout restart: new pods available after %s, old pods gone after %s; clicks from 2s before to 2s after: %s",
 		rolled.Round(100*time.Millisecond), gone.Round(100*time.Millisecond), b.summary())
 	g.Expect(b.unexpects).To(BeEmpty())
 	// A click without quota at hand waits at most the release's

@@ -12,6 +12,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // leaseName is the manager's leader election Lease (controllers.DefaultLeaderElectionID).
@@ -79,7 +81,7 @@ func (c *cluster) testLeaderFailover(t *testing.T) {
 	led := time.Since(started)
 	c.mustKubectl("wait", "--for=condition=Ready", "-n", ns, "shortlink", "--all", "--timeout=90s")
 	converged := time.Since(started)
-	t.Logf("leader %s deleted; %s leads after %s; the %d links created meanwhile Ready after %s",
+	testtiming.Of(t).Logf("leader %s deleted; %s leads after %s; the %d links created meanwhile Ready after %s",
 		old, leader, led.Round(100*time.Millisecond), n, converged.Round(100*time.Millisecond))
 
 	svc := c.redirectorURL()

@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // Crash backstops. Nothing promises how soon a restarted manager has
@@ -259,7 +260,7 @@ func TestCrashRecovery(t *testing.T) {
 			links, err := c.links(ns)
 			expectAllDecided(g, links, err)
 		}).WithTimeout(managerRecoveryBackstop).WithPolling(time.Second).Should(Succeed())
-		t.Logf("all 400 decided %s after the restart (backstop %s)", time.Since(restarted).Round(100*time.Millisecond), managerRecoveryBackstop)
+		testtiming.Of(t).Logf("all 400 decided %s after the restart (backstop %s)", time.Since(restarted).Round(100*time.Millisecond), managerRecoveryBackstop)
 	})
 
 	t.Run("a redirector SIGKILLed and restarted serves again, links created meanwhile included; the other replica serves throughout", func(t *testing.T) {
@@ -321,7 +322,7 @@ func TestCrashRecovery(t *testing.T) {
 		c.start(t, "redirector-0-restarted", replicas[0].probes, "--bind-address", replicas[0].addr)
 		g.Eventually(func() []int { return []int{get(replicas[0], before), get(replicas[0], during)} }).
 			WithTimeout(redirectorRecoveryBackstop).Should(Equal([]int{http.StatusFound, http.StatusFound}))
-		t.Logf("the restarted replica served both links %s after its restart (backstop %s)",
+		testtiming.Of(t).Logf("the restarted replica served both links %s after its restart (backstop %s)",
 			time.Since(restarted).Round(100*time.Millisecond), redirectorRecoveryBackstop)
 		close(stop)
 		<-stopped
@@ -366,11 +367,11 @@ func TestCrashRecovery(t *testing.T) {
 		// The killed leader never released the Lease: the follower takes it
 		// at its first retry after the Lease's duration.
 		g.Eventually(func() bool { return acquired(follower) }).WithTimeout(loadedMachine*(leaseDuration+leaseRetryPeriod)).Should(BeTrue(), "the follower takes the lease")
-		t.Logf("%s took the lease %s after the kill", follower.Name, time.Since(killedAt).Round(100*time.Millisecond))
+		testtiming.Of(t).Logf("%s took the lease %s after the kill", follower.Name, time.Since(killedAt).Round(100*time.Millisecond))
 		g.Eventually(func(g Gomega) {
 			links, err := c.links(ns)
 			expectAllDecided(g, links, err)
 		}).WithTimeout(failoverBackstop).WithPolling(time.Second).Should(Succeed())
-		t.Logf("all 400 decided %s after the leader was killed (backstop %s)", time.Since(killedAt).Round(100*time.Millisecond), failoverBackstop)
+		testtiming.Of(t).Logf("all 400 decided %s after the leader was killed (backstop %s)", time.Since(killedAt).Round(100*time.Millisecond), failoverBackstop)
 	})
 }

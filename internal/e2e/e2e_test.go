@@ -20,6 +20,7 @@ import (
 
 	"github.com/linkforge/linkforge/internal/devenv"
 	"github.com/linkforge/linkforge/internal/testenv"
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // root is the repository root: the binaries, samples and CRDs come from there.
@@ -143,7 +144,11 @@ func (e *env) get(path string) (int, string, error) {
 const loadedMachine = 4
 
 // newG is Gomega for t with timeouts that suit a control plane on 2 cores.
+// It starts t's timing log (internal/testtiming), printed if t fails: every
+// test and subtest here begins with newG, so each keeps one, and a test's
+// log shows how long each of its subtests took.
 func newG(t *testing.T) *WithT {
+	testtiming.Of(t)
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(60 * time.Second)
 	g.SetDefaultEventuallyPollingInterval(200 * time.Millisecond)

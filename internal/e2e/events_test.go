@@ -21,6 +21,7 @@ import (
 	"github.com/linkforge/linkforge/internal/devenv"
 	"github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/events/eventstest"
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // The click events' redirector of the e2e: a replica beside the main one
@@ -291,7 +292,7 @@ func (c *clickEnv) testClickOutage(t *testing.T) {
 	tookDown := time.Since(downAt)
 	c.sink.set(func(s *clickSink) { s.phase, s.down = 3, false })
 
-	t.Logf("redirects: %d in %s with the sink up (p50 %s, p99 %s), %d in %s with it down (p50 %s, p99 %s)",
+	testtiming.Of(t).Logf("redirects: %d in %s with the sink up (p50 %s, p99 %s), %d in %s with it down (p50 %s, p99 %s)",
 		len(before), clickBaseline, quantile(before, 0.5), quantile(before, 0.99),
 		len(during), tookDown.Round(time.Millisecond), quantile(during, 0.5), quantile(during, 0.99))
 	g.Expect(len(during)).To(BeNumerically(">", 2*clickBuffer), "the outage's clicks must exceed the buffer to exercise the bound")

@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // maxUses on a network nobody trusts, through the real binaries (flush 1s,
@@ -118,7 +119,7 @@ func TestUntrustedPeers(t *testing.T) {
 			}
 		}
 		waits, redirects := clickUntilServed(u.client, paths, addrs(b, c), addrs(u.replicas...), servedWithin)
-		t.Logf("first click to redirect: p50 %v, p99 %v (max of %d)", waits[links/2].Round(time.Millisecond), waits[links-1].Round(time.Millisecond), links)
+		testtiming.Of(t).Logf("first click to redirect: p50 %v, p99 %v (max of %d)", waits[links/2].Round(time.Millisecond), waits[links-1].Round(time.Millisecond), links)
 		for i, n := range redirects {
 			g.Expect(n).To(Equal(1), "held-%d redirected %d times (0: not within %s of its first click)", i, n, servedWithin)
 		}
@@ -168,7 +169,7 @@ func TestUntrustedPeers(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		t.Logf("every replica answered 410 %v after the last use", time.Duration(worst.Load()).Round(time.Millisecond))
+		testtiming.Of(t).Logf("every replica answered 410 %v after the last use", time.Duration(worst.Load()).Round(time.Millisecond))
 		// The bound (docs/uses.md, "The last use"): the use that empties a
 		// reservation is written at once, and a click on a replica without
 		// quota then reads the link used up when it tries to reserve,

@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // Uses across three redirector replicas, with the manager, all real binaries.
@@ -274,7 +275,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 			l, err := u.link("plain")
 			return l.Status.Uses, err
 		}).WithTimeout(loadedMachine * 2 * usesFlush).Should(Equal(int64(900)))
-		t.Logf("status.uses reached 900 %s after the last GET", time.Since(served).Round(10*time.Millisecond))
+		testtiming.Of(t).Logf("status.uses reached 900 %s after the last GET", time.Since(served).Round(10*time.Millisecond))
 		g.Consistently(func() (int64, error) {
 			l, err := u.link("plain")
 			return l.Status.Uses, err
@@ -309,7 +310,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 			i++
 			return redirects
 		}).WithTimeout(loadedMachine * (usesLease + usesFlush)).WithPolling(50 * time.Millisecond).Should(Equal(40))
-		t.Logf("all 40 served %s after the burst", time.Since(start).Round(10*time.Millisecond))
+		testtiming.Of(t).Logf("all 40 served %s after the burst", time.Since(start).Round(10*time.Millisecond))
 		for j := range u.replicas {
 			g.Eventually(func() int { return u.hit(j, path) }).Should(Equal(http.StatusGone), "replica %d", j)
 		}
@@ -347,7 +348,7 @@ func TestUsesAcrossReplicas(t *testing.T) {
 			}
 			return redirects
 		}).WithTimeout(loadedMachine * (usesLease + usesFlush)).WithPolling(50 * time.Millisecond).Should(Equal(10))
-		t.Logf("replica 1 served the other 9 uses within %s", time.Since(start).Round(10*time.Millisecond))
+		testtiming.Of(t).Logf("replica 1 served the other 9 uses within %s", time.Since(start).Round(10*time.Millisecond))
 
 		g.Eventually(func() int { return u.hit(0, path) }).Should(Equal(http.StatusGone))
 	})
@@ -644,7 +645,7 @@ func (u *usesEnv) testLoweredLimit(t *testing.T) {
 	wg.Wait()
 	took := time.Since(start).Round(10 * time.Millisecond)
 	redirects += int(served.Load())
-	t.Logf("%d redirects in all for a limit lowered to %d; every replica answered 410 after %s: %v", redirects, limit, took, allGone())
+	testtiming.Of(t).Logf("%d redirects in all for a limit lowered to %d; every replica answered 410 after %s: %v", redirects, limit, took, allGone())
 	g.Expect(redirects).To(BeNumerically("<=", limit), "redirects past the lowered limit")
 	for j := range gone {
 		g.Expect(gone[j].Load()).To(BeTrue(), "%s did not answer 410 within %s", u.replicas[j].name, exhaustedWithin)
@@ -718,7 +719,7 @@ func (u *usesEnv) testFrozenFirstClick(t *testing.T, bin, tmp, redirectorKubecon
 			g.Expect(err).NotTo(HaveOccurred(), "%s request %d", r.name, k)
 			_ = resp.Body.Close()
 			took := time.Since(start)
-			t.Logf("%s request %d: %d after %s", r.name, k, resp.StatusCode, took.Round(time.Millisecond))
+			testtiming.Of(t).Logf("%s request %d: %d after %s", r.name, k, resp.StatusCode, took.Round(time.Millisecond))
 			g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable), "%s request %d", r.name, k)
 			g.Expect(resp.Header.Get("Retry-After")).NotTo(BeEmpty())
 			g.Expect(took).To(BeNumerically("<", bound), "replica %d request %d", j, k)
