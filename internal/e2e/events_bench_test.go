@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -14,8 +13,8 @@ import (
 
 // BenchmarkClickOutage: the real redirector with click events on (the
 // flags of TestEndToEnd's events redirector: a buffer of clickBuffer),
-// pushing to a CloudEvents receiver, under clicks from four keep-alive
-// clients: clickBaseline with the receiver up, then clickOutage with it
+// pushing to a CloudEvents receiver, under clicks from clickWorkers
+// keep-alive clients: clickBaseline with the receiver up, then clickOutage with it
 // down (its connections cut, as a crashed receiver's are). It reports the
 // redirects' p50 and p99 with the receiver up and down, and the ratio of
 // the p99s. Goal: the outage does not slow serving, p99 while it is down at
@@ -48,10 +47,9 @@ func BenchmarkClickOutage(b *testing.B) {
 	red := startRedirectors(b, cp, bin, tmp, "events", 1, []string{path}, clickEventFlags(sink.URL)...)[0]
 	clicks := &clickEnv{sink: sink, red: &replica{addr: red.addr, probes: red.probes}}
 	g := NewWithT(b)
-	const workers = 4
-	up := clicks.load(g, path, http.StatusFound, workers, clickBaseline, 0)
+	up := clicks.load(g, path, clickBaseline, 0)
 	sink.set(func(s *clickSink) { s.down = true })
-	down := clicks.load(g, path, http.StatusFound, workers, clickOutage, 0)
+	down := clicks.load(g, path, clickOutage, 0)
 	sink.set(func(s *clickSink) { s.down = false })
 	for b.Loop() {
 	}

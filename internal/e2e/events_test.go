@@ -39,6 +39,8 @@ const (
 	clickOutage = 30 * time.Second
 	// clickBaseline is how long the load runs with the sink up first.
 	clickBaseline = 5 * time.Second
+	// clickWorkers is how many keep-alive clients send the load.
+	clickWorkers = 4
 )
 
 // clickSink is a CloudEvents receiver that reads each request with the
@@ -221,14 +223,15 @@ func (c *clickEnv) testClickFields(t *testing.T) {
 	}))
 }
 
-// load sends GETs of path from workers keep-alive clients for d, and on
+// load sends GETs of path from clickWorkers keep-alive clients for d, and on
 // until atLeast have been answered (a slow machine answers fewer in d), and
 // returns the latency of each answer, sorted; every request must be
-// answered want. It stops at ten times d whatever the count: a backstop far
-// past any machine's pace, after which the caller's count check fails.
-func (c *clickEnv) load(g Gomega, path string, want, workers int, d time.Duration, atLeast int) []time.Duration {
+// answered with a redirect. It stops at ten times d whatever the count: a
+// backstop far past any machine's pace, after which the caller's count
+// check fails.
+func (c *clickEnv) load(g Gomega, path string, d time.Duration, atLeast int) []time.Duration {
 	client := &http.Client{
-		Transport:     &http.Transport{MaxIdleConnsPerHost: workers, DisableCompression: true},
+		Transport:     &http.Transport{MaxIdleConnsPerHost: clickWorkers, DisableCompression: true},
 		CheckRedirect: noFollow.CheckRedirect,
 		Timeout:       10 * time.Second,
 	}
@@ -244,13 +247,13 @@ func (c *clickEnv) load(g Gomega, path string, want, workers int, d time.Duratio
 		return now.Before(end) || answered.Load() < int64(atLeast) && now.Before(giveUp)
 	}
 	var wg sync.WaitGroup
-	for range workers {
+	for range clickWorkers {
 		wg.Go(func() {
 			var mine []time.Duration
 			for more() {
 				start := time.Now()
 				status, err := c.click(client, "GET", path)
-				if err != nil || status != want {
+				if err != nil || status != http.StatusFound {
 					mu.Lock()
 					bad = append(bad, fmt.Sprint(status, err))
 					mu.Unlock()
@@ -265,7 +268,7 @@ func (c *clickEnv) load(g Gomega, path string, want, workers int, d time.Duratio
 		})
 	}
 	wg.Wait()
-	g.Expect(bad).To(BeEmpty(), "requests not answered %d", want)
+	g.Expect(bad).To(BeEmpty(), "requests not answered with a redirect")
 	c.clicked += len(lat)
 	slices.Sort(lat)
 	return lat
@@ -282,13 +285,12 @@ func (c *clickEnv) testClickOutage(t *testing.T) {
 	g, e := newG(t), c.in(t)
 	code := e.mustKubectl("get", "shortlink", "docs", "-n", "default", "-o", "jsonpath={.status.code}")
 	path := "/default/" + code
-	const workers = 4
 
 	c.sink.set(func(s *clickSink) { s.phase = 1 })
-	before := c.load(g, path, http.StatusFound, workers, clickBaseline, 0)
+	before := c.load(g, path, clickBaseline, 0)
 	c.sink.set(func(s *clickSink) { s.phase, s.down = 2, true })
 	downAt := time.Now()
-	during := c.load(g, path, http.StatusFound, workers, clickOutage, 2*clickBuffer+1)
+	during := c.load(g, path, clickOutage, 2*clickBuffer+1)
 	tookDown := time.Since(downAt)
 	c.sink.set(func(s *clickSink) { s.phase, s.down = 3, false })
 

@@ -33,7 +33,7 @@ func (f *fakeT) end() {
 // that passed prints nothing but the steps it logged.
 func TestFailedTestsPrintTheirTimingLog(t *testing.T) {
 	parent := &fakeT{name: t.Name() + "Parent"}
-	if Of(parent) != Of(parent) {
+	if first := Of(parent); Of(parent) != first {
 		t.Fatal("Of started a second log for the same test")
 	}
 	Of(parent).Logf("waited %d s", 3)
