@@ -74,7 +74,8 @@ var _ = Describe("Idle expiry", func() {
 	It("moves the deadline with each newer lastUsedAt", func() {
 		createLink(ns, "busy", "https://example.com/busy", idleFor(4*time.Second))
 		eventuallyReady(ns, "busy")
-		// Uses written every second keep it Active well past creation + idleTimeout.
+		// Uses written every second keep it Active well past creation +
+		// idleTimeout: four times the pace for a loaded machine's writes.
 		start := time.Now()
 		for time.Since(start) < 7*time.Second {
 			useAt(ns, "busy", time.Now())

@@ -34,7 +34,20 @@ export IMAGE_PLATFORMS=${IMAGE_PLATFORMS-linux/amd64}
 LOGS=${TEST_LOGS:-bin/test-logs}
 rm -rf "$LOGS"
 mkdir -p "$LOGS/make"
+
+# loadavg: the machine's load average over 1, 5 and 15 minutes. cpus: the
+# CPUs this run may use, and the machine's when fewer (taskset). With each
+# stage's CPU they say why a run was slow: a machine busy with other work,
+# or one with fewer cores than its load.
+loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
+cpus() {
+	local usable all
+	usable=$(nproc 2>/dev/null || echo '?')
+	all=$(nproc --all 2>/dev/null || echo '?')
+	if [ "$usable" = "$all" ]; then echo "$usable CPUs"; else echo "$usable of $all CPUs"; fi
+}
 started=$(date +%s)
+load_at_start=$(loadavg)
 # Background jobs in their own process groups, so a failure can stop a whole lane.
 set -m
 
@@ -81,6 +94,7 @@ summary() {
 		echo
 		total_cpu=$(cat "$LOGS"/make/*.result 2>/dev/null | awk '{ s += $3 } END { printf "%d", s }')
 		echo "=== make test: $([ "$status" = 0 ] && echo ok || echo FAIL) in $(($(date +%s) - started))s, ${total_cpu} CPU-s (logs in $LOGS)"
+		echo "$(cpus); load average $load_at_start at the start, $(loadavg) at the end"
 		printf '%-16s %-8s %6s %7s  %s\n' stage result time cpu log
 		for name in "${FIRST[@]}" "${BESIDE[@]}" "${MAIN[@]}"; do
 			log="$LOGS/make/$name.log"

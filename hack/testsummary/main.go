@@ -2,8 +2,9 @@
 // output to its own log (<dir>/<package>.log), prints a line as each package
 // ends (and the output of a failed test, or the end of a failed package's log
 // when no test failed), and writes a one-line-per-package summary to
-// <dir>/packages.txt for hack/test.sh to print. It exits 1 when a package or a
-// build failed.
+// <dir>/packages.txt for hack/test.sh to print, with the timing log
+// (internal/testtiming) of each failed test that kept one under its
+// package's line. It exits 1 when a package or a build failed.
 //
 //	go test -json ./... | go run ./hack/testsummary -dir bin/test-logs/go
 package main
@@ -18,6 +19,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // event is a TestEvent or a BuildEvent of `go test -json` (go help buildjson).
@@ -40,6 +43,7 @@ type pkg struct {
 	cached  bool
 	ran     bool              // a test ran (else the package has none, or no test files)
 	failed  []string          // top-level tests that failed
+	timings []string          // the timing logs the failed tests printed
 	build   string            // the package whose build failed
 	tests   map[string][]byte // output of running top-level tests, printed if they fail
 	tail    []string          // the package's last lines outside any test
@@ -176,6 +180,7 @@ func (s *summary) event(p *pkg, e event) {
 			if e.Test == top {
 				if e.Action == fail {
 					p.failed = append(p.failed, top)
+					p.timings = append(p.timings, timingLogs(p.tests[top])...)
 					_, _ = s.out.Write(p.tests[top])
 				}
 				delete(p.tests, top)
@@ -258,6 +263,9 @@ func (s *summary) report() string {
 	})
 	for _, p := range listed {
 		b.WriteString(s.pkgLine(p) + "\n")
+		for _, l := range p.timings {
+			b.WriteString("      " + strings.ReplaceAll(l, "\n", "\n      ") + "\n")
+		}
 	}
 	if len(quick) > 0 {
 		fmt.Fprintf(&b, "ok, under 1s or cached: %s\n", strings.Join(quick, " "))
@@ -266,4 +274,33 @@ func (s *summary) report() string {
 		fmt.Fprintf(&b, "no tests: %s\n", strings.Join(untested, " "))
 	}
 	return b.String()
+}
+
+// timingLogs returns the timing logs (internal/testtiming) in a test's
+// output, each a line from testtiming.Start to testtiming.End (or to the
+// output's end, if cut short), without the indentation go test gave them:
+// "    file.go:12: " before the first line, eight spaces before the others.
+func timingLogs(out []byte) []string {
+	var logs, cur []string
+	indent := ""
+	for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+		if cur == nil {
+			i := strings.Index(line, testtiming.Start)
+			if i < 0 {
+				continue
+			}
+			indent = strings.Repeat(" ", len(line)-len(strings.TrimLeft(line, " "))+4)
+			cur = []string{line[i:]}
+			continue
+		}
+		line = strings.TrimPrefix(line, indent)
+		cur = append(cur, line)
+		if line == testtiming.End {
+			logs, cur = append(logs, strings.Join(cur, "\n")), nil
+		}
+	}
+	if cur != nil {
+		logs = append(logs, strings.Join(cur, "\n"))
+	}
+	return logs
 }

@@ -17,6 +17,8 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // target is a link the burst clicks, and what it got.
@@ -160,11 +162,19 @@ func (c *cluster) links(g *WithT, ns string, limited, unlimited, maxUses int) []
 	return targets
 }
 
+// The release's --uses-lease and --uses-flush-interval
+// (config/redirector/redirector.yaml): a reservation its holder stopped
+// renewing is taken back after a lease plus a round.
+const (
+	releaseUsesLease = time.Minute
+	releaseUsesFlush = 10 * time.Second
+)
+
 // useUp clicks a limited link until it has answered 410 three times. A
 // killed holder's quota comes back after a lease plus a round (70s): 503s
 // until then; a 503 ends an attempt and the next comes 200ms later (as
-// Retry-After asks, roughly). Twice that bound and a margin for a loaded
-// node. An answer the promise does not allow ends the wait at once.
+// Retry-After asks, roughly). An answer the promise does not allow ends the
+// wait at once.
 func useUp(g *WithT, tg *target) {
 	gone := 0
 	g.Eventually(func(g Gomega) {
@@ -180,7 +190,7 @@ func useUp(g *WithT, tg *target) {
 			}
 			g.Expect(status).NotTo(Equal(http.StatusServiceUnavailable), "%s: no quota at hand yet", tg.name)
 		}
-	}).WithTimeout(150*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(), "%s: used up (%v)", tg.name, tg.counts)
+	}).WithTimeout(loadedMachine*(releaseUsesLease+releaseUsesFlush)).WithPolling(200*time.Millisecond).Should(Succeed(), "%s: used up (%v)", tg.name, tg.counts)
 }
 
 // finish clicks each limited link until it answers 410, so that it has
@@ -210,7 +220,7 @@ func (c *cluster) finish(g *WithT, ns string, targets []*target) {
 // testRolloutRestart: `kubectl rollout restart` of the redirectors while
 // clicks run on limited and unlimited links: no answer but 302, 410 and
 // 503, never more redirects than maxUses, 503s within the bound the docs
-// state (--uses-reserve-timeout, 2s), and every count exact afterwards.
+// state (--uses-reserve-timeout), and every count exact afterwards.
 func (c *cluster) testRolloutRestart(t *testing.T) {
 	g, c := newG(t), c.in(t)
 	c.dumpOnFailure()
@@ -238,10 +248,15 @@ func (c *cluster) testRolloutRestart(t *testing.T) {
 	b.waitSent(g, b.sent()+2*b.rate) // and two seconds after
 	close(stop)
 	<-done
-	t.Logf("rollout restart: new pods available after %s, old pods gone after %s; clicks from 2s before to 2s after: %s",
+	testtiming.Of(t).Logf("rollout restart: new pods available after %s, old pods gone after %s; clicks from 2s before to 2s after: %s",
 		rolled.Round(100*time.Millisecond), gone.Round(100*time.Millisecond), b.summary())
 	g.Expect(b.unexpects).To(BeEmpty())
-	g.Expect(b.slowest).To(BeNumerically("<", 3*time.Second), "a 503 within --uses-reserve-timeout (2s) and the trip")
+	// A click without quota at hand waits at most the release's
+	// --uses-reserve-timeout (the default, 2s) for a reservation, then
+	// answers 503; the rest of a click's time is a new connection through
+	// kube-proxy. Measured: 2.02 s at most in 14 runs.
+	const reserveTimeout = 2 * time.Second
+	g.Expect(b.slowest).To(BeNumerically("<", loadedMachine*reserveTimeout), "a 503 within --uses-reserve-timeout (%s) and the trip", reserveTimeout)
 	for _, tg := range b.targets {
 		t.Logf("%s (maxUses %d): %v", tg.name, tg.maxUses, tg.counts)
 		if tg.maxUses > 0 {

@@ -16,6 +16,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // testPods: both Deployments become Available in the restricted namespace,
@@ -34,7 +36,7 @@ func (c *cluster) testPods(t *testing.T) {
 	for _, name := range []string{managerName, redirectorName} {
 		g.Eventually(func() error { return c.available(name) }).WithTimeout(3 * time.Minute).Should(Succeed())
 	}
-	t.Logf("both Deployments Available %.1fs after the suite started", time.Since(started).Seconds())
+	testtiming.Of(t).Logf("both Deployments Available %.1fs after the suite started", time.Since(started).Seconds())
 
 	all := append(c.pods("manager"), c.pods("redirector")...)
 	g.Expect(c.pods("redirector")).To(HaveLen(2))

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // What make e2e-cluster sets: the previous release's tree (its dist/ holds
@@ -121,7 +123,7 @@ func (c *cluster) upgradeDuringClicks(t *testing.T, g *WithT, ns string, to map[
 	for _, tg := range targets {
 		tg.lostByPrevious = gaveUpAtShutdown(logs, ns+"/"+tg.name)
 	}
-	t.Logf("upgraded: every pod on the new images after %s", time.Since(started).Round(100*time.Millisecond))
+	testtiming.Of(t).Logf("upgraded: every pod on the new images after %s", time.Since(started).Round(100*time.Millisecond))
 	b.waitSent(g, b.sent()+60) // and two seconds after
 	close(stop)
 	<-done

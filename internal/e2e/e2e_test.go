@@ -20,6 +20,7 @@ import (
 
 	"github.com/linkforge/linkforge/internal/devenv"
 	"github.com/linkforge/linkforge/internal/testenv"
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // root is the repository root: the binaries, samples and CRDs come from there.
@@ -132,8 +133,22 @@ func (e *env) get(path string) (int, string, error) {
 	return resp.StatusCode, resp.Header.Get("Location"), nil
 }
 
+// loadedMachine is how many times a bound the code promises (a flag's
+// timeout, a lease, a flush interval) a test allows before it fails. The
+// tests run on two cores shared with the other packages' tests and, in make
+// test, with the real node's suite: issue 51's run saw load averages of
+// 9-16 there, which leaves each runnable process about a quarter of a core,
+// so a wait can take four times as long as on an idle machine. How fast a
+// path usually is, a goal, is no such bound: a benchmark measures it (make
+// bench), and no test asserts it.
+const loadedMachine = 4
+
 // newG is Gomega for t with timeouts that suit a control plane on 2 cores.
+// It starts t's timing log (internal/testtiming), printed if t fails: every
+// test and subtest here begins with newG, so each keeps one, and a test's
+// log shows how long each of its subtests took.
 func newG(t *testing.T) *WithT {
+	testtiming.Of(t)
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(60 * time.Second)
 	g.SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
@@ -298,7 +313,7 @@ func TestEndToEnd(t *testing.T) {
 	clicks := e.startClickEvents(t, bin, tmp, kubeconfigs.Redirector)
 	e.eventsProbes = clicks.red.probes
 	t.Run("click events: a redirect and an unknown code arrive at a CloudEvents receiver with the documented fields; HEAD and previews are not clicks", clicks.testClickFields)
-	t.Run(fmt.Sprintf("click events: with the receiver down for %s under load, serving is unaffected and what was lost is what dropped_total shows", clickOutage), clicks.testClickOutage)
+	t.Run(fmt.Sprintf("click events: with the receiver down for %s under load, every click is redirected and what was lost is what dropped_total shows", clickOutage), clicks.testClickOutage)
 
 	t.Run("the alerts and the dashboard use only metrics the binaries export", e.testMonitoringMetrics)
 

@@ -88,7 +88,7 @@ func metricNames(expr string) ([]string, error) {
 // Every alert has a severity, a summary and a duration, and every
 // expression of the alerts and the dashboard is valid PromQL.
 func TestMonitoringRulesParse(t *testing.T) {
-	g := NewWithT(t)
+	g := newG(t)
 	b, err := os.ReadFile(filepath.Join(root, "config", "monitoring", "rules.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	var rules promRule

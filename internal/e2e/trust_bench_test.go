@@ -21,7 +21,9 @@ import (
 // clicked on the two other replicas, every 100 ms, until it redirects.
 // Goal: p99 under 5 s from the first click, and exactly one redirect per
 // link. Before the holder could be asked through the API server, every
-// click got 503 until the link was ten minutes old.
+// click got 503 until the link was ten minutes old. (TestUntrustedPeers
+// asserts what holds at any speed: each link redirected exactly once,
+// within the bound the code promises.)
 //
 //	KUBEBUILDER_ASSETS=... go test ./internal/e2e -run '^$' -bench UnreachableHolder -benchtime 1x
 func BenchmarkUnreachableHolder(b *testing.B) {
@@ -61,7 +63,8 @@ func BenchmarkUnreachableHolder(b *testing.B) {
 	others := startRedirectors(b, cp, bin, tmp, "other", 2, paths)
 	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	all := []string{holder[0].addr, others[0].addr, others[1].addr}
-	waits, redirects := clickUntilServed(hc, paths, all[1:], all)
+	// A link not served within six times the goal counts as never served.
+	waits, redirects := clickUntilServed(hc, paths, all[1:], all, 30*time.Second)
 	for b.Loop() {
 	}
 	wrong := 0

@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/testtiming"
 )
 
 // maxUses on a network nobody trusts, through the real binaries (flush 1s,
@@ -69,9 +70,19 @@ func TestUntrustedPeers(t *testing.T) {
 	b, c, d := u.replicas[1], u.replicas[2], u.replicas[3]
 	u.mustKubectl("create", "namespace", "uses")
 
-	t.Run("20 single-use links held ahead by a replica nobody can reach: each served once, p99 under 5s", func(t *testing.T) {
+	t.Run("20 single-use links held ahead by a replica nobody can reach: each served exactly once, within the bound of asking through the API server", func(t *testing.T) {
 		g := newG(t)
 		const links = 20
+		// The bound of a link whose holder cannot be reached (doc.go,
+		// "Asking through the API server"): the first click's reservation
+		// finds no quota and marks a's reservation in the same write
+		// (within --uses-reserve-timeout, 2s); a returns the quota when its
+		// informer shows the mark, and at the latest at its next renewal,
+		// which reads its reservation live (within the lease); the next
+		// click reserves it (another reserve timeout). How fast that
+		// usually is (p99 under 5 s) is a goal, measured by
+		// BenchmarkUnreachableHolder.
+		const servedWithin = loadedMachine * (usesReserveTimeout + lease + usesReserveTimeout)
 		docs := make([]string, 0, links)
 		for i := range links {
 			docs = append(docs, fmt.Sprintf("apiVersion: linkforge.io/v1alpha1\nkind: ShortLink\nmetadata: {name: held-%d, namespace: uses}\nspec: {url: https://example.com/held-%d, maxUses: 1}\n", i, i))
@@ -107,12 +118,11 @@ func TestUntrustedPeers(t *testing.T) {
 				g.Eventually(func() int { return u.head(r.addr, paths[i]) }).Should(Equal(http.StatusFound))
 			}
 		}
-		waits, redirects := clickUntilServed(u.client, paths, addrs(b, c), addrs(u.replicas...))
+		waits, redirects := clickUntilServed(u.client, paths, addrs(b, c), addrs(u.replicas...), servedWithin)
+		testtiming.Of(t).Logf("first click to redirect: p50 %v, p99 %v (max of %d)", waits[links/2].Round(time.Millisecond), waits[links-1].Round(time.Millisecond), links)
 		for i, n := range redirects {
-			g.Expect(n).To(Equal(1), "held-%d redirected %d times", i, n)
+			g.Expect(n).To(Equal(1), "held-%d redirected %d times (0: not within %s of its first click)", i, n, servedWithin)
 		}
-		t.Logf("first click to redirect: p50 %v, p99 %v (max of %d)", waits[links/2].Round(time.Millisecond), waits[links-1].Round(time.Millisecond), links)
-		g.Expect(waits[links-1]).To(BeNumerically("<", 5*time.Second))
 	})
 
 	// a takes no more part: what follows is b, c and d.
@@ -159,10 +169,13 @@ func TestUntrustedPeers(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		t.Logf("every replica answered 410 %v after the last use", time.Duration(worst.Load()).Round(time.Millisecond))
-		// The bound is 2s (a write, then an informer event); twice it for a
-		// loaded machine.
-		g.Expect(time.Duration(worst.Load())).To(BeNumerically("<=", 2*2*time.Second))
+		testtiming.Of(t).Logf("every replica answered 410 %v after the last use", time.Duration(worst.Load()).Round(time.Millisecond))
+		// The bound (docs/uses.md, "The last use"): the use that empties a
+		// reservation is written at once, and a click on a replica without
+		// quota then reads the link used up when it tries to reserve,
+		// within --uses-reserve-timeout (2s).
+		const goneWithin = loadedMachine * usesReserveTimeout
+		g.Expect(time.Duration(worst.Load())).To(BeNumerically("<=", goneWithin))
 	})
 
 	t.Run("an impostor at a killed holder's peer address adds no redirect beyond maxUses", func(t *testing.T) {
@@ -221,7 +234,7 @@ func TestUntrustedPeers(t *testing.T) {
 		g.Expect(redirects).To(BeNumerically("<=", limit))
 		// d's reservation is taken back by the next reservation a lease and
 		// a flush after it was last renewed (its quota counted as used);
-		// the clicks go on, and twice that bound for a loaded machine.
+		// the clicks go on until then.
 		g.Eventually(func(g Gomega) {
 			if u.get(b.addr, path) == http.StatusFound {
 				redirects++
@@ -231,7 +244,7 @@ func TestUntrustedPeers(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(l.Status.Reservations).NotTo(ContainElement(HaveField("Peer", d.peer)))
 			g.Expect(l.Status.Uses).To(BeNumerically("<=", limit))
-		}).WithTimeout(2 * (lease + usesFlush)).WithPolling(100 * time.Millisecond).Should(Succeed())
+		}).WithTimeout(loadedMachine * (lease + usesFlush)).WithPolling(100 * time.Millisecond).Should(Succeed())
 	})
 }
 
@@ -244,10 +257,11 @@ func addrs(rs ...*replica) []string {
 }
 
 // clickUntilServed clicks each path (single-use links) on the redirectors
-// clickOn in turn, every 100 ms, until it redirects (30 s at most), then 10
-// times more over all of them. It returns how long each took from its
-// first click, sorted, and how many redirects each path got.
-func clickUntilServed(hc *http.Client, paths, clickOn, all []string) ([]time.Duration, []int) {
+// clickOn in turn, every 100 ms, until it redirects (giveUp after its first
+// click at most), then 10 times more over all of them. It returns how long
+// each took from its first click, sorted (an hour for one never served),
+// and how many redirects each path got.
+func clickUntilServed(hc *http.Client, paths, clickOn, all []string, giveUp time.Duration) ([]time.Duration, []int) {
 	get := func(addr, path string) int {
 		resp, err := hc.Get("http://" + addr + path)
 		if err != nil {
@@ -266,7 +280,7 @@ func clickUntilServed(hc *http.Client, paths, clickOn, all []string) ([]time.Dur
 			// measured to that.
 			tick := time.NewTicker(100 * time.Millisecond)
 			defer tick.Stop()
-			for n := 0; time.Since(start) < 30*time.Second; n, _ = n+1, <-tick.C {
+			for n := 0; time.Since(start) < giveUp; n, _ = n+1, <-tick.C {
 				if get(clickOn[n%len(clickOn)], path) == http.StatusFound {
 					redirects[i]++
 					waits[i] = time.Since(start)

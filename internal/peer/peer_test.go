@@ -315,7 +315,9 @@ func TestClientAddresses(t *testing.T) {
 	if got := local.TakeFrom(short, uses.Holder{Name: "a", Peer: deadAddr}, link); got != uses.Unreachable {
 		t.Errorf("a peer that is not there: %v, want unreachable (nothing sent)", got)
 	}
-	if d := time.Since(start); d > time.Second {
+	// The caller's deadline, and scheduling slack on a loaded machine (5x,
+	// as in TestLateAnswerIsLost); a refused connection returns at once.
+	if d := time.Since(start); d > 5*200*time.Millisecond {
 		t.Errorf("a refused connection took %v", d)
 	}
 }
@@ -385,8 +387,9 @@ func TestPeerPortHostileClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _ = io.WriteString(c, tc.raw)
-		// The server closes after timeout; 20x is slack for a loaded
-		// machine, and without the timeout ReadAll would fail there.
+		// The server closes after timeout; 15x is slack for a loaded
+		// machine (the check below), and the read's own deadline, at 20x,
+		// makes a server that never closes fail there.
 		_ = c.SetReadDeadline(time.Now().Add(20 * timeout))
 		start := time.Now()
 		_, err = io.ReadAll(c)
