@@ -197,7 +197,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		st.State = linkv1.StateBlocked
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonDestinationNotAllowed, verdict.Message)
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonDestinationNotAllowed,
-			"the link does not redirect while a destination is not allowed: point every target (spec.url, rules, variants, expiredURL) at an allowed host, or ask a cluster administrator to change the list; the link is kept")
+			"the link does not redirect while a destination is not allowed: point every target (spec.url, rules, variants, expiredURL, card.image) at an allowed host, or ask a cluster administrator to change the list; the link is kept")
 		r.removeCondition(link, linkv1.ConditionReconciling)
 		r.clearFinished(link)
 		st.ObservedGeneration = gen

@@ -213,6 +213,17 @@ type ShortLinkSpec struct {
 	// +optional
 	ExpiredURL TargetURL `json:"expiredURL,omitempty"`
 
+	// card is what link previewers (Slack, WhatsApp, Facebook, search
+	// crawlers, mail prefetchers...) are shown instead of a redirect: a
+	// page with the card's title, description and image and no
+	// destination. Without it, a link with maxUses shows previewers its
+	// namespace's card (annotations linkforge.io/card-title,
+	// card-description, card-image) or a neutral default, and a link
+	// without maxUses redirects them to spec.url. Previewers never spend a
+	// use either way (docs/uses.md).
+	// +optional
+	Card *LinkCard `json:"card,omitempty"`
+
 	// activatesAt is the instant (RFC 3339) from which the link redirects.
 	// Before it the link holds its code (status.state Scheduled, Ready with
 	// reason Scheduled) but answers like an unknown code: 404, or the
@@ -330,6 +341,17 @@ type ShortLinkStatus struct {
 	// +kubebuilder:validation:MaxItems=11
 	VariantUses []VariantUses `json:"variantUses,omitempty"`
 
+	// previewerFetches counts the GETs answered to link previewers,
+	// crawlers, mail prefetchers and uptime monitors (the classes of
+	// docs/uses.md that read a link without following it for a person):
+	// a card, or a redirect for a link without maxUses and without a card.
+	// They are not uses: they never spend maxUses, never move lastUsedAt
+	// and never count in variantUses. Written by the redirectors with
+	// uses, approximately (a write whose answer is lost counts again).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PreviewerFetches int64 `json:"previewerFetches,omitempty"`
+
 	// ruleCount and variantCount are how many rules and variants the spec of
 	// observedGeneration has (the Rules and Variants columns of -o wide).
 	// +optional
@@ -436,6 +458,7 @@ const PeerProtocolHMACv1 = "hmac-v1"
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxUses`,priority=1,description="spec.maxUses: redirects served before the link answers 410 Gone; empty if unlimited"
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`,priority=1,description="How many redirect rules (spec.rules) the link has"
 // +kubebuilder:printcolumn:name="Variants",type=integer,JSONPath=`.status.variantCount`,priority=1,description="How many weighted variants (spec.variants) split the clicks no rule matches"
+// +kubebuilder:printcolumn:name="Previews",type=integer,JSONPath=`.status.previewerFetches`,priority=1,description="status.previewerFetches: GETs from link previewers, crawlers, prefetchers and monitors, which are not uses"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ShortLink struct {
 	metav1.TypeMeta `json:",inline"`

@@ -12,6 +12,7 @@ func TestCluster(t *testing.T) {
 	t.Run("the release's pods run as 65532 on a read-only root, restricted, probes passing", c.testPods)
 	t.Run("the samples redirect through the redirector Service", c.testSamples)
 	t.Run("a limited link serves exactly maxUses through the Service", c.testMaxUses)
+	t.Run("a single-use link fetched by Slack's previewer, then clicked by its person, through the Service", c.testPreviewers)
 	t.Run("metrics scraped from the pods' ports", c.testMetrics)
 	t.Run("rollout restart of the redirectors during a burst of clicks", c.testRolloutRestart)
 	t.Run("the redirector holding a link's quota is deleted while it is clicked", c.testHolderDeleted)

@@ -207,9 +207,17 @@ var clicker = &http.Client{
 
 // click sends method url and returns the status and Location.
 func click(method, url string) (int, string, error) {
+	return clickAs(method, url, "")
+}
+
+// clickAs is click with the User-Agent ua (Go's own if "").
+func clickAs(method, url, ua string) (int, string, error) {
 	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		return 0, "", err
+	}
+	if ua != "" {
+		req.Header.Set("User-Agent", ua)
 	}
 	resp, err := clicker.Do(req)
 	if err != nil {

@@ -111,6 +111,50 @@ func (c *cluster) testMaxUses(t *testing.T) {
 	}).Should(Equal(fmt.Sprintf("%d Exhausted", maxUses)))
 }
 
+// testPreviewers: a single-use link pasted into Slack, then clicked by its
+// person, through the Service: Slack's previewer gets the link's card
+// (200, no Location) and no use, however often it asks, from either
+// replica; the person gets the one redirect, then 410.
+func (c *cluster) testPreviewers(t *testing.T) {
+	g, c := newG(t), c.in(t)
+	c.dumpOnFailure()
+	ns := c.namespace("previewers")
+	code := c.link(ns, "invite", "https://example.com/invite-secret", 1)
+	url := c.redirectorURL() + "/" + ns + "/" + code
+	g.Eventually(func() (int, error) {
+		status, _, err := click(http.MethodHead, url)
+		return status, err
+	}).Should(Equal(http.StatusFound))
+	const slack = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"
+	const previews = 6
+	for i := range previews {
+		status, location, err := clickAs(http.MethodGet, url, slack)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).To(Equal(http.StatusOK), "Slack's fetch %d", i)
+		g.Expect(location).To(BeEmpty(), "Slack's fetch %d", i)
+	}
+	const browser = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+	// A 503 (no quota at hand yet on the replica asked) is retried.
+	var status int
+	var location string
+	g.Eventually(func(g Gomega) {
+		var err error
+		status, location, err = clickAs(http.MethodGet, url, browser)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(status).NotTo(Equal(http.StatusServiceUnavailable))
+	}).WithPolling(200 * time.Millisecond).Should(Succeed())
+	g.Expect(status).To(Equal(http.StatusFound))
+	g.Expect(location).To(Equal("https://example.com/invite-secret"))
+	g.Eventually(func() (int, error) {
+		status, _, err := clickAs(http.MethodGet, url, browser)
+		return status, err
+	}).WithPolling(200 * time.Millisecond).Should(Equal(http.StatusGone))
+	g.Eventually(func() (string, error) {
+		out, err := c.kubectl("", "get", "shortlink", "-n", ns, "invite", "-o", "jsonpath={.status.uses} {.status.previewerFetches} {.status.state}")
+		return out, err
+	}).Should(Equal(fmt.Sprintf("1 %d Exhausted", previews)))
+}
+
 // testMetrics scrapes the pods' own ports as the ServiceMonitors of
 // config/prometheus do: each redirector's probe port (plain /metrics),
 // whose request counters add up to the clicks sent through the Service;

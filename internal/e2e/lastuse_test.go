@@ -75,7 +75,7 @@ func (u *usesEnv) testLastUse(t *testing.T) {
 	}).WithTimeout(3 * usesFlush).WithPolling(200 * time.Millisecond).Should(Equal(rv))
 	g.Expect(u.usesWrites() - writes).To(Equal(n))
 	wide := u.mustKubectl("get", "shortlink", "-n", "uses", "lastuse", "-o", "wide")
-	g.Expect(wide).To(MatchRegexp(`(?m)^NAME\s+.*\s+USES\s+LAST USED\s+MAX\s+RULES\s+VARIANTS\s+AGE`))
+	g.Expect(wide).To(MatchRegexp(`(?m)^NAME\s+.*\s+USES\s+LAST USED\s+MAX\s+RULES\s+VARIANTS\s+PREVIEWS\s+AGE`))
 	g.Expect(wide).To(MatchRegexp(`(?m)^lastuse\s+` + code + `\s+https://example.com/lastuse\s+True\s+Active\s+3\s+\d+s\s+`))
 
 	// An idle link: redirects while used, then 410 Gone on every replica

@@ -281,11 +281,13 @@ func TestUsesAcrossReplicas(t *testing.T) {
 			return l.Status.Uses, err
 		}).WithTimeout(2 * usesFlush).Should(Equal(int64(900)))
 		out := u.mustKubectl("get", "shortlink", "-n", "uses", "plain", "-o", "wide")
-		g.Expect(out).To(MatchRegexp(`(?m)^NAME\s+CODE\s+URL\s+READY\s+STATE\s+ACTIVATES\s+EXPIRES\s+USES\s+LAST USED\s+MAX\s+RULES\s+VARIANTS\s+AGE`))
+		g.Expect(out).To(MatchRegexp(`(?m)^NAME\s+CODE\s+URL\s+READY\s+STATE\s+ACTIVATES\s+EXPIRES\s+USES\s+LAST USED\s+MAX\s+RULES\s+VARIANTS\s+PREVIEWS\s+AGE`))
 		g.Expect(out).To(MatchRegexp(`(?m)^plain\s+` + code + `\s+https://example.com/plain\s+True\s+Active\s+900\s+`))
 	})
 
 	t.Run("status.lastUsedAt rides on the uses writes; an idle link answers 410 after its idleTimeout", u.testLastUse)
+
+	t.Run("previewers never spend a use nor see a limited destination; people get every use", u.testPreviewers)
 
 	t.Run("maxUses 40 under a burst of 400 over three replicas: never more than 40, then exactly 40", func(t *testing.T) {
 		g := newG(t)

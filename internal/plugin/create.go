@@ -27,6 +27,7 @@ import (
 const createUsage = `create NAME URL [--code CODE] [--ttl DURATION | --expires-at TIME] [--max-uses N]
        [--status 301|302|307|308] [--forward-query] [--activates-at TIME] [--dedup-policy IfSameTarget|Never]
        [--rule 'url=URL COND...']... [--variant 'url=URL weight=N']... [--expired-url URL] [--forward-path]
+       [--card-title TEXT] [--card-description TEXT] [--card-image URL]
        [--overwrite] [--timeout 30s] [--dry-run=client [-o yaml|json]]
 
 Creates the ShortLink NAME for URL, waits until the controller has made it
@@ -60,6 +61,7 @@ type createOptions struct {
 	variants     []string
 	expiredURL   string
 	forwardPath  bool
+	card         linkv1.LinkCard
 }
 
 func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -78,6 +80,9 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.StringArrayVar(&o.variants, "variant", nil, "a weighted variant 'url=URL weight=N' (repeat for more)")
 	f.StringVar(&o.expiredURL, "expired-url", "", "where clicks go once the link has finished, instead of 410 Gone")
 	f.BoolVar(&o.forwardPath, "forward-path", false, "append the rest of the short URL's path to the target")
+	f.StringVar(&o.card.Title, "card-title", "", "the title link previewers (Slack, WhatsApp...) show instead of following the link (spec.card)")
+	f.StringVar(&o.card.Description, "card-description", "", "the text under the card's title")
+	f.StringVar((*string)(&o.card.Image), "card-image", "", "the URL of the card's image (http or https)")
 	f.BoolVar(&o.overwrite, "overwrite", false, "replace the spec of an existing ShortLink NAME that differs")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the link to be Ready; 0 does not wait")
 	f.StringVar(&o.dryRun, "dry-run", "none", `"client" prints the manifest and creates nothing`)
@@ -194,8 +199,40 @@ func (o *createOptions) link(name, rawURL string, changed func(string) bool) (*l
 	if err := o.setRouting(&link.Spec); err != nil {
 		return nil, err
 	}
+	if err := o.setCard(&link.Spec, changed); err != nil {
+		return nil, err
+	}
 	return link, nil
 }
+
+// setCard sets spec.card from the --card-* flags, checked as the CRD
+// checks them, so that a bad card is refused before it reaches a cluster.
+func (o *createOptions) setCard(spec *linkv1.ShortLinkSpec, changed func(string) bool) error {
+	if !changed("card-title") && !changed("card-description") && !changed("card-image") {
+		return nil
+	}
+	c := o.card
+	switch {
+	case changed("card-title") && (c.Title == "" || len(c.Title) > linkv1.MaxCardTitle):
+		return usageErrorf("create", "invalid --card-title: use 1 to %d characters", linkv1.MaxCardTitle)
+	case changed("card-description") && (c.Description == "" || len(c.Description) > linkv1.MaxCardDescription):
+		return usageErrorf("create", "invalid --card-description: use 1 to %d characters", linkv1.MaxCardDescription)
+	case strings.ContainsFunc(c.Title, isControl):
+		return usageErrorf("create", "invalid --card-title %q: no control characters such as line breaks", c.Title)
+	case strings.ContainsFunc(c.Description, func(r rune) bool { return isControl(r) && r != '\t' && r != '\n' }):
+		return usageErrorf("create", "invalid --card-description %q: no control characters but tabs and line breaks", c.Description)
+	}
+	if changed("card-image") {
+		if _, err := shortcode.Canonicalize(string(c.Image)); err != nil {
+			return usageErrorf("create", "invalid --card-image %q: %v", string(c.Image), err)
+		}
+	}
+	spec.Card = &c
+	return nil
+}
+
+// isControl reports the characters the CRD refuses in a card's text.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // manifest is what --dry-run=client prints: no status, no server fields.
 type manifest struct {

@@ -369,6 +369,33 @@ spec:
 `)
 }
 
+// The card flags make spec.card, which the API server accepts as it is.
+func TestCreateDryRunWithACard(t *testing.T) {
+	freshNamespaces(t)
+	res := runVerb(t, adminKube, "create", "invite", "https://example.com/invite", "--dry-run=client", "--max-uses", "1",
+		"--card-title", "Join the team", "--card-description", "One seat, for you.", "--card-image", "https://example.com/i.png")
+	res.expect(t, ExitOK, `apiVersion: linkforge.io/v1alpha1
+kind: ShortLink
+metadata:
+  name: invite
+spec:
+  card:
+    description: One seat, for you.
+    image: https://example.com/i.png
+    title: Join the team
+  maxUses: 1
+  url: https://example.com/invite
+`)
+	var l linkv1.ShortLink
+	if err := yaml.UnmarshalStrict([]byte(res.stdout), &l); err != nil {
+		t.Fatal(err)
+	}
+	l.Namespace = linked
+	if err := admin.Create(suiteCtx, &l, client.DryRunAll); err != nil {
+		t.Errorf("the API server refuses the manifest: %v", err)
+	}
+}
+
 func TestGet(t *testing.T) {
 	freshNamespaces(t)
 	const target = "https://example.com/get"
@@ -606,6 +633,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"create", "a", "https://example.com/", "--max-uses", "0"}, "invalid --max-uses 0"},
 		{[]string{"create", "a", "https://example.com/", "--status", "200"}, "invalid --status 200"},
 		{[]string{"create", "a", "https://example.com/", "--code", "no/slash"}, `invalid --code "no/slash"`},
+		{[]string{"create", "a", "https://example.com/", "--card-title", ""}, "invalid --card-title: use 1 to 200 characters"},
+		{[]string{"create", "a", "https://example.com/", "--card-title", strings.Repeat("x", 201)}, "invalid --card-title: use 1 to 200 characters"},
+		{[]string{"create", "a", "https://example.com/", "--card-title", "two\nlines"}, `invalid --card-title "two\nlines": no control characters`},
+		{[]string{"create", "a", "https://example.com/", "--card-description", strings.Repeat("x", 501)}, "invalid --card-description: use 1 to 500 characters"},
+		{[]string{"create", "a", "https://example.com/", "--card-image", "javascript:alert(1)"}, `invalid --card-image "javascript:alert(1)"`},
 		{[]string{"create", "a", "https://example.com/", "--dry-run=server"}, `invalid --dry-run "server"`},
 		{[]string{"create", "a", "https://example.com/", "-o", "yaml"}, "-o is for --dry-run=client"},
 		{[]string{"create", "a", "https://example.com/", "--dry-run=client", "-o", "wide"}, `invalid -o "wide"`},

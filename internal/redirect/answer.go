@@ -3,6 +3,7 @@ package redirect
 import (
 	"time"
 
+	"github.com/linkforge/linkforge/internal/agent"
 	"github.com/linkforge/linkforge/internal/uses"
 )
 
@@ -140,19 +141,24 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	case viewPreview:
 		return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
 	}
+	// Who asks: a previewer never spends a use (previewerAnswer).
+	if c, ok := r.previewerOf(method, e, at); ok {
+		return r.previewerAnswer(rt, e, method, rawQuery, at, now, c)
+	}
 	// Where the click goes: spec.url, unless the link routes it (rules,
 	// variants, a forwarded path); slot is the split's destination, if
 	// the click went through the split.
 	location, target, slot, chosen := "", e.Location, -1, choice{}
 	if e.is(flagRouted) {
 		var ok bool
-		if location, target, slot, chosen, ok = r.routedClick(e, rt, rawQuery, at, now); !ok {
+		if location, target, slot, chosen, ok = r.routedClick(e, rt, rawQuery, at, now, false); !ok {
 			return clickOf(r.notFound(rt), rt, nil) // the path names no link after all
 		}
 	}
 	if method == methodGet && r.opts.Uses != nil && e.counter != nil {
-		// A use: a GET answered with a redirect. HEAD (link unfurlers) is not.
-		// A split click is counted first, so the write of its use has it.
+		// A use: a GET answered with a redirect, to anyone but a previewer.
+		// HEAD is not. A split click is counted first, so the write of its
+		// use has it.
 		if slot >= 0 {
 			e.counter.CountSplit(slot, 1)
 		}
@@ -170,11 +176,73 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		}
 	}
 	r.splitClicked(slot, method)
+	// As redirectTo does, written out: a call returning an answer copies it.
 	if location == "" {
 		location = e.target(rawQuery)
 	}
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location,
 		click: clickLink, chosen: chosen, link: e, target: target}
+}
+
+// previewerOf is the class of the request's client and whether it is a
+// previewer (a client that reads links without following them for a
+// person, agent.Agent.Reads), asked for every GET and for HEAD of a link
+// that may answer with its card. The agent is read from the request's
+// User-Agent (remembered); a request without a RequestCtx (tests) reads
+// as one without an agent.
+func (r *Redirector) previewerOf(method string, e *Link, at requestClock) (agent.Class, bool) {
+	if method != methodGet && !e.is(flagMaxUses|flagCard) {
+		return agent.Unknown, false
+	}
+	who := emptyAgent
+	if ctx := ctxOf(at); ctx != nil {
+		who, _ = r.agents.lookup(ctx.Request.Header.UserAgent())
+	}
+	return who.Class(), who.Reads()
+}
+
+// redirectTo is the redirect of link e to location (its target with the
+// request's query if "").
+func redirectTo(e *Link, location, target, rawQuery string, chosen choice, now int64) answer {
+	if location == "" {
+		location = e.target(rawQuery)
+	}
+	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location,
+		click: clickLink, chosen: chosen, link: e, target: target}
+}
+
+// previewerAnswer answers a previewer (a client of class c that reads
+// links without following them for a person) asking for link e: the
+// link's card if it has one or is limited (so a client that lies to be a
+// previewer gains nothing), else the redirect to spec.url outside the
+// split (rules still apply). Neither is a use: a GET is counted in the
+// link's status.previewerFetches instead.
+func (r *Redirector) previewerAnswer(rt route, e *Link, method, rawQuery string, at requestClock, now int64, c agent.Class) answer {
+	card := e.is(flagMaxUses | flagCard)
+	if method == methodGet {
+		r.metrics.previewerFetches[c&7][btoi(card)].Inc()
+		if r.opts.Uses != nil && e.counter != nil {
+			r.opts.Uses.CountPreviewerFetch(e.counter)
+		}
+	}
+	if card {
+		return r.cardAnswer(e, method == methodHead)
+	}
+	location, target, chosen := "", e.Location, choice{}
+	if e.is(flagRouted) {
+		var ok bool
+		if location, target, _, chosen, ok = r.routedClick(e, rt, rawQuery, at, now, true); !ok {
+			return clickOf(r.notFound(rt), rt, nil)
+		}
+	}
+	return redirectTo(e, location, target, rawQuery, chosen, now)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // notFound answers a request for a link that does not answer (unknown, not

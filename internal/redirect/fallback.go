@@ -24,7 +24,8 @@ const (
 )
 
 // namespaceAnnotations are the annotations of a Namespace the redirector reads.
-var namespaceAnnotations = []string{DomainAnnotation, RootRedirectAnnotation, NotFoundRedirectAnnotation, GoneRedirectAnnotation}
+var namespaceAnnotations = []string{DomainAnnotation, RootRedirectAnnotation, NotFoundRedirectAnnotation, GoneRedirectAnnotation,
+	CardTitleAnnotation, CardDescriptionAnnotation, CardImageAnnotation}
 
 // fallbackKind is which fallback a request takes.
 type fallbackKind uint8

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/agent"
 )
 
 // metrics of the redirect path. Counters are resolved once, so a request
@@ -30,6 +31,10 @@ type metrics struct {
 	refused map[int]prometheus.Counter
 	// split counts the split clicks, by rules.SplitSlot.
 	split [splitMetricSlots]prometheus.Counter
+	// previewerFetches counts the GETs of links by the clients that read
+	// them (agent.Agent.Reads), by agent.Class and answer (0 a redirect,
+	// 1 a card): a person's GET pays for no metric here.
+	previewerFetches [8][2]prometheus.Counter
 }
 
 // splitMetricSlots are the destinations of a split: spec.url and the variants.
@@ -86,10 +91,21 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready f
 		Namespace: metricsNamespace,
 		Subsystem: metricsSubsystem,
 		Name:      "renders_refused_total",
-		Help:      "QR codes and preview pages answered 503 because the render budget (--render-concurrency, --render-cpu-share) was spent, by view (qr, preview).",
+		Help:      "QR codes, preview pages and cards answered 503 because the render budget (--render-concurrency, --render-cpu-share) was spent, by view (qr, preview, card).",
 	}, []string{"view"})
 	m.renderRefused[viewQR], m.renderRefused[viewPreview] = renderRefused.WithLabelValues("qr"), renderRefused.WithLabelValues("preview")
-	m.renderRefused[viewRedirect] = m.renderRefused[viewQR] // never counted
+	m.renderRefused[viewCard] = renderRefused.WithLabelValues("card")
+	previewers := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "previewer_fetches_total",
+		Help:      "GETs of links by the clients that read them without following them for a person (docs/uses.md), which are never uses: by class (previewer, crawler, prefetcher, monitor) and answer: card (the link has one, or maxUses) or redirect (to spec.url).",
+	}, []string{"class", "answer"})
+	for _, c := range []agent.Class{agent.Previewer, agent.Crawler, agent.Prefetcher, agent.Monitor} { // the classes that read links
+		for i, answer := range []string{"redirect", "card"} {
+			m.previewerFetches[c][i] = previewers.WithLabelValues(c.String(), answer)
+		}
+	}
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace,
 		Subsystem: metricsSubsystem,
@@ -104,7 +120,7 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready f
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(requests, m.accessLogDropped, fallbacks, qrCodes, renderRefused, refused,
+	reg.MustRegister(requests, m.accessLogDropped, fallbacks, qrCodes, renderRefused, refused, previewers,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace,
 			Subsystem: metricsSubsystem,

@@ -52,6 +52,8 @@ var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
 {{end}}<p>State: <strong>{{.State}}</strong>. {{.Detail}}</p>
 {{if .Routing}}<p>Where its clicks go:</p>
 <ul>{{range .Routing}}<li>{{.}}</li>{{end}}</ul>
+{{end}}{{with .Card}}<p>What link previewers (chat apps, crawlers) are shown instead of a redirect:</p>
+<blockquote><strong>{{.Title}}</strong>{{if .Description}}<br>{{.Description}}{{end}}{{if .Image}}<br>Image: <code>{{.Image}}</code>{{end}}</blockquote>
 {{end}}</body>
 </html>
 `))
@@ -65,6 +67,8 @@ type previewData struct {
 	// Routing is the link's rules, split, expired URL and path forwarding
 	// in words (rules.Describe): text, escaped as such.
 	Routing []string
+	// Card is the card previewers get (nil: they are redirected).
+	Card *cardData
 }
 
 // previewAnswer answers the preview of e, named by rt and path (without
@@ -119,6 +123,11 @@ func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, no
 		// The link redirects to the gone fallback, which hides where it went.
 		d.Destination = ""
 		d.Detail = strings.Replace(d.Detail, "answers 410 Gone", "redirects to the page its namespace shows for finished links", 1)
+	}
+	if c := e.card(); c != nil {
+		d.Card = &c.data
+	} else if e.is(flagMaxUses) {
+		d.Card = r.namespaceCardOf(e.Namespace)
 	}
 	a := answer{resp: status, contentType: contentTypeHTML, cacheControl: ccNoStore, extra: previewHeaders}
 	if head {

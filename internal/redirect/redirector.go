@@ -131,6 +131,7 @@ type Redirector struct {
 	fallbacks  *fallbackTable
 	qr         *qrDrawer
 	render     *renderBudget
+	nsCards    *lru[nsCardKey, []byte] // namespaces' cards, rendered
 	publicBase *url.URL
 	metrics    *metrics
 	agents     *agentMemo
@@ -179,6 +180,7 @@ func New(opts Options) *Redirector {
 	r.metrics = newMetrics(opts.Registry, r.index, r.domains, func() bool { return !r.draining.Load() && r.Ready() })
 	r.render = newRenderBudget(opts.RenderConcurrency, opts.RenderCPUShare, time.Now)
 	r.qr = newQRDrawer(r.render, r.metrics)
+	r.nsCards = newNSCardCache()
 	if opts.PublicBaseURL == "" {
 		r.log.Info("no public base URL (--public-base-url): QR codes of /<namespace>/<code> answer 404, since the redirector draws only hosts it is told are its own")
 	} else {

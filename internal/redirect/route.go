@@ -9,6 +9,7 @@ const (
 	viewRedirect view = iota // /<namespace>/<code>: the redirect
 	viewQR                   // /<namespace>/<code>/qr: a QR code of the short URL
 	viewPreview              // /<namespace>/<code>+: a page naming the destination
+	viewCard                 // the redirect path as a previewer sees it: the link's card (never routed to)
 	numViews
 )
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/linkforge/linkforge/internal/agent"
 	"github.com/linkforge/linkforge/internal/rules"
 )
 
@@ -81,18 +82,18 @@ func (r *Redirector) requestTime(at requestClock, ctx *fasthttp.RequestCtx) time
 	return at.Time()
 }
 
-// agentMemo remembers what the rules read of the User-Agents it has seen
-// (their device class, rules.Classify, and their rules.AgentSum), by a
-// hash of the agent: a keep-alive connection (and most of a site's
-// visitors) send the same few agents, and hashing one costs a fraction of
-// reading it. The hash is seeded per process, so a client cannot choose
-// agents that share a slot's check. A slot is two words, each checked
-// against the hash on its own (the first: the hash's high bits and the
-// class; the second: the sum and the hash's top 32 bits), so a lookup
-// takes no lock. Two agents of one slot whose hashes agree on the bits
-// checked (one pair in 2^52) would share a class and sum; a lookup that
-// meets two writers of its slot at once finds a word that disagrees with
-// its hash and reads the agent.
+// agentMemo remembers what the redirector reads of the User-Agents it has
+// seen (their class, agent.Classify, and their rules.AgentSum), by a hash
+// of the agent: a keep-alive connection (and most of a site's visitors)
+// send the same few agents, and hashing one costs a fraction of reading
+// it. The hash is seeded per process, so a client cannot choose agents
+// that share a slot's check. A slot is two words, each checked against
+// the hash on its own (the first: the hash's high bits and the class; the
+// second: the sum and the hash's top 32 bits), so a lookup takes no lock.
+// Two agents of one slot whose hashes agree on the bits checked (one pair
+// in 2^52) would share a class and sum; a lookup that meets two writers
+// of its slot at once finds a word that disagrees with its hash and reads
+// the agent.
 type agentMemo struct {
 	seed  maphash.Seed
 	slots [agentMemoSlots][2]atomic.Uint64
@@ -100,27 +101,30 @@ type agentMemo struct {
 
 const (
 	agentMemoSlots = 4096
-	deviceBits     = 7 // the low bits of a slot's first word: the class
+	agentBits      = 1<<agent.Bits - 1 // the low bits of a slot's first word: the class
 )
 
 func newAgentMemo() *agentMemo { return &agentMemo{seed: maphash.MakeSeed()} }
 
-// lookup is the device class and the sum of userAgent.
-func (m *agentMemo) lookup(userAgent []byte) (rules.Device, uint32) {
+// empty is what an absent User-Agent reads as.
+var emptyAgent, emptyAgentSum = agent.Classify(nil), rules.AgentSum(nil)
+
+// lookup is the class and the sum of userAgent.
+func (m *agentMemo) lookup(userAgent []byte) (agent.Agent, uint32) {
 	if len(userAgent) == 0 {
-		return rules.Classify(nil), rules.AgentSum(nil) // a bot's: every browser sends an agent
+		return emptyAgent, emptyAgentSum
 	}
 	h := maphash.Bytes(m.seed, userAgent)
 	slot := &m.slots[h%agentMemoSlots]
-	if v := slot[0].Load(); v&^deviceBits == h&^deviceBits && v != 0 {
+	if v := slot[0].Load(); v&^agentBits == h&^agentBits && v != 0 {
 		if w := slot[1].Load(); uint32(w) == uint32(h>>32) {
-			return rules.Device(v & deviceBits), uint32(w >> 32)
+			return agent.Agent(v & agentBits), uint32(w >> 32)
 		}
 	}
-	d, sum := rules.Classify(userAgent), rules.AgentSum(userAgent)
+	a, sum := agent.Classify(userAgent), rules.AgentSum(userAgent)
 	slot[1].Store(uint64(sum)<<32 | h>>32)
-	slot[0].Store(h&^deviceBits | uint64(d))
-	return d, sum
+	slot[0].Store(h&^agentBits | uint64(a))
+	return a, sum
 }
 
 // routedClick is where a click on routed link e goes: its Location, the
@@ -128,7 +132,9 @@ func (m *agentMemo) lookup(userAgent []byte) (rules.Device, uint32) {
 // the index of its destination in the split (rules.SplitSlot) if it went
 // through the split, else -1, and the rule or variant that chose it. ok is
 // false for a forwarded path that names no link after all (forwardedRest).
-func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64) (location, target string, slot int, chosen choice, ok bool) {
+// A previewer's click never goes through the split: the variant it would
+// get is replaced by spec.url, so that status.variantUses counts people.
+func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64, previewer bool) (location, target string, slot int, chosen choice, ok bool) {
 	c := e.more.routing
 	ch := rules.Choice{URL: e.Location, Rule: -1, Variant: -1}
 	if !c.Plain() {
@@ -152,7 +158,8 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 			f.Headers = (*canonicalHeaders)(h)
 			if reads&(rules.FactDevice|rules.FactClient) != 0 {
 				f.UserAgent = h.UserAgent()
-				f.Device, f.AgentSum = r.agents.lookup(f.UserAgent)
+				a, sum := r.agents.lookup(f.UserAgent)
+				f.Device, f.AgentSum = rules.DeviceOf(a), sum
 				f.DeviceKnown, f.AgentSumKnown = true, true
 			}
 			if reads&rules.FactLanguage != 0 {
@@ -166,6 +173,9 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 			}
 		}
 		ch = rules.Evaluate(&f, c)
+		if previewer && c.Split(ch) {
+			ch = c.Unsplit()
+		}
 	}
 	target = ch.URL
 	if rt.forward {
@@ -178,7 +188,7 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 		location = forwardQuery(target, rawQuery)
 	}
 	chosen = choice{rule: uint8(ch.Rule + 1), variant: uint8(ch.Variant + 1)}
-	if c.Split(ch) {
+	if c.Split(ch) && !previewer {
 		return location, target, rules.SplitSlot(ch), chosen, true
 	}
 	return location, target, -1, chosen, true

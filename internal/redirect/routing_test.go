@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/agent"
 	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/uses"
 )
@@ -248,7 +249,7 @@ func TestRoutedClicksDoNotAllocate(t *testing.T) {
 	}
 }
 
-// The agent memo answers as rules.Classify and rules.AgentSum do, for the
+// The agent memo answers as agent.Classify and rules.AgentSum do, for the
 // agents it remembers and for those whose slot another agent took, and
 // after its slots were written in halves (two writers at once).
 func TestAgentMemo(t *testing.T) {
@@ -273,4 +274,4 @@ func TestAgentMemo(t *testing.T) {
 	check()
 }
 
-func classifyDirect(ua string) rules.Device { return rules.Classify([]byte(ua)) }
+func classifyDirect(ua string) agent.Agent { return agent.Classify([]byte(ua)) }

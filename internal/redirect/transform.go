@@ -71,13 +71,17 @@ type Link struct {
 // has none, so it pays no memory and no instruction for them.
 type linkMore struct {
 	maxUses int64 // spec.maxUses (0: unlimited): a lowered limit stops this replica's quota
+	// previewerFetches is status.previewerFetches: the base of a count write.
+	previewerFetches int64
 	// variantUses is the link's status.variantUses (the base of a count
 	// write), describe its routing in words, for the preview page, and
 	// routing its routing compiled (flagRouted): last, so that with
 	// routedMore the routing follows it in memory.
 	variantUses []linkv1.VariantUses
 	describe    []string
-	routing     *rules.Compiled
+	// card is spec.card (flagCard), with its page once rendered.
+	card    *linkCard
+	routing *rules.Compiled
 }
 
 // routedMore is a routed link's linkMore and its compiled routing in one
@@ -99,6 +103,14 @@ func (l *Link) routing() *rules.Compiled {
 	return l.more.routing
 }
 
+// card is the link's spec.card, or nil.
+func (l *Link) card() *linkCard {
+	if l.flags&flagCard == 0 {
+		return nil
+	}
+	return l.more.card
+}
+
 // maxUsesLimit is spec.maxUses, or 0.
 func (l *Link) maxUsesLimit() int64 {
 	if l.more == nil {
@@ -116,7 +128,7 @@ func (l *Link) UsesVersion() uses.LinkVersion {
 		Code: l.Code, Peer: l.peer.holder(), ReturnRequested: l.is(flagReturnRequested), Created: int64(l.created),
 	}
 	if l.more != nil {
-		v.VariantUses = l.more.variantUses
+		v.VariantUses, v.StatusPreviewerFetches = l.more.variantUses, l.more.previewerFetches
 		if c := l.routing(); c != nil {
 			v.SplitURLs = c.SplitURLs()
 		}
@@ -140,6 +152,7 @@ const (
 	flagRouted                             // more.routing is set: rules, variants, expiredURL or forwardPath
 	flagEventPlain                         // Namespace, Name, UID and Code are events.Plain: click events write them without a look
 	flagPlainLocation                      // Location is events.Plain
+	flagCard                               // more.card is set: previewers get the card, not a redirect
 )
 
 func (l *Link) is(f uint16) bool { return l.flags&f != 0 }
@@ -272,6 +285,19 @@ func NewLink(in *linkv1.ShortLink) *Link {
 			l.more = &linkMore{}
 		}
 		l.more.variantUses = in.Status.VariantUses
+	}
+	if l.Confirmed() && in.Spec.Card != nil {
+		if l.more == nil {
+			l.more = &linkMore{}
+		}
+		l.more.card, l.flags = newLinkCard(in.Spec.Card), l.flags|flagCard
+	}
+	if in.Status.PreviewerFetches > 0 {
+		// Here, not in Link: a link previewers never fetched pays nothing.
+		if l.more == nil {
+			l.more = &linkMore{}
+		}
+		l.more.previewerFetches = in.Status.PreviewerFetches
 	}
 	if len(in.Status.UseReservations) > 0 {
 		l.flags |= flagReserved

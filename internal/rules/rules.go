@@ -82,6 +82,13 @@ func (c *Compiled) SplitURL(ch Choice) string {
 	return c.splitURLs[SplitSlot(ch)]
 }
 
+// Unsplit is the choice of spec.url outside the split: where a click that
+// must not count in status.variantUses goes (a link previewer's) when
+// Evaluate chose a destination of the split.
+func (c *Compiled) Unsplit() Choice {
+	return Choice{URL: c.text[:c.splitEnd[0]], Rule: -1, Variant: -1}
+}
+
 // Compiled is a link's routing, ready for Evaluate. It is immutable: any
 // number of goroutines may evaluate it at once.
 //

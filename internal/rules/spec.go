@@ -18,14 +18,17 @@ type Target struct {
 	URL string
 }
 
-// Targets lists a link's destinations other than spec.url, in spec order:
-// the rules', the variants', then spec.expiredURL. Each is canonicalized,
-// validated and judged by the destination policy as spec.url is.
+// Targets lists a link's URLs other than spec.url, in spec order: the
+// rules', the variants', spec.expiredURL, then the card's image (not a
+// destination, but a URL the link makes previewers fetch). Each is
+// canonicalized, validated and judged by the destination policy as
+// spec.url is.
 func Targets(spec *linkv1.ShortLinkSpec) []Target {
-	if len(spec.Rules) == 0 && len(spec.Variants) == 0 && spec.ExpiredURL == "" {
+	image := cardImage(spec)
+	if len(spec.Rules) == 0 && len(spec.Variants) == 0 && spec.ExpiredURL == "" && image == "" {
 		return nil
 	}
-	out := make([]Target, 0, len(spec.Rules)+len(spec.Variants)+1)
+	out := make([]Target, 0, len(spec.Rules)+len(spec.Variants)+2)
 	for i := range spec.Rules {
 		out = append(out, Target{Field: fmt.Sprintf("spec.rules[%d].url", i), URL: string(spec.Rules[i].URL)})
 	}
@@ -35,18 +38,30 @@ func Targets(spec *linkv1.ShortLinkSpec) []Target {
 	if spec.ExpiredURL != "" {
 		out = append(out, Target{Field: "spec.expiredURL", URL: string(spec.ExpiredURL)})
 	}
+	if image != "" {
+		out = append(out, Target{Field: "spec.card.image", URL: image})
+	}
 	return out
+}
+
+// cardImage is spec.card.image, or "".
+func cardImage(spec *linkv1.ShortLinkSpec) string {
+	if spec.Card == nil {
+		return ""
+	}
+	return string(spec.Card.Image)
 }
 
 // Key is the part of a link's dedup identity that its routing adds to
 // claim.TargetKey: links share a code only when their rules, variants,
 // expiredURL and forwardPath are identical too (targets compared in
 // canonical form, conditions as the redirector reads them: device and
-// language sets in any order and case). It is "" for a link with none of
-// them, so such a link keeps the identity it had before they existed. An
-// error means a target does not canonicalize.
+// language sets in any order and case), and so is their card (two links
+// sharing a code would show previewers one of their cards). It is "" for
+// a link with none of them, so such a link keeps the identity it had
+// before they existed. An error means a target does not canonicalize.
 func Key(spec *linkv1.ShortLinkSpec) (string, error) {
-	if len(spec.Rules) == 0 && len(spec.Variants) == 0 && spec.ExpiredURL == "" && !spec.ForwardPath {
+	if len(spec.Rules) == 0 && len(spec.Variants) == 0 && spec.ExpiredURL == "" && !spec.ForwardPath && spec.Card == nil {
 		return "", nil
 	}
 	var b strings.Builder
@@ -61,6 +76,14 @@ func Key(spec *linkv1.ShortLinkSpec) (string, error) {
 	}
 	if spec.ForwardPath {
 		b.WriteString(" path")
+	}
+	if card := spec.Card; card != nil {
+		fmt.Fprintf(&b, " card=%q,%q,", card.Title, card.Description)
+		if card.Image != "" {
+			if err := canonical("spec.card.image", string(card.Image)); err != nil {
+				return "", err
+			}
+		}
 	}
 	if spec.ExpiredURL != "" {
 		b.WriteString(" expired=")

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -61,8 +62,23 @@ func Environment(root string) (*envtest.Environment, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
+		// envtest's default (20s, retried five times) is how long
+		// kube-apiserver takes to answer on a busy two-core machine: a
+		// loaded run failed three e2e tests on it. Start waits at most
+		// this, so a control plane that cannot start still fails.
+		ControlPlaneStartTimeout: ControlPlaneStartTimeout,
 	}, nil
 }
+
+// ControlPlaneStartTimeout bounds the start of each envtest component
+// (etcd, kube-apiserver), unless KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
+// says otherwise.
+var ControlPlaneStartTimeout = func() time.Duration {
+	if v, err := time.ParseDuration(os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT")); err == nil && v > 0 {
+		return v
+	}
+	return 2 * time.Minute
+}()
 
 // ModuleRoot returns the nearest directory at or above the working directory
 // that holds a go.mod, so callers need not count ../ from their package.

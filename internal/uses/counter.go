@@ -52,6 +52,9 @@ type LinkVersion struct {
 	// VariantUses is status.variantUses of this version: the base of a
 	// count write.
 	VariantUses []linkv1.VariantUses
+	// StatusPreviewerFetches is status.previewerFetches of this version:
+	// the base of a count write.
+	StatusPreviewerFetches int64
 }
 
 // asLink is the ShortLink of v, as much of it as a reservation write reads.
@@ -94,6 +97,9 @@ func UIDKey(uid types.UID) uint64 {
 type Counter struct {
 	// pending are the uses served and not yet written.
 	pending atomic.Int64
+	// previews are the previewer fetches (CountPreviewerFetch) not yet
+	// written: not uses, written beside them.
+	previews atomic.Int64
 	// split are the split clicks not yet written, by destination (nil:
 	// the link has no variants).
 	split atomic.Pointer[splitCounts]

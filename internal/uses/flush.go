@@ -27,7 +27,7 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 	if !ok {
 		return errLinkGone
 	}
-	rv, base, baseSplit := v.ResourceVersion, v.StatusUses, v.VariantUses
+	rv, base, baseSplit, basePreviews := v.ResourceVersion, v.StatusUses, v.VariantUses, v.StatusPreviewerFetches
 	var lastUsed *metav1.Time
 	if v.StatusLastUsed > 0 {
 		t := metav1.Unix(v.StatusLastUsed, 0)
@@ -36,7 +36,7 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
 		served := c.pending.Swap(0)
 		if served == 0 {
-			return nil
+			return u.writeTallies(ctx, c, mode) // previewer fetches alone
 		}
 		if !u.spend(ctx, mode) {
 			c.pending.Add(served)
@@ -45,28 +45,40 @@ func (u *Uses) writeCount(ctx context.Context, c *Counter, mode budgetMode) erro
 		// Taken after the swap: every use of this batch was served before
 		// it, and so was every split click (counted before its use).
 		split := c.takeSplit()
+		previews := c.previews.Swap(0)
 		at := usedAt(u.opts.Clock(), lastUsed).UTC().Format(time.RFC3339)
-		err := u.patchOn(ctx, v, rv, `"uses":`+strconv.FormatInt(base+served, 10)+`,"lastUsedAt":"`+at+`"`+variantUsesField(&split, baseSplit))
+		err := u.patchOn(ctx, v, rv, `"uses":`+strconv.FormatInt(base+served, 10)+`,"lastUsedAt":"`+at+`"`+variantUsesField(&split, baseSplit)+previewsField(previews, basePreviews))
 		switch {
 		case err == nil:
 			return nil
 		case apierrors.IsConflict(err):
 			c.pending.Add(served)
+			c.previews.Add(previews)
 			split.putBack()
 			live, err := u.readLive(ctx, c, v.key())
 			if err != nil {
 				return err
 			}
-			rv, base, lastUsed, baseSplit = live.ResourceVersion, live.Status.Uses, live.Status.LastUsedAt, live.Status.VariantUses
+			rv, base, lastUsed, baseSplit, basePreviews = live.ResourceVersion, live.Status.Uses, live.Status.LastUsedAt, live.Status.VariantUses, live.Status.PreviewerFetches
 		case errors.Is(err, errLinkGone):
 			return err
 		default:
 			c.pending.Add(served)
+			c.previews.Add(previews)
 			split.putBack()
 			return err
 		}
 	}
 	return lostRaces(c)
+}
+
+// previewsField is the status.previewerFetches member of a count write's
+// patch (with its leading comma), or "" when it has none to report.
+func previewsField(previews, base int64) string {
+	if previews == 0 {
+		return ""
+	}
+	return `,"previewerFetches":` + strconv.FormatInt(base+previews, 10)
 }
 
 // patchOn sends a merge patch of the link's status members (fields, a JSON
@@ -106,45 +118,54 @@ func (u *Uses) readLive(ctx context.Context, c *Counter, key types.NamespacedNam
 	return live, nil
 }
 
-// writeSplit writes c's split clicks alone (status.variantUses), for the
-// clicks this replica forwarded: their holder writes the uses, so nothing
-// else here would carry them. A merge patch on the version the informer
-// showed, a conflict retrying on a live read, as writeCount. c's lock is
-// held.
-func (u *Uses) writeSplit(ctx context.Context, c *Counter, mode budgetMode) error {
+// writeTallies writes what c counted beside uses, alone: its split clicks
+// (status.variantUses) for the clicks this replica forwarded (their holder
+// writes the uses, so nothing else here would carry them), and its
+// previewer fetches (status.previewerFetches), which are not uses and so
+// never ride on a reservation's write. A merge patch on the version the
+// informer showed, a conflict retrying on a live read, as writeCount. c's
+// lock is held.
+func (u *Uses) writeTallies(ctx context.Context, c *Counter, mode budgetMode) error {
 	v, ok := c.version()
 	if !ok {
 		return errLinkGone
 	}
+	if !c.splitPending() && c.previews.Load() == 0 {
+		return nil
+	}
 	if !u.spend(ctx, mode) {
 		return errNoBudget
 	}
-	rv, baseSplit := v.ResourceVersion, v.VariantUses
-	split := c.takeSplit()
+	rv, baseSplit, basePreviews := v.ResourceVersion, v.VariantUses, v.StatusPreviewerFetches
+	split, previews := c.takeSplit(), c.previews.Swap(0)
+	putBack := func() {
+		split.putBack()
+		c.previews.Add(previews)
+	}
 	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
-		field := variantUsesField(&split, baseSplit)
-		if field == "" {
+		fields := variantUsesField(&split, baseSplit) + previewsField(previews, basePreviews)
+		if fields == "" {
 			return nil
 		}
-		err := u.patchOn(ctx, v, rv, field[1:])
+		err := u.patchOn(ctx, v, rv, fields[1:])
 		switch {
 		case err == nil:
 			return nil
 		case apierrors.IsConflict(err):
 			live, err := u.readLive(ctx, c, v.key())
 			if err != nil {
-				split.putBack()
+				putBack()
 				return err
 			}
-			rv, baseSplit = live.ResourceVersion, live.Status.VariantUses
+			rv, baseSplit, basePreviews = live.ResourceVersion, live.Status.VariantUses, live.Status.PreviewerFetches
 		case errors.Is(err, errLinkGone):
 			return err
 		default:
-			split.putBack()
+			putBack()
 			return err
 		}
 	}
-	split.putBack()
+	putBack()
 	return lostRaces(c)
 }
 
@@ -173,6 +194,18 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 		return ctx.Err()
 	}
 	defer u.unlock(c)
+	err := u.flushLocked(ctx, c, release, mode)
+	if err == nil && c.previews.Load() != 0 {
+		// A limited link's previewer fetches (an unlimited link's went
+		// with its uses, or alone, in writeCount).
+		err = u.writeTallies(ctx, c, mode)
+	}
+	return err
+}
+
+// flushLocked is flushOne's writes of uses, split clicks and
+// reservations; c's lock is held.
+func (u *Uses) flushLocked(ctx context.Context, c *Counter, release bool, mode budgetMode) error {
 	v, _ := c.version()
 	switch {
 	case c.held > 0:
@@ -203,10 +236,7 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 		return err
 	case v.MaxUses > 0 || c.unconfirmed != nil:
 		if c.pending.Load() == 0 && c.unconfirmed == nil {
-			if c.splitPending() {
-				return u.writeSplit(ctx, c, mode)
-			}
-			return nil
+			return u.writeTallies(ctx, c, mode) // forwarded clicks' split counts, previewer fetches
 		}
 		_, err := u.writeReservation(ctx, c, false, release, mode)
 		return err
@@ -279,8 +309,8 @@ func (u *Uses) Flush(ctx context.Context, final bool) int64 {
 		if n := c.pending.Load(); n > 0 {
 			pending += n
 			u.markDirty(c)
-		} else if c.splitPending() {
-			u.markDirty(c) // forwarded clicks' split counts (writeSplit)
+		} else if c.splitPending() || c.previews.Load() != 0 {
+			u.markDirty(c) // forwarded clicks' split counts (writeTallies), previewer fetches
 		}
 	}
 	u.metrics.pending.Set(float64(pending))
@@ -317,6 +347,7 @@ func (u *Uses) flushWithin(ctx context.Context, c *Counter, release bool, mode b
 	err := u.flushOne(wctx, c, release, mode)
 	if errors.Is(err, errLinkGone) {
 		c.pending.Store(0)
+		c.previews.Store(0)
 		u.hold(c, false)
 		return nil
 	}

@@ -185,6 +185,16 @@ func (u *Uses) Count(c *Counter) {
 	}
 }
 
+// CountPreviewerFetch records one GET of c's link by a previewer (a
+// client that reads links without following them for a person): not a
+// use, it never touches the quota nor lastUsedAt; it is written to
+// status.previewerFetches with the next write of the link, or alone.
+func (u *Uses) CountPreviewerFetch(c *Counter) {
+	if c.previews.Add(1) == 1 {
+		u.markDirty(c)
+	}
+}
+
 // markDirty pushes c on the lock-free stack of counters with pending uses.
 func (u *Uses) markDirty(c *Counter) {
 	if !c.queued.CompareAndSwap(false, true) {
@@ -223,7 +233,7 @@ func (u *Uses) Take(c *Counter, now time.Time) Verdict {
 		}
 		if attempt == 0 && u.forward(c, at, deadline) {
 			// The holder counts the use; the split click counted here is
-			// written by this replica (writeSplit).
+			// written by this replica (writeTallies).
 			if c.split.Load() != nil {
 				u.markDirty(c)
 			}
