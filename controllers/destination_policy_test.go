@@ -280,6 +280,17 @@ var _ = Describe("The destination policy", Ordered, func() {
 				fmt.Sprintf("Normal CodeAssigned: assigned code %s (was DestinationNotAllowed)", was.Status.Code)))
 		})
 
+		It("blocks a link whose card image is on a denied host, naming spec.card.image", func() {
+			ns := newNamespace("deny-card")
+			runLinkManagers(ns, 1)
+			newDenyList("deny-card-images", "*.cards.policy.example")
+			createLink(ns, "carded", "https://www.policy.example/a", func(l *linkv1.ShortLink) {
+				l.Spec.Card = &linkv1.LinkCard{Title: "A", Image: "https://img.cards.policy.example/i.png"}
+			})
+			l := eventuallyState(ns, "carded", metav1.ConditionFalse, linkv1.ReasonDestinationNotAllowed, linkv1.StateBlocked)
+			Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(HavePrefix(`spec.card.image: host "img.cards.policy.example" is denied`))
+		})
+
 		It("blocks a link as a whole when a new DestinationDenyList denies one of its variants, naming it, and serves it again once deleted", func() {
 			ns := newNamespace("deny-variant")
 			runLinkManagers(ns, 1)
