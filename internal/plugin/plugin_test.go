@@ -338,15 +338,7 @@ spec:
   url: https://example.com/gitops
 `)
 
-	// The manifest is one the API server accepts as it is.
-	var l linkv1.ShortLink
-	if err := yaml.UnmarshalStrict([]byte(res.stdout), &l); err != nil {
-		t.Fatal(err)
-	}
-	l.Namespace = linked
-	if err := admin.Create(suiteCtx, &l, client.DryRunAll); err != nil {
-		t.Errorf("the API server refuses the manifest: %v", err)
-	}
+	expectServerAccepts(t, res.stdout)
 	err := admin.Get(suiteCtx, types.NamespacedName{Namespace: linked, Name: "gitops"}, &linkv1.ShortLink{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("--dry-run=client created the link (get: %v)", err)
@@ -369,6 +361,20 @@ spec:
 `)
 }
 
+// expectServerAccepts checks that a manifest create printed is one the
+// API server accepts as it is (a server-side dry run in linked).
+func expectServerAccepts(t *testing.T, manifest string) {
+	t.Helper()
+	var l linkv1.ShortLink
+	if err := yaml.UnmarshalStrict([]byte(manifest), &l); err != nil {
+		t.Fatal(err)
+	}
+	l.Namespace = linked
+	if err := admin.Create(suiteCtx, &l, client.DryRunAll); err != nil {
+		t.Errorf("the API server refuses the manifest: %v", err)
+	}
+}
+
 // The card flags make spec.card, which the API server accepts as it is.
 func TestCreateDryRunWithACard(t *testing.T) {
 	freshNamespaces(t)
@@ -386,14 +392,7 @@ spec:
   maxUses: 1
   url: https://example.com/invite
 `)
-	var l linkv1.ShortLink
-	if err := yaml.UnmarshalStrict([]byte(res.stdout), &l); err != nil {
-		t.Fatal(err)
-	}
-	l.Namespace = linked
-	if err := admin.Create(suiteCtx, &l, client.DryRunAll); err != nil {
-		t.Errorf("the API server refuses the manifest: %v", err)
-	}
+	expectServerAccepts(t, res.stdout)
 }
 
 func TestGet(t *testing.T) {

@@ -2,11 +2,6 @@ package plugin
 
 import (
 	"testing"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
-
-	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 )
 
 func TestCreateTakesRulesAndVariants(t *testing.T) {
@@ -58,15 +53,7 @@ spec:
   - url: https://example.com/app-c
     weight: 20
 `)
-	// The manifest is one the API server accepts as it is.
-	var l linkv1.ShortLink
-	if err := yaml.UnmarshalStrict([]byte(res.stdout), &l); err != nil {
-		t.Fatal(err)
-	}
-	l.Namespace = linked
-	if err := admin.Create(suiteCtx, &l, client.DryRunAll); err != nil {
-		t.Errorf("the API server refuses the manifest: %v", err)
-	}
+	expectServerAccepts(t, res.stdout)
 
 	// Against the cluster: created, Ready, and the same spec again is unchanged.
 	clusterArgs := append(append([]string{}, args[1:3]...), args[4:]...) // without --dry-run=client

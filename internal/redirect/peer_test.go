@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
@@ -82,6 +83,17 @@ type peerHarness struct {
 
 func newPeerHarness(t *testing.T, links ...*linkv1.ShortLink) *peerHarness {
 	t.Helper()
+	u := uses.New(uses.Options{Client: fakeLinkClient(links...), Holder: "a", Peer: "a:1", Registry: prometheus.NewRegistry()})
+	h := &peerHarness{harness: newHarnessWith(t, Options{Uses: u}), u: u}
+	for _, l := range links {
+		h.add(l)
+	}
+	return h
+}
+
+// fakeLinkClient is a fake API server holding links (as they are; without
+// managedFields, which it refuses).
+func fakeLinkClient(links ...*linkv1.ShortLink) client.WithWatch {
 	scheme := runtime.NewScheme()
 	_ = linkv1.AddToScheme(scheme)
 	b := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&linkv1.ShortLink{})
@@ -90,12 +102,7 @@ func newPeerHarness(t *testing.T, links ...*linkv1.ShortLink) *peerHarness {
 		in.ManagedFields = nil
 		b = b.WithObjects(in)
 	}
-	u := uses.New(uses.Options{Client: b.Build(), Holder: "a", Peer: "a:1", Registry: prometheus.NewRegistry()})
-	h := &peerHarness{harness: newHarnessWith(t, Options{Uses: u}), u: u}
-	for _, l := range links {
-		h.add(l)
-	}
-	return h
+	return b.Build()
 }
 
 // limitedLink is a link with maxUses 10.

@@ -8,11 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/uses"
@@ -49,15 +47,10 @@ type countingHarness struct {
 
 func newCountingHarness(t *testing.T, links ...*linkv1.ShortLink) *countingHarness {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	_ = linkv1.AddToScheme(scheme)
-	b := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&linkv1.ShortLink{})
 	for _, l := range links {
-		in := l.DeepCopy()
-		in.ResourceVersion, in.ManagedFields = "", nil
-		b = b.WithObjects(in)
+		l.ResourceVersion = "" // the fake API server's own
 	}
-	cl := b.Build()
+	cl := fakeLinkClient(links...)
 	u := uses.New(uses.Options{Client: cl, Holder: "a", Registry: prometheus.NewRegistry()})
 	h := &countingHarness{harness: newHarnessWith(t, Options{Uses: u}), u: u, cl: cl}
 	for _, l := range links {
