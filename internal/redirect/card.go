@@ -1,14 +1,13 @@
 package redirect
 
 import (
-	"bytes"
-	"html/template"
-	"strings"
+	"errors"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/pages"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -19,9 +18,11 @@ import (
 // tags, noindex, no script and no destination in it. It spends no use, and
 // a client that lies to be a previewer gets the card, not the destination.
 // A link without a card of its own shows its namespace's card
-// (annotations), else a neutral default. A card is rendered once per link
-// version (the Link holds it; namespace cards once per namespace version)
-// within the render budget, and answered from memory after that.
+// (annotations), else a neutral default. This file decides which card a
+// link shows; package pages renders it (pages.Card) once per link version
+// (the Link holds it; namespace cards once per namespace version, in a
+// pages.CardCache) within the render budget, and it is answered from
+// memory after that.
 
 // Card annotations on a Namespace: the card its links with maxUses and
 // without spec.card show previewers.
@@ -31,50 +32,13 @@ const (
 	CardImageAnnotation       = "linkforge.io/card-image"
 )
 
-// defaultCard is the card of a limited link whose namespace sets none:
-// it says nothing of where the link leads.
-var defaultCard = cardData{Title: "Shared link", Description: "Open the link to see where it leads."}
-
 // cardHeaders are the card's headers: not indexed, no script, no referrer.
 var cardHeaders = previewHeaders
-
-// cardPage is the page. html/template escapes what it inserts for its
-// context.
-var cardPage = template.Must(template.New("card").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="robots" content="noindex, nofollow">
-<meta name="referrer" content="no-referrer">
-<title>{{.Title}}</title>
-<meta property="og:type" content="website">
-<meta property="og:title" content="{{.Title}}">
-<meta name="twitter:card" content="{{if .Image}}summary_large_image{{else}}summary{{end}}">
-<meta name="twitter:title" content="{{.Title}}">
-{{if .Description}}<meta name="description" content="{{.Description}}">
-<meta property="og:description" content="{{.Description}}">
-<meta name="twitter:description" content="{{.Description}}">
-{{end}}{{if .Image}}<meta property="og:image" content="{{.Image}}">
-<meta name="twitter:image" content="{{.Image}}">
-{{end}}<style>body{font-family:system-ui,sans-serif;max-width:42rem;margin:3rem auto;padding:0 1rem;line-height:1.5}</style>
-</head>
-<body>
-<h1>{{.Title}}</h1>
-{{if .Description}}<p>{{.Description}}</p>
-{{end}}</body>
-</html>
-`))
-
-// cardData is what a card shows. Title is never empty (a card without
-// one is titled by the default's).
-type cardData struct {
-	Title, Description, Image string
-}
 
 // linkCard is a link's spec.card as the redirector keeps it, and its page
 // once rendered (nil until the first previewer asks).
 type linkCard struct {
-	data cardData
+	data pages.Card
 	page atomic.Pointer[[]byte]
 }
 
@@ -84,39 +48,34 @@ func newLinkCard(c *linkv1.LinkCard) *linkCard {
 	if c == nil {
 		return nil
 	}
-	d := cardData{Title: cardText(c.Title), Description: cardText(c.Description)}
+	d := pages.Card{Title: pages.CardText(c.Title), Description: pages.CardText(c.Description)}
 	if c.Image != "" {
 		d.Image = Location(string(c.Image))
 	}
 	if d.Title == "" {
-		d.Title = defaultCard.Title
+		d.Title = pages.DefaultCard.Title
 	}
 	return &linkCard{data: d}
-}
-
-// cardText is a card's text on one line: previewers show one paragraph.
-func cardText(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // namespaceCard is the card a namespace's annotations set, and whether
 // they set one; an image that is not an absolute http(s) URL is left out
 // (and the card keeps its text).
-func namespaceCard(annotations map[string]string) (cardData, bool) {
-	d := cardData{
-		Title:       cardText(truncate(annotations[CardTitleAnnotation], linkv1.MaxCardTitle)),
-		Description: cardText(truncate(annotations[CardDescriptionAnnotation], linkv1.MaxCardDescription)),
+func namespaceCard(annotations map[string]string) (pages.Card, bool) {
+	d := pages.Card{
+		Title:       pages.CardText(truncate(annotations[CardTitleAnnotation], linkv1.MaxCardTitle)),
+		Description: pages.CardText(truncate(annotations[CardDescriptionAnnotation], linkv1.MaxCardDescription)),
 	}
 	if img := annotations[CardImageAnnotation]; img != "" && len(img) <= 2048 {
 		if _, err := shortcode.Canonicalize(img); err == nil {
 			d.Image = Location(img)
 		}
 	}
-	if d == (cardData{}) {
-		return cardData{}, false
+	if d == (pages.Card{}) {
+		return pages.Card{}, false
 	}
 	if d.Title == "" {
-		d.Title = defaultCard.Title
+		d.Title = pages.DefaultCard.Title
 	}
 	return d, true
 }
@@ -131,10 +90,6 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
-
-// nsCardKey is a rendered namespace card's cache key: the namespace's
-// version, so an edit of its annotations renders anew.
-type nsCardKey struct{ ns, resourceVersion string }
 
 // cardAnswer answers a previewer's request for link e with its card (for
 // HEAD, the headers alone): 200, no store, within the render budget for a
@@ -167,53 +122,49 @@ func (r *Redirector) cardPageOf(e *Link) ([]byte, bool) {
 		return page, ok
 	}
 	d, key := r.namespaceCard(e.Namespace)
-	if page, ok := r.nsCards.get(key); ok {
+	if page, ok := r.nsCards.Get(key.ns, key.resourceVersion); ok {
 		return page, true
 	}
 	page, ok := r.renderCard(d)
 	if ok {
-		r.nsCards.add(key, page)
+		r.nsCards.Add(key.ns, key.resourceVersion, page)
 	}
 	return page, ok
 }
 
+// nsCardKey is a rendered namespace card's key in the cache: the
+// namespace's version, so an edit of its annotations renders anew.
+type nsCardKey struct{ ns, resourceVersion string }
+
 // namespaceCard is the card of namespace ns's limited links without one of
 // their own (its annotations', else the default) and its cache key.
-func (r *Redirector) namespaceCard(ns string) (*cardData, nsCardKey) {
+func (r *Redirector) namespaceCard(ns string) (*pages.Card, nsCardKey) {
 	if obj, ok := r.namespaces.Load(ns); ok {
 		n := obj.(*corev1.Namespace)
 		if d, set := namespaceCard(n.Annotations); set {
 			return &d, nsCardKey{ns: n.Name, resourceVersion: n.ResourceVersion}
 		}
 	}
-	return &defaultCard, nsCardKey{}
+	return &pages.DefaultCard, nsCardKey{}
 }
 
 // namespaceCardOf is namespaceCard's card alone.
-func (r *Redirector) namespaceCardOf(ns string) *cardData {
+func (r *Redirector) namespaceCardOf(ns string) *pages.Card {
 	d, _ := r.namespaceCard(ns)
 	return d
 }
 
 // renderCard renders d within the render budget.
-func (r *Redirector) renderCard(d *cardData) ([]byte, bool) {
-	release, _, ok := r.render.acquire()
-	if !ok {
+func (r *Redirector) renderCard(d *pages.Card) ([]byte, bool) {
+	page, err := d.Render(r.render)
+	var busy pages.BusyError
+	switch {
+	case errors.As(err, &busy):
 		r.metrics.renderRefused[viewCard].Inc()
 		return nil, false
-	}
-	defer release()
-	var buf bytes.Buffer
-	if err := cardPage.Execute(&buf, d); err != nil { // not for these types
+	case err != nil: // not for these types
 		r.log.Error(err, "rendering a card")
 		return nil, false
 	}
-	return buf.Bytes(), true
-}
-
-// nsCardCacheBytes bounds the namespace cards kept rendered.
-const nsCardCacheBytes = 1 << 20
-
-func newNSCardCache() *lru[nsCardKey, []byte] {
-	return newLRU(nsCardCacheBytes, func(k nsCardKey, v []byte) int { return len(k.ns) + len(k.resourceVersion) + len(v) + 64 })
+	return page, true
 }

@@ -278,24 +278,6 @@ func TestQRCodePublicBaseURL(t *testing.T) {
 	}
 }
 
-func TestLRU(t *testing.T) {
-	c := newLRU(25, func(k string, v []byte) int { return len(k) + len(v) })
-	c.add("a", make([]byte, 9))
-	c.add("b", make([]byte, 9))
-	c.get("a")
-	c.add("c", make([]byte, 9)) // over the budget: b, the least recently used, goes
-	if _, ok := c.get("b"); ok || c.len() != 2 || c.used > c.budget {
-		t.Errorf("kept %d values, %d bytes (budget %d); b kept: %v", c.len(), c.used, c.budget, ok)
-	}
-	if _, ok := c.get("a"); !ok {
-		t.Error("the most recently used value was dropped")
-	}
-	c.add("big", make([]byte, 40))
-	if _, ok := c.get("big"); ok {
-		t.Error("a value larger than the budget is kept")
-	}
-}
-
 func TestPreview(t *testing.T) {
 	h := newHarness(t)
 	h.add(link("team-a", "docs", "docs", "https://example.com/a?x=1&y='2'", func(l *linkv1.ShortLink) {

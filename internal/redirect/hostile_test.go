@@ -7,15 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
-	"github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -120,103 +117,28 @@ func TestQRCodeWithoutPublicBaseURL(t *testing.T) {
 	}
 }
 
-// blockDraws makes the redirector's first draw wait until the returned
-// release is called, and reports each draw that starts on started; later
-// draws go ahead, so that a test of what the budget refuses fails, rather
-// than hangs, when the budget lets it through.
-func blockDraws(h *harness) (started chan qrKey, release func()) {
-	started = make(chan qrKey, 16)
-	gate := make(chan struct{})
-	var drawn atomic.Bool
-	h.r.qr.drawing = func(k qrKey) {
-		started <- k
-		if !drawn.Swap(true) {
-			<-gate
+// holdRender takes one render slot of the redirector's budget until the
+// returned release is called: with RenderConcurrency 1, every render that
+// is not cached is refused meanwhile.
+func holdRender(h *harness) (release func()) {
+	held, free := make(chan bool), make(chan struct{})
+	go func() {
+		// A slot is released on the goroutine that acquired it (which is
+		// locked to its thread until then).
+		rel, _, ok := h.r.render.Acquire()
+		held <- ok
+		if ok {
+			<-free
+			rel()
 		}
+	}()
+	if !<-held {
+		h.t.Fatal("the render budget refused the slot to hold")
 	}
 	var once sync.Once
-	release = func() { once.Do(func() { close(gate) }) }
+	release = func() { once.Do(func() { close(free) }) }
 	h.t.Cleanup(release)
-	return started, release
-}
-
-func TestQRCodeMergesIdenticalMisses(t *testing.T) {
-	g := gomega.NewWithT(t)
-	h := qrHarness(t)
-	started, release := blockDraws(h)
-	m := h.r.metrics
-	drawn, merged := testutil.ToFloat64(m.qrDrawn), testutil.ToFloat64(m.qrMerged)
-	const clients = 5
-	bodies := make(chan []byte, clients)
-	for range clients {
-		go func() { bodies <- h.get("GET", "", "/team-a/LUMLV6n3To/qr?size=512&margin=2").body }()
-	}
-	k := <-started
-	// The other four wait for the draw in flight instead of drawing.
-	g.Eventually(func() int { return h.r.qr.flights.waiting(k) }).WithTimeout(10 * time.Second).Should(gomega.Equal(clients - 1))
-	release()
-	first := <-bodies
-	for range clients - 1 {
-		if b := <-bodies; !bytes.Equal(b, first) || len(b) == 0 {
-			t.Error("the merged answers differ")
-		}
-	}
-	if d, mg := testutil.ToFloat64(m.qrDrawn)-drawn, testutil.ToFloat64(m.qrMerged)-merged; d != 1 || mg != clients-1 {
-		t.Errorf("drawn %v, merged %v; want 1 and %d", d, mg, clients-1)
-	}
-}
-
-func TestRenderBudget(t *testing.T) {
-	now := epoch
-	b := newRenderBudget(2, 0.5, func() time.Time { return now })
-	// Half of one CPU, whatever GOMAXPROCS is here; renders burn the CPU
-	// time they take on the fake clock.
-	b.rate = 0.5
-	b.cpu = func() (time.Duration, bool) { return now.Sub(epoch), true }
-	r1, _, ok1 := b.acquire()
-	r2, _, ok2 := b.acquire()
-	_, retry, ok3 := b.acquire()
-	if !ok1 || !ok2 || ok3 || retry != time.Second {
-		t.Fatalf("two slots: %v %v, third %v (retry %v); want two admitted, the third refused for 1s", ok1, ok2, ok3, retry)
-	}
-	now = now.Add(200 * time.Millisecond)
-	r1()
-	r2() // 400 ms of CPU charged against a burst of 250 ms
-	_, retry, ok := b.acquire()
-	if ok || retry != time.Second {
-		t.Fatalf("over the burst: admitted %v, retry %v", ok, retry)
-	}
-	now = now.Add(time.Second) // 0.5 s of render time paid back
-	if release, _, ok := b.acquire(); !ok {
-		t.Fatal("paid back: still refused")
-	} else {
-		release()
-	}
-	// A long render: the debt says how long until the next is admitted.
-	release, _, _ := b.acquire()
-	now = now.Add(5 * time.Second)
-	release()
-	// 5 s of CPU charged, 2.5 s of it paid back while it ran: (2.5 s - the 250 ms
-	// burst) / 0.5 is 4.5 s.
-	if _, retry, ok := b.acquire(); ok || retry != 4500*time.Millisecond {
-		t.Errorf("after a 5 s render at half a CPU: admitted %v, retry after %v, want 4.5 s", ok, retry)
-	}
-	// The thread's CPU time, where the kernel gives it, not the wall time.
-	b.cpu = threadCPU
-	now = now.Add(time.Hour) // all paid back
-	release, _, ok = b.acquire()
-	if !ok {
-		t.Fatal("paid back: refused")
-	}
-	now = now.Add(10 * time.Second) // a render that waited 10 s for a CPU, burning none
-	release()
-	release, _, ok = b.acquire()
-	if !ok && runtime.GOOS == "linux" {
-		t.Error("a render charged its wall time, not its CPU time")
-	}
-	if ok {
-		release()
-	}
+	return release
 }
 
 func TestRenderBudgetAnswers503(t *testing.T) {
@@ -224,12 +146,9 @@ func TestRenderBudgetAnswers503(t *testing.T) {
 	h.add(link("team-a", "docs", "LUMLV6n3To", "https://example.com/docs"))
 	h.add(link("team-a", "other", "other", "https://example.com/other"))
 	warm := h.get("GET", "", "/team-a/other/qr")
-	started, release := blockDraws(h)
 	m := h.r.metrics
 	refusedQR, refusedPreview := testutil.ToFloat64(m.renderRefused[viewQR]), testutil.ToFloat64(m.renderRefused[viewPreview])
-	done := make(chan got, 1)
-	go func() { done <- h.get("GET", "", "/team-a/LUMLV6n3To/qr?size=1024&margin=0") }()
-	<-started // the only render slot is taken
+	release := holdRender(h) // the only render slot is taken
 
 	if g := h.get("GET", "", "/team-a/LUMLV6n3To/qr?size=64"); g.status != http.StatusServiceUnavailable || g.header.Get("Retry-After") == "" || g.header.Get("Cache-Control") != "no-store" {
 		t.Errorf("another QR code while the budget is spent: %d Retry-After %q %q, want 503 with Retry-After, no-store", g.status, g.header.Get("Retry-After"), g.header.Get("Cache-Control"))
@@ -255,8 +174,8 @@ func TestRenderBudgetAnswers503(t *testing.T) {
 		t.Errorf("a redirect: %d", g.status)
 	}
 	release()
-	if g := <-done; g.status != http.StatusOK {
-		t.Errorf("the draw that held the slot: %d", g.status)
+	if g := h.get("GET", "", "/team-a/LUMLV6n3To/qr?size=1024&margin=0"); g.status != http.StatusOK {
+		t.Errorf("a QR code once the slot is free: %d", g.status)
 	}
 	if g := h.get("GET", "", "/team-a/LUMLV6n3To+"); g.status != http.StatusOK {
 		t.Errorf("a preview once the slot is free: %d", g.status)

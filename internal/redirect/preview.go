@@ -1,12 +1,13 @@
 package redirect
 
 import (
-	"bytes"
-	"html/template"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/linkforge/linkforge/internal/pages"
 )
 
 // GET /<namespace>/<code>+ (and /<code>+ on a vanity host) answers a small
@@ -17,64 +18,32 @@ import (
 // whose namespace (or the redirector) sends finished codes to a gone
 // fallback does not show its old destination: its redirect hides it too.
 // The page names the link by its path only, no host, so it carries no
-// host a request named. It is rendered within the render budget
-// (render.go; else 503 with Retry-After), and not at all for HEAD.
+// host a request named. This file decides what the page says; package
+// pages renders it (pages.Preview) within the render budget (else 503
+// with Retry-After), and not at all for HEAD.
 
 var (
-	previewHeaders = []header{
-		{key: []byte("X-Robots-Tag"), value: "noindex, nofollow"},
-		{key: []byte("Content-Security-Policy"), value: "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
-		{key: []byte("Referrer-Policy"), value: "no-referrer"},
-		hdrNoSniff,
-	}
+	// previewHeaders are the page's headers (pages.PageHeaders).
+	previewHeaders  = headersOf(pages.PageHeaders...)
 	respPreviewGone = newCanned(http.StatusGone, "")
 	respInternal    = newCanned(http.StatusInternalServerError, "500 Internal Server Error\n")
 )
 
-const contentTypeHTML = "text/html; charset=utf-8"
+const contentTypeHTML = pages.ContentTypeHTML
 
-// previewPage is the page. html/template escapes what it inserts for its
-// context (the link's URL in an attribute and in text).
-var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="robots" content="noindex, nofollow">
-<meta name="referrer" content="no-referrer">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Short link {{.Path}}</title>
-<style>body{font-family:system-ui,sans-serif;max-width:42rem;margin:3rem auto;padding:0 1rem;line-height:1.5}a,code{overflow-wrap:anywhere}</style>
-</head>
-<body>
-<h1>Short link {{.Path}}</h1>
-{{if .Destination}}<p>{{if .Redirects}}It redirects to{{else}}It redirected to{{end}}:</p>
-<p><a href="{{.Destination}}" rel="nofollow noopener noreferrer">{{.Destination}}</a></p>
-{{end}}<p>State: <strong>{{.State}}</strong>. {{.Detail}}</p>
-{{if .Routing}}<p>Where its clicks go:</p>
-<ul>{{range .Routing}}<li>{{.}}</li>{{end}}</ul>
-{{end}}{{with .Card}}<p>What link previewers (chat apps, crawlers) are shown instead of a redirect:</p>
-<blockquote><strong>{{.Title}}</strong>{{if .Description}}<br>{{.Description}}{{end}}{{if .Image}}<br>Image: <code>{{.Image}}</code>{{end}}</blockquote>
-{{end}}</body>
-</html>
-`))
-
-type previewData struct {
-	Path        string
-	Destination string
-	Redirects   bool
-	State       string
-	Detail      string
-	// Routing is the link's rules, split, expired URL and path forwarding
-	// in words (rules.Describe): text, escaped as such.
-	Routing []string
-	// Card is the card previewers get (nil: they are redirected).
-	Card *cardData
+// headersOf is hs as answers carry them.
+func headersOf(hs ...pages.Header) []header {
+	h := make([]header, len(hs))
+	for i, x := range hs {
+		h[i] = header{key: []byte(x.Name), value: x.Value}
+	}
+	return h
 }
 
 // previewAnswer answers the preview of e, named by rt and path (without
 // its "+"); for HEAD without rendering it.
 func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, now int64) answer {
-	d := previewData{Path: path, Destination: e.Location, State: "Active", Redirects: true}
+	d := pages.Preview{Path: path, Destination: e.Location, State: "Active", Redirects: true}
 	status := respOK
 	switch {
 	case e.is(flagTombstone):
@@ -133,17 +102,22 @@ func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, no
 	if head {
 		return a // the headers of the page, without rendering it (nor a length)
 	}
-	release, retryAfter, ok := r.render.acquire()
-	if !ok {
+	page, err := d.Render(r.render)
+	var busy pages.BusyError
+	switch {
+	case errors.As(err, &busy):
 		r.metrics.renderRefused[viewPreview].Inc()
-		return answer{resp: respRenderBusy, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(int64((retryAfter + time.Second - 1) / time.Second))}
-	}
-	defer release()
-	var buf bytes.Buffer
-	if err := previewPage.Execute(&buf, d); err != nil {
+		return answer{resp: respRenderBusy, cacheControl: ccNoStore, retryAfter: busyRetryAfter(busy)}
+	case err != nil:
 		r.log.Error(err, "rendering a preview page")
 		return answer{resp: respInternal, cacheControl: ccNoStore}
 	}
-	a.body = buf.Bytes()
+	a.body = page
 	return a
+}
+
+// busyRetryAfter is the Retry-After of a render refused for want of
+// budget, in whole seconds rounded up.
+func busyRetryAfter(busy pages.BusyError) string {
+	return retryAfterSeconds(int64((busy.RetryAfter + time.Second - 1) / time.Second))
 }

@@ -1,7 +1,3 @@
-// Package redirect is linkforge's redirector: it keeps an in-memory index
-// (namespace, code) -> target fed by informers on ShortLinks and Namespaces,
-// and answers GET /<namespace>/<code> (and /<code> on a namespace's domain)
-// from it, without touching the API server on the request path.
 package redirect
 
 import (
@@ -26,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	clickevents "github.com/linkforge/linkforge/internal/events"
+	"github.com/linkforge/linkforge/internal/pages"
 	"github.com/linkforge/linkforge/internal/uses"
 )
 
@@ -85,7 +82,7 @@ type Options struct {
 	// namespaces whose annotations set none.
 	Fallbacks Fallbacks
 	// RenderConcurrency bounds the QR codes and preview pages rendered at
-	// once (render.go); 0: DefaultRenderConcurrency.
+	// once (pages.Budget); 0: DefaultRenderConcurrency.
 	RenderConcurrency int
 	// RenderCPUShare is the share of the CPUs (GOMAXPROCS) that rendering
 	// may use over time, in (0, 1]; 0: DefaultRenderCPUShare.
@@ -124,14 +121,21 @@ func CheckPublicBaseURL(base string) error {
 	return nil
 }
 
+// DefaultRenderCPUShare is the default of Options.RenderCPUShare.
+const DefaultRenderCPUShare = pages.DefaultCPUShare
+
+// DefaultRenderConcurrency is the default of Options.RenderConcurrency:
+// half the CPUs Go uses, at least one.
+func DefaultRenderConcurrency() int { return pages.DefaultConcurrency() }
+
 // Redirector is the redirect HTTP handler and the index behind it.
 type Redirector struct {
 	index      *Index
 	domains    *Domains
 	fallbacks  *fallbackTable
-	qr         *qrDrawer
-	render     *renderBudget
-	nsCards    *lru[nsCardKey, []byte] // namespaces' cards, rendered
+	qr         *pages.QRDrawer
+	render     *pages.Budget
+	nsCards    *pages.CardCache // namespaces' cards, rendered
 	publicBase *url.URL
 	metrics    *metrics
 	agents     *agentMemo
@@ -178,9 +182,12 @@ func New(opts Options) *Redirector {
 	r.domains = NewDomains(r.domainConflict)
 	r.fallbacks = newFallbackTable()
 	r.metrics = newMetrics(opts.Registry, r.index, r.domains, func() bool { return !r.draining.Load() && r.Ready() })
-	r.render = newRenderBudget(opts.RenderConcurrency, opts.RenderCPUShare, time.Now)
-	r.qr = newQRDrawer(r.render, r.metrics)
-	r.nsCards = newNSCardCache()
+	r.render = pages.NewBudget(opts.RenderConcurrency, opts.RenderCPUShare, time.Now)
+	r.qr = pages.NewQRDrawer(r.render, pages.QRMetrics{
+		Cached: r.metrics.qrCached, Drawn: r.metrics.qrDrawn, Merged: r.metrics.qrMerged,
+		Refused: r.metrics.renderRefused[viewQR],
+	})
+	r.nsCards = pages.NewCardCache()
 	if opts.PublicBaseURL == "" {
 		r.log.Info("no public base URL (--public-base-url): QR codes of /<namespace>/<code> answer 404, since the redirector draws only hosts it is told are its own")
 	} else {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package redirect
+package pages
 
 import "time"
 

@@ -1,4 +1,4 @@
-package redirect
+package pages
 
 import (
 	"container/list"
@@ -24,22 +24,24 @@ import (
 //     other work a draw takes longer without costing the redirects more.
 //
 // A refused render is answered 503 with Retry-After, at once: nothing
-// queues. Drawings are cached and identical misses merged (qrcode.go), so
+// queues. Drawings are cached and identical misses merged (qr.go), so
 // the budget is spent only on what has not been drawn.
 
-// Defaults of Options.RenderConcurrency and Options.RenderCPUShare.
+// Defaults of NewBudget's slots and share (the redirector's
+// Options.RenderConcurrency and Options.RenderCPUShare).
 const (
-	DefaultRenderCPUShare = 0.15
+	// DefaultCPUShare is the share of the CPUs renders may use over time.
+	DefaultCPUShare = 0.15
 	// renderBurst is the render time the budget lends before the share
 	// applies: a page of QR codes drawn at once is not refused.
 	renderBurst = 250 * time.Millisecond
 )
 
-// DefaultRenderConcurrency is half the CPUs Go uses, at least one.
-func DefaultRenderConcurrency() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+// DefaultConcurrency is half the CPUs Go uses, at least one.
+func DefaultConcurrency() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
-// renderBudget admits renders; see above.
-type renderBudget struct {
+// Budget admits renders; see above.
+type Budget struct {
 	slots int
 	rate  float64 // seconds of render time paid back per second
 	burst time.Duration
@@ -54,20 +56,24 @@ type renderBudget struct {
 	paidAt  time.Time
 }
 
-func newRenderBudget(slots int, share float64, now func() time.Time) *renderBudget {
+// NewBudget is a budget of slots renders at once (0 or less:
+// DefaultConcurrency) and share of the CPUs over time (outside (0, 1]:
+// DefaultCPUShare), read on the clock now.
+func NewBudget(slots int, share float64, now func() time.Time) *Budget {
 	if slots <= 0 {
-		slots = DefaultRenderConcurrency()
+		slots = DefaultConcurrency()
 	}
 	if share <= 0 || share > 1 {
-		share = DefaultRenderCPUShare
+		share = DefaultCPUShare
 	}
-	return &renderBudget{slots: slots, rate: share * float64(runtime.GOMAXPROCS(0)), burst: renderBurst, now: now, cpu: threadCPU}
+	return &Budget{slots: slots, rate: share * float64(runtime.GOMAXPROCS(0)), burst: renderBurst, now: now, cpu: threadCPU}
 }
 
-// acquire admits one render; ok false refuses it, and retryAfter is when
+// Acquire admits one render; ok false refuses it, and retryAfter is when
 // the budget has room again (at least a second, as Retry-After counts).
-// An admitted render calls release when it is done.
-func (b *renderBudget) acquire() (release func(), retryAfter time.Duration, ok bool) {
+// An admitted render calls release when it is done, on the goroutine
+// that acquired it (which is locked to its thread until then).
+func (b *Budget) Acquire() (release func(), retryAfter time.Duration, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -97,11 +103,27 @@ func (b *renderBudget) acquire() (release func(), retryAfter time.Duration, ok b
 	}, 0, true
 }
 
-func (b *renderBudget) payBackLocked(now time.Time) {
+func (b *Budget) payBackLocked(now time.Time) {
 	if elapsed := now.Sub(b.paidAt); elapsed > 0 {
 		b.debt = max(0, b.debt-time.Duration(float64(elapsed)*b.rate))
 	}
 	b.paidAt = now
+}
+
+// BusyError refuses a render for want of budget: the budget has room again
+// after RetryAfter.
+type BusyError struct{ RetryAfter time.Duration }
+
+func (e BusyError) Error() string { return "the render budget is spent" }
+
+// render runs fn within b, and is fn's result; a BusyError when b refuses it.
+func (b *Budget) render(fn func() ([]byte, error)) ([]byte, error) {
+	release, retryAfter, ok := b.Acquire()
+	if !ok {
+		return nil, BusyError{retryAfter}
+	}
+	defer release()
+	return fn()
 }
 
 // flights merges identical concurrent misses: the first caller of a key

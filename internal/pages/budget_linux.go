@@ -1,4 +1,4 @@
-package redirect
+package pages
 
 import (
 	"syscall"
