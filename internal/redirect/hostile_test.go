@@ -119,10 +119,12 @@ func TestQRCodeWithoutPublicBaseURL(t *testing.T) {
 
 // holdRender takes one render slot of the redirector's budget until the
 // returned release is called: with RenderConcurrency 1, every render that
-// is not cached is refused meanwhile.
+// is not cached is refused meanwhile. release returns once the slot is
+// free again.
 func holdRender(h *harness) (release func()) {
-	held, free := make(chan bool), make(chan struct{})
+	held, free, freed := make(chan bool), make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(freed)
 		// A slot is released on the goroutine that acquired it (which is
 		// locked to its thread until then).
 		rel, _, ok := h.r.render.Acquire()
@@ -136,7 +138,10 @@ func holdRender(h *harness) (release func()) {
 		h.t.Fatal("the render budget refused the slot to hold")
 	}
 	var once sync.Once
-	release = func() { once.Do(func() { close(free) }) }
+	release = func() {
+		once.Do(func() { close(free) })
+		<-freed
+	}
 	h.t.Cleanup(release)
 	return release
 }
