@@ -139,7 +139,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	case viewQR:
 		return r.qrAnswer(rt, e, host, rawQuery, method == methodHead, at, now)
 	case viewPreview:
-		return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
+		return r.previewView(rt, path, e, method, at, now)
 	}
 	// Who asks: a previewer never spends a use (previewerAnswer).
 	if c, ok := r.previewerOf(method, e, at); ok {
@@ -182,6 +182,18 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	}
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location,
 		click: clickLink, chosen: chosen, link: e, target: target}
+}
+
+// previewView answers the preview page ("+") of e. The page names the
+// destination: a limited link's is for people, and a previewer of its "+"
+// URL gets the card (not a click, nor a fetch of the link).
+func (r *Redirector) previewView(rt route, path string, e *Link, method string, at requestClock, now int64) answer {
+	if _, ok := r.previewerOf(methodGet, e, at); ok && e.is(flagMaxUses) {
+		a := r.cardAnswer(e, method == methodHead)
+		a.click, a.link = clickNone, nil
+		return a
+	}
+	return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
 }
 
 // previewerOf is the class of the request's client and whether it is a

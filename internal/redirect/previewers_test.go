@@ -105,6 +105,14 @@ func TestPreviewersNeverSpendALimitedLink(t *testing.T) {
 			}
 		}
 	}
+	// The preview page ("+") of a limited link names its destination: for
+	// people; a previewer of the "+" URL gets the card.
+	if g := h.get("GET", "", "/ns/once1+", "User-Agent", previewerAgents[0]); g.status != http.StatusOK || strings.Contains(string(g.body), "invitation-secret") {
+		t.Fatalf("the preview page as a previewer: %d\n%s", g.status, g.body)
+	}
+	if g := h.get("GET", "", "/ns/once1+", "User-Agent", browserAgent); !strings.Contains(string(g.body), "invitation-secret") {
+		t.Fatalf("the preview page as a person does not name the destination:\n%s", g.body)
+	}
 	if st := h.status("once"); st.Uses != 0 || st.PreviewerFetches != int64(2*len(previewerAgents)) || st.LastUsedAt != nil {
 		t.Fatalf("after the previewers: uses %d, previewerFetches %d, lastUsedAt %v; want 0, %d, none", st.Uses, st.PreviewerFetches, st.LastUsedAt, 2*len(previewerAgents))
 	}
