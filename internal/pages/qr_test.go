@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	"github.com/linkforge/linkforge/internal/qr"
 	"github.com/linkforge/linkforge/internal/qr/qrtest"
 )
@@ -85,11 +87,8 @@ func TestQRDrawerMergesIdenticalMisses(t *testing.T) {
 	}
 	<-started
 	// The other four wait for the draw in flight instead of drawing.
-	for deadline := time.Now().Add(10 * time.Second); d.flights.waiting(k) != clients-1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiting for the draw in flight, want %d", d.flights.waiting(k), clients-1)
-		}
-	}
+	gomega.NewWithT(t).Eventually(func() int { return d.flights.waiting(k) }).WithTimeout(10*time.Second).
+		Should(gomega.Equal(clients-1), "waiting for the draw in flight")
 	close(gate)
 	first := <-bodies
 	for range clients - 1 {
