@@ -62,54 +62,22 @@ trap 'rm -rf "$work"' EXIT
 staged="$work/out"
 mkdir -p "$staged"
 
-# k8s.io/kubernetes requires its staging modules at v0.0.0 with local replaces,
-# which do not apply to a module that depends on it: pin each to v0.<minor>.<patch>.
-build_kubernetes() {
-	local mod="$work/kubernetes" gomod staging_version="v0.${K8S_VERSION#*.}"
-	mkdir -p "$mod"
-	cd "$mod"
-	log "fetching k8s.io/kubernetes v$K8S_VERSION module list"
-	gomod=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-	{
-		echo "module linkforge.local/envtest-kubernetes"
-		echo
-		echo "go 1.26"
-		echo
-		echo "require k8s.io/kubernetes v$K8S_VERSION"
-		echo
-		awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" { print $1 }' "$gomod" | sort -u |
-			while read -r m; do echo "replace $m => $m $staging_version"; done
-	} >go.mod
-	local pkg="k8s.io/component-base/version" cpkg="k8s.io/client-go/pkg/version"
-	local major=${K8S_VERSION%%.*} minor=${K8S_VERSION#*.}
-	minor=${minor%%.*}
-	local ldflags="-s -w"
-	for p in "$pkg" "$cpkg"; do
-		ldflags+=" -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-	done
-	local targets=()
-	[ -x "$DIR/kube-apiserver" ] || targets+=(kube-apiserver)
-	need_kubectl && [ ! -x "$DIR/kubectl" ] && targets+=(kubectl)
-	for t in "${targets[@]}"; do
-		log "building $t v$K8S_VERSION from source (first run only; about 4 minutes on 2 cores)"
-		kube_build -ldflags "$ldflags" -o "$staged/$t" "k8s.io/kubernetes/cmd/$t"
-	done
-}
-
-build_etcd() {
-	local mod="$work/etcd"
-	mkdir -p "$mod"
-	cd "$mod"
-	printf 'module linkforge.local/envtest-etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" >go.mod
-	log "building etcd v$ETCD_VERSION from source (first run only; about 1 minute)"
-	kube_build -ldflags "-s -w" -o "$staged/etcd" go.etcd.io/etcd/server/v3
-}
-
+# etcd, kube-apiserver and (where the machine has none) kubectl, in one go
+# build in the scratch module of hack/kube-build.sh: the packages they
+# share, and those they share with linkforge, compile once.
+targets=() pkgs=()
+[ -x "$DIR/etcd" ] || { targets+=(etcd); pkgs+=(go.etcd.io/etcd/server/v3); }
+[ -x "$DIR/kube-apiserver" ] || { targets+=(kube-apiserver); pkgs+=(k8s.io/kubernetes/cmd/kube-apiserver); }
+if need_kubectl && [ ! -x "$DIR/kubectl" ]; then targets+=(kubectl); pkgs+=(k8s.io/kubernetes/cmd/kubectl); fi
 start=$(date +%s)
-[ -x "$DIR/etcd" ] || build_etcd
-build_kubernetes
+kube_module "$work/mod"
+log "building ${targets[*]} (Kubernetes v$K8S_VERSION, etcd v$ETCD_VERSION) from source (first run only; 6-12 minutes on 2 cores)"
+(cd "$work/mod" && kube_build -ldflags "$(kube_ldflags)" -o "$staged/" "${pkgs[@]}")
+# etcd's main package is its module's root, go.etcd.io/etcd/server/v3,
+# which go build names server.
+[ ! -e "$staged/server" ] || mv "$staged/server" "$staged/etcd"
 mkdir -p "$DIR"
-# Move into place only once both built, so an interrupted run leaves no half store.
+# Move into place only once all built, so an interrupted run leaves no half store.
 for f in "$staged"/*; do mv -f "$f" "$DIR/"; done
 log "built in $(($(date +%s) - start))s into $DIR"
 echo "$DIR"

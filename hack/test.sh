@@ -7,12 +7,14 @@
 # lane would compile it at once from a cold cache). Then three lanes, so
 # that the two cores stay busy while one lane links, downloads or waits
 # for a pod:
-#   lint:    valgrind for the Go tests (Debian), golangci-lint, built; the
-#            previous release for e2e-cluster's upgrade test, once the main
-#            lane has built the tools; then lint, once the main lane's vet
-#            has compiled the packages (lint reuses them);
-#   envtest: kube-apiserver and etcd for envtest, then the real node's
-#            binaries;
+#   lint:    valgrind for the Go tests (Debian), golangci-lint, built;
+#            then, once the main lane's vet has compiled the packages, the
+#            previous release for e2e-cluster's upgrade test (built with
+#            this tree's versions: hack/node/previous-release.sh) and lint
+#            (lint reuses them);
+#   envtest: once vet is done too (Kubernetes builds with linkforge's
+#            versions: hack/kube-build.sh), kube-apiserver and etcd for
+#            envtest, then the real node's binaries;
 #   main:    the tools and the test Collector (hack/tools, one go build;
 #            they share linkforge's versions, so vet then finds most of
 #            its packages compiled), generate, vet, build, the images and
@@ -146,12 +148,14 @@ stage std std || exit 1
 # them at once.
 main=$$
 { stage test-packages test-packages && stage golangci-lint golangci-lint &&
-	[ "$(result tools "$main")" = ok ] && stage previous-release -o tools previous-release &&
-	[ "$(result vet "$main")" = ok ] && stage lint -o golangci-lint lint; } </dev/null &
+	[ "$(result vet "$main")" = ok ] && stage previous-release -o tools previous-release &&
+	stage lint -o golangci-lint lint; } </dev/null &
 lint=$!
 # The control plane for envtest, then the real node's binaries (for
-# e2e-cluster), which go-test does not wait for.
-{ stage envtest-assets envtest-assets && stage node-binaries node-binaries; } </dev/null &
+# e2e-cluster), which go-test does not wait for. Both once vet has
+# compiled linkforge's packages: Kubernetes builds with go.mod's versions
+# (hack/kube-build.sh), so half of what it compiles is then in the cache.
+{ [ "$(result vet "$main")" = ok ] && stage envtest-assets envtest-assets && stage node-binaries node-binaries; } </dev/null &
 envtest=$!
 
 # failed: whether a stage of a lane beside the main one failed: the run

@@ -17,7 +17,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=hack/kube-build.sh
 . "$here/../kube-build.sh"
 K8S_VERSION=${ENVTEST_K8S_VERSION:-$K8S_VERSION}
-export ENVTEST_K8S_VERSION=$K8S_VERSION
+ETCD_VERSION=${ENVTEST_ETCD_VERSION:-$ETCD_VERSION}
+export ENVTEST_K8S_VERSION=$K8S_VERSION ENVTEST_ETCD_VERSION=$ETCD_VERSION
 # kube-apiserver and etcd, where they are not built yet.
 DIR=$("$here/../envtest-assets.sh")
 
@@ -35,36 +36,15 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/mod" "$work/out"
-cd "$work/mod"
-# k8s.io/kubernetes requires its staging modules at v0.0.0 with local
-# replaces, which do not apply to a module that depends on it: pin each to
-# v0.<minor>.<patch> (as hack/envtest-assets.sh does).
-staging_version="v0.${K8S_VERSION#*.}"
-log "fetching k8s.io/kubernetes v$K8S_VERSION module list"
-gomod=$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-{
-	echo "module linkforge.local/node-kubernetes"
-	echo
-	echo "go 1.26"
-	echo
-	echo "require k8s.io/kubernetes v$K8S_VERSION"
-	echo
-	awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" { print $1 }' "$gomod" | sort -u |
-		while read -r m; do echo "replace $m => $m $staging_version"; done
-} >go.mod
-major=${K8S_VERSION%%.*} minor=${K8S_VERSION#*.}
-minor=${minor%%.*}
-ldflags="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	ldflags+=" -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-done
+mkdir -p "$work/out"
+# The scratch module of hack/kube-build.sh, as hack/envtest-assets.sh builds in.
+kube_module "$work/mod"
 pkgs=()
 for t in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$t"); done
 start=$(date +%s)
 log "building ${missing[*]} v$K8S_VERSION from source (first run only; 2.5-6 minutes on 2 cores)"
 # One go build for all of them: the shared packages compile once.
-kube_build -ldflags "$ldflags" -o "$work/out/" "${pkgs[@]}"
+(cd "$work/mod" && kube_build -ldflags "$(kube_ldflags)" -o "$work/out/" "${pkgs[@]}")
 # Move into place only once all built, so an interrupted run leaves no half store.
 for f in "$work"/out/*; do mv -f "$f" "$DIR/"; done
 log "built ${missing[*]} in $(($(date +%s) - start))s into $DIR"

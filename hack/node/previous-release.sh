@@ -27,6 +27,19 @@ scratch=$(mktemp -d "$cache/.build-XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/src"
 git archive "$commit" | tar -x -C "$scratch/src"
+# Its dependencies raised to this tree's versions where this tree requires
+# a newer one (patch and minor releases of the same libraries: the upgrade
+# test is about its manifests, its protocol and its code, not about which
+# client-go patch it links). Every package this tree compiles (vet, build,
+# the images) is then the same compile for that tree too, and comes from
+# the build cache: without it, a cold run compiled Kubernetes' client
+# libraries a second time for this stage alone. go build (-mod=mod below)
+# completes its go.sum from the module cache.
+raises=()
+while read -r mod_path mod_version; do
+	raises+=("-require=$mod_path@$mod_version")
+done < <(go list -m -f '{{if not .Main}}{{.Path}} {{.Version}}{{end}}' all 2>/dev/null | awk 'NF == 2')
+(cd "$scratch/src" && go mod edit "${raises[@]}")
 tools=$PWD/bin
 # This tree's hack/images, for the wrapper below (its own copy: make test
 # builds this beside the main lane, whose images stage writes bin/images).
@@ -57,7 +70,7 @@ chmod +x "$scratch/ko/ko-amd64"
 # Its Makefile finds this tree's kustomize and helm by their versioned
 # names (hack/tools/go.mod's versions), so it builds neither.
 tool_version() { awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' hack/tools/go.mod; }
-make -C "$scratch/src" --no-print-directory release \
+GOFLAGS="${GOFLAGS:-} -mod=mod" make -C "$scratch/src" --no-print-directory release \
 	KO="$scratch/ko/ko" KO_VERSION=amd64 \
 	KUSTOMIZE="$tools/kustomize" KUSTOMIZE_VERSION="$(tool_version sigs.k8s.io/kustomize/kustomize/v5)" \
 	HELM="$tools/helm" HELM_VERSION="$(tool_version helm.sh/helm/v4)" \

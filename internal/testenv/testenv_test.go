@@ -88,6 +88,18 @@ func TestPinnedVersion(t *testing.T) {
 			t.Errorf("%s pins no %s", versionsFile, k)
 		}
 	}
+	// hack/kube-build.sh builds Kubernetes with go.mod's versions, so that
+	// the packages both import compile once: that holds only while the
+	// pinned release is the one go.mod's k8s.io modules come from.
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "k8s.io/apimachinery v0." + strings.TrimPrefix(pins["K8S_VERSION"], "1.") + "\n"
+	if !strings.Contains(string(gomod), want) {
+		t.Errorf("%s pins Kubernetes %s, but go.mod does not require %q: move the pin with go.mod's k8s.io modules (hack/kube-build.sh shares their compiled packages)",
+			versionsFile, pins["K8S_VERSION"], strings.TrimSpace(want))
+	}
 }
 
 func TestModuleRoot(t *testing.T) {
