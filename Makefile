@@ -316,7 +316,7 @@ golangci-lint: $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION) ## golangci-lint, versi
 	@ln -sf $(notdir $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION)) $(GOLANGCI_LINT)
 $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION): | $(LOCALBIN)
 	@set -e; echo "Installing golangci-lint@$(GOLANGCI_LINT_VERSION)"; rm -f "$(GOLANGCI_LINT)"; \
-	GOBIN="$(LOCALBIN)" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)"; \
+	GOBIN="$(LOCALBIN)" go install -ldflags="-s -w" "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)"; \
 	mv "$(GOLANGCI_LINT)" "$@"
 
 # The test OpenTelemetry Collector (hack/tools/otelcol), built again only

@@ -54,7 +54,9 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 	tmp=$(mktemp -d "$bin/.tools-XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT
 	echo "building ${outs[*]##*/} (hack/tools)"
-	(cd "$here" && go build -o "$tmp/" "${pkgs[@]}")
+	# Stripped (-s -w): nothing debugs the tools, and their DWARF was most
+	# of each link.
+	(cd "$here" && go build -ldflags="-s -w" -o "$tmp/" "${pkgs[@]}")
 	# go build names a binary after its package's last element (kustomize/v5
 	# is kustomize); into place only once all built.
 	for o in "${outs[@]}"; do mv -f "$tmp/${o%%=*}" "${o#*=}"; done
