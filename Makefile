@@ -209,10 +209,17 @@ install-plugin: ## Build the CLI as the kubectl plugin kubectl-linkforge into PL
 	mkdir -p $(PLUGIN_DIR)
 	go build -trimpath -ldflags "$(LDFLAGS)" -o $(PLUGIN_DIR)/kubectl-linkforge ./cmd/linkforge
 
+# make dev's knobs (docs/development.md#make-dev): more flags for each
+# binary, and EVENTS=1 to print the click events.
+MANAGER_FLAGS ?=
+REDIRECTOR_FLAGS ?=
+EVENTS ?=
+DEV_ADDRESS ?= 127.0.0.1:8080
+
 .PHONY: dev
-dev: build envtest-assets ## Run linkforge locally: control plane, manager, redirector on 127.0.0.1:8080, samples. Ctrl-C stops it.
+dev: build envtest-assets ## Run linkforge locally: control plane, manager, redirector on DEV_ADDRESS (127.0.0.1:8080), samples; MANAGER_FLAGS=, REDIRECTOR_FLAGS=, EVENTS=1 print click events. Ctrl-C stops it.
 	go build -o bin/dev ./hack/dev
-	bin/dev
+	MANAGER_FLAGS='$(MANAGER_FLAGS)' REDIRECTOR_FLAGS='$(REDIRECTOR_FLAGS)' EVENTS='$(EVENTS)' bin/dev -redirect-address '$(DEV_ADDRESS)'
 
 .PHONY: run
 run: manifests generate fmt vet ## Run the manager against the cluster in ~/.kube/config (or KUBECONFIG).

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -33,6 +34,12 @@ func step(format string, args ...any) {
 func run() error {
 	root := flag.String("root", ".", "Repository root.")
 	redirectAddr := flag.String("redirect-address", "127.0.0.1:8080", "Address the redirector listens on.")
+	managerFlags := flag.String("manager-flags", os.Getenv("MANAGER_FLAGS"),
+		"More flags for bin/manager, separated by spaces (a value cannot hold one); default $MANAGER_FLAGS. Later flags win over the ones dev sets.")
+	redirectorFlags := flag.String("redirector-flags", os.Getenv("REDIRECTOR_FLAGS"),
+		"More flags for bin/redirector, as -manager-flags; default $REDIRECTOR_FLAGS. E.g. \"--country-header=X-Country --client-address-header=X-Real-IP\".")
+	events := flag.Bool("events", os.Getenv("EVENTS") != "" && os.Getenv("EVENTS") != "0",
+		"Print the redirector's click events: a local receiver gets them (--events-cloudevents-url) and writes each as a line on this console and in .dev/events.log; default on when $EVENTS is set (make dev EVENTS=1).")
 	flag.Parse()
 
 	abs, err := filepath.Abs(*root)
@@ -64,10 +71,28 @@ func run() error {
 		step("stopped; nothing left running")
 	}()
 
+	redirectorArgs := strings.Fields(*redirectorFlags)
+	if *events {
+		log, err := os.Create(filepath.Join(dir, "events.log"))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = log.Close() }()
+		printer, err := devenv.StartEventPrinter(io.MultiWriter(os.Stdout, log))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = printer.Close() }()
+		step("click events go to %s and are printed here (and in .dev/events.log)", printer.URL)
+		redirectorArgs = append([]string{"--events-cloudevents-url", printer.URL, "--events-flush-interval", "1s"}, redirectorArgs...)
+	}
 	step("starting bin/manager and bin/redirector (on %s; logs in .dev/)", *redirectAddr)
+	if len(redirectorArgs) > 0 || *managerFlags != "" {
+		step("with manager flags %q and redirector flags %q", *managerFlags, strings.Join(redirectorArgs, " "))
+	}
 	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if lf, err = devenv.StartLinkforge(waitCtx, cp, bin, dir, *redirectAddr); err != nil {
+	if lf, err = devenv.StartLinkforgeWith(waitCtx, cp, devenv.Kubeconfigs{}, bin, dir, *redirectAddr, strings.Fields(*managerFlags), redirectorArgs); err != nil {
 		return err
 	}
 
@@ -92,8 +117,9 @@ func run() error {
 		return err
 	}
 	shortURL := fmt.Sprintf("http://%s/default/%s", *redirectAddr, code)
-	// The printed curl line must work before it is printed.
-	if err := devenv.WaitHTTP(waitCtx, shortURL, http.StatusFound); err != nil {
+	// The printed curl line must work before it is printed. HEAD: a GET
+	// would be a click (a use, an event).
+	if err := devenv.WaitHEAD(waitCtx, shortURL, http.StatusFound); err != nil {
 		return err
 	}
 	table, _ := kubectl("get", "shortlinks")

@@ -280,9 +280,19 @@ func FreeAddr() (string, error) {
 	return "", errors.New("no free loopback port that was not handed out already")
 }
 
-// WaitHTTP polls url until it answers want (redirects are not followed) or
-// ctx ends.
+// WaitHTTP polls url with GET until it answers want (redirects are not
+// followed) or ctx ends.
 func WaitHTTP(ctx context.Context, url string, want int) error {
+	return waitHTTP(ctx, http.MethodGet, url, want)
+}
+
+// WaitHEAD is WaitHTTP with HEAD requests: for a short link, where a GET
+// is a click (a use of a limited link, a click event, lastUsedAt).
+func WaitHEAD(ctx context.Context, url string, want int) error {
+	return waitHTTP(ctx, http.MethodHead, url, want)
+}
+
+func waitHTTP(ctx context.Context, method, url string, want int) error {
 	client := &http.Client{
 		Timeout:       5 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -291,7 +301,11 @@ func WaitHTTP(ctx context.Context, url string, want int) error {
 	defer tick.Stop()
 	var last string
 	for {
-		resp, err := client.Get(url)
+		req, err := http.NewRequestWithContext(ctx, method, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
 		if err != nil {
 			last = err.Error()
 		} else {
@@ -341,6 +355,13 @@ type Kubeconfigs struct {
 // StartLinkforgeAs is StartLinkforge with each binary's own kubeconfig, e.g.
 // one from ServiceAccountKubeconfig.
 func StartLinkforgeAs(ctx context.Context, cp *ControlPlane, kc Kubeconfigs, binDir, logDir, redirectAddr string, managerArgs ...string) (*Linkforge, error) {
+	return StartLinkforgeWith(ctx, cp, kc, binDir, logDir, redirectAddr, managerArgs, nil)
+}
+
+// StartLinkforgeWith is StartLinkforgeAs with flags for the redirector too
+// (make dev's REDIRECTOR_FLAGS). Both lists come after the flags set here,
+// so that a flag given again there wins (the flag packages keep the last).
+func StartLinkforgeWith(ctx context.Context, cp *ControlPlane, kc Kubeconfigs, binDir, logDir, redirectAddr string, managerArgs, redirectorArgs []string) (*Linkforge, error) {
 	for _, path := range []*string{&kc.Manager, &kc.Redirector} {
 		if *path == "" {
 			*path = cp.Kubeconfig
@@ -360,11 +381,12 @@ func StartLinkforgeAs(ctx context.Context, cp *ControlPlane, kc Kubeconfigs, bin
 	if l.Manager, err = StartRestarting("manager", filepath.Join(logDir, "manager.log"), filepath.Join(binDir, "manager"), LostLeaderElection, args...); err != nil {
 		return nil, err
 	}
-	if l.Redirector, err = Start("redirector", filepath.Join(logDir, "redirector.log"), filepath.Join(binDir, "redirector"),
-		"--kubeconfig", kc.Redirector, "--bind-address", l.RedirectAddr, "--health-probe-bind-address", l.RedirectorProbes, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local",
+	redirector := append([]string{"--kubeconfig", kc.Redirector, "--bind-address", l.RedirectAddr,
+		"--health-probe-bind-address", l.RedirectorProbes, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local",
 		// The public URL, as the manager's --redirect-base-url: QR codes of
 		// /<namespace>/<code> draw only it (docs/serving.md#qr-codes).
-		"--public-base-url", "http://"+l.RedirectAddr); err != nil {
+		"--public-base-url", "http://" + l.RedirectAddr}, redirectorArgs...)
+	if l.Redirector, err = Start("redirector", filepath.Join(logDir, "redirector.log"), filepath.Join(binDir, "redirector"), redirector...); err != nil {
 		return nil, errors.Join(err, l.Stop(10*time.Second))
 	}
 	for _, probe := range []string{l.ManagerProbes, l.RedirectorProbes} {
