@@ -31,19 +31,24 @@ const usage = `usage:
   linkforge code [-n NAMESPACE] [--salt N] URL...
         print "<code>\t<canonical URL>" for each URL
   linkforge import FILE [--format F] [-n NAMESPACE] [--domain HOST=NAMESPACE]...
-        [--name-prefix P] [--source NAME] [-o PATH | --apply [--overwrite] [--workers N]]
+        [--name-prefix P] [--source NAME] [--table T]
+        [-o PATH | --apply [--overwrite] [--workers N] [--force-conflicts]]
         write ShortLink manifests for the links of a YOURLS, Shlink, Bitly, dub,
         Kutt or Sink export (or a CSV), or create them in the cluster; --apply
         changes no link it did not create unless --overwrite
   linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N]
-        [--status 301|302|307|308] [--forward-query] [--overwrite] [--timeout 30s]
-        [--dry-run=client [-o yaml|json]]
+        [--status 301|302|307|308] [--forward-query] [--activates-at T]
+        [--dedup-policy IfSameTarget|Never] [--rule 'url=URL COND...']...
+        [--variant 'url=URL weight=N']... [--expired-url URL] [--forward-path]
+        [--card-title TEXT] [--card-description TEXT] [--card-image URL]
+        [--overwrite] [--timeout 30s] [--dry-run=client [-o yaml|json]]
         create the ShortLink, wait until it is Ready and print its short URL
   linkforge get [NAME] [-A]
         show ShortLinks: short URL, code, target, uses/limit, expiry, state
   linkforge open NAME [--browser]
         print (and open) the short URL of a ShortLink
   linkforge qr NAME [-o FILE] [--format png|svg] [--size 256] [--margin 4] [--invert]
+        [--base-url URL]
         draw a QR code of the short URL: in the terminal, or as a PNG or SVG
   linkforge version
         print the version
