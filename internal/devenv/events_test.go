@@ -1,11 +1,11 @@
 package devenv
 
 import (
-	"bytes"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 func TestEventLines(t *testing.T) {
@@ -41,26 +41,8 @@ func TestEventLines(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer the receiver's handler and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestEventPrinterPrintsWhatTheSinkSends(t *testing.T) {
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	p, err := StartEventPrinter(&out)
 	if err != nil {
 		t.Fatal(err)
