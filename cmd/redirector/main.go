@@ -56,6 +56,7 @@ func run() error {
 		namespaces      string
 		tombstoneTTL    time.Duration
 		accessLog       bool
+		accessLogKeep   bool
 		shutdownDelay   time.Duration
 		shutdownTimeout time.Duration
 		showVersion     bool
@@ -88,7 +89,10 @@ func run() error {
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces to serve; empty serves all namespaces.")
 	flag.DurationVar(&tombstoneTTL, "tombstone-ttl", 24*time.Hour,
 		"How long the code of a deleted expired or exhausted link keeps answering 410 Gone (then 404) in this replica. 0 disables.")
-	flag.BoolVar(&accessLog, "access-log", false, "Write one JSON access-log line per request to stdout.")
+	flag.BoolVar(&accessLog, "access-log", false,
+		"Write one JSON access-log line per request to stdout: the time, the client's network (as click events have it: IPv4 /24, IPv6 /32), the method, host, request URI with its query, status, Location, duration and User-Agent. See docs/events.md#the-access-log.")
+	flag.BoolVar(&accessLogKeep, "access-log-keep-client-address", false,
+		"Write the client's whole address and port in the access log and in the log line of a refused request, instead of its network.")
 	flag.DurationVar(&shutdownDelay, "shutdown-delay", 0,
 		"On SIGTERM, report not ready and keep serving this long before draining, so load balancers stop sending traffic first.")
 	flag.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "How long to wait for in-flight requests to finish on shutdown.")
@@ -220,6 +224,7 @@ func run() error {
 	if accessLog {
 		opts.AccessLog = os.Stdout
 	}
+	opts.AccessLogKeepClientAddress = accessLogKeep
 	clicks, err := startClickEvents(eventsCfg, countryHeader, reg, log.WithName("events"), &opts)
 	if err != nil {
 		return err

@@ -51,7 +51,7 @@ type Config struct {
 	// (default DefaultFlushInterval).
 	FlushInterval time.Duration
 	// KeepClientAddress sends the client's address whole; by default it is
-	// anonymized: IPv4 to its /24, IPv6 to its /48.
+	// reduced to its network (ReduceClientAddress: IPv4 /24, IPv6 /32).
 	KeepClientAddress bool
 
 	Retry RetryConfig

@@ -6,7 +6,7 @@
 // The redirector hands over a Record, a value of a fixed size, with Offer:
 // no allocation, no lock, no wait (one compare-and-swap and a copy into a
 // ring). A batcher goroutine builds the events (ids, User-Agent class,
-// anonymized client address) and appends them in batches to each sink's
+// the client's network) and appends them in batches to each sink's
 // buffer; each sink sends its buffer in order and retries what may pass
 // (network errors, timeouts, 429 and 5xx) with exponential backoff and
 // jitter, honouring Retry-After.

@@ -42,7 +42,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.IntVar(&f.MaxBatch, "events-max-batch", DefaultMaxBatch, "Most click events in one request.")
 	fs.DurationVar(&f.FlushInterval, "events-flush-interval", DefaultFlushInterval, "Longest a click event waits for its batch to fill.")
 	fs.BoolVar(&f.KeepClientAddress, "events-keep-client-address", false,
-		"Send the client's address whole; by default it is cut to its network (IPv4 /24, IPv6 /48).")
+		"Send the client's address whole; by default it is cut to its network: IPv4 /24, IPv6 /32, and an IPv6 address that carries an IPv4 one (IPv4-mapped, 6to4, Teredo) to that IPv4 address's /24.")
 }
 
 // Config returns the Config of the flags, the credentials read from their
