@@ -72,7 +72,8 @@ type CloudEventsConfig struct {
 	Single bool
 	// SigningKey, when set, signs every request with HMAC-SHA256 (the
 	// webhook-id, webhook-timestamp and webhook-signature headers of the
-	// Standard Webhooks scheme; see Sign).
+	// Standard Webhooks scheme; see Sign): the key's bytes, as
+	// ParseSigningKey decodes a secret's text.
 	SigningKey []byte
 	// BearerToken, when set, is sent as "Authorization: Bearer <token>".
 	BearerToken string

@@ -29,7 +29,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.BoolVar(&f.CloudEventsSingle, "events-cloudevents-single", false,
 		"Send one CloudEvent per request (structured mode) instead of batches, for receivers that take no batches (a Knative broker).")
 	fs.StringVar(&f.SigningKeyFile, "events-signing-key-file", "",
-		"File (a Secret's key) with the HMAC-SHA256 key that signs CloudEvents requests (Standard Webhooks headers): whsec_<base64> or the key's bytes, 16 at least.")
+		"File (a Secret's key) with the HMAC-SHA256 key that signs CloudEvents requests (Standard Webhooks headers), as the scheme's libraries read it: base64 of 16 bytes at least (32 are best), with or without whsec_ before it. A key that is not base64 stops the start.")
 	fs.StringVar(&f.BearerTokenFile, "events-bearer-token-file", "",
 		"File (a Secret's key) with a bearer token for the CloudEvents receiver.")
 	fs.StringVar(&f.OTLPEndpoint, "events-otlp-endpoint", "",
