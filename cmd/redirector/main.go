@@ -353,7 +353,7 @@ func closeClickEvents(ctx context.Context, p *events.Pipeline, log logr.Logger) 
 // countries conditions of rules read: one header, one truth.
 func startClickEvents(cfg events.Config, countryHeader string, reg prometheus.Registerer, log logr.Logger, opts *redirect.Options) (*events.Pipeline, error) {
 	if !cfg.Enabled() {
-		log.Info("click events are off (no --events-cloudevents-url or --events-otlp-endpoint)")
+		log.Info("click events are off (no --events-cloudevents-url, --events-otlp-endpoint or --events-otlp-logs-endpoint)")
 		return nil, nil
 	}
 	cfg.Registerer, cfg.Log, cfg.Instance = reg, log, os.Getenv("POD_NAME")
@@ -362,7 +362,11 @@ func startClickEvents(cfg events.Config, countryHeader string, reg prometheus.Re
 		return nil, fmt.Errorf("click events: %w", err)
 	}
 	opts.ClickEvents = p
-	log.Info("click events on", "cloudevents", cfg.CloudEvents.URL, "otlp", cfg.OTLP.Endpoint, "buffer", cfg.Buffer, "countryHeader", countryHeader)
+	otlp, _ := cfg.OTLP.LogsURL() // checked by events.New
+	if !cfg.OTLP.Enabled() {
+		otlp = ""
+	}
+	log.Info("click events on", "cloudevents", cfg.CloudEvents.URL, "otlp", otlp, "buffer", cfg.Buffer, "countryHeader", countryHeader)
 	return p, nil
 }
 

@@ -25,6 +25,16 @@ const (
 
 var dropReasons = []string{DropHandoffFull, DropBufferFull, DropShutdown}
 
+// Reasons of linkforge_events_failed_total.
+const (
+	// FailRefused: the receiver refused the request with a status that
+	// is not retried, or it could not be encoded.
+	FailRefused = "refused"
+	// FailRejected: the receiver took the request (2xx) but rejected
+	// some of its events: an OTLP partial success's rejected_log_records.
+	FailRejected = "rejected"
+)
+
 // sinkLabel names the sink of a metric: cloudevents or otlp.
 const sinkLabel = "sink"
 
@@ -42,8 +52,10 @@ type metrics struct {
 }
 
 type sinkMetrics struct {
-	sent, failed, retries prometheus.Counter
-	dropped               map[string]prometheus.Counter
+	// failed and rejected are failed_total's reasons refused and
+	// rejected.
+	sent, failed, rejected, retries prometheus.Counter
+	dropped                         map[string]prometheus.Counter
 }
 
 // newMetrics registers the metrics of sinks (their names), with the count
@@ -61,8 +73,8 @@ func newMetrics(reg prometheus.Registerer, sinks []string, offered, handoffDepth
 	}, []string{sinkLabel})
 	failed := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "failed_total",
-		Help: "Click events the sink's receiver refused with a status that is not retried, or that could not be encoded, by sink.",
-	}, []string{sinkLabel})
+		Help: "Click events the sink's receiver will never take, not retried, by sink and reason: refused (a status that is not retried, or not encodable), rejected (taken in a 2xx whose OTLP partial_success rejected them).",
+	}, []string{sinkLabel, "reason"})
 	retries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "retries_total",
 		Help: "Requests to the sink retried after a network error, a timeout, 429 or a retried 5xx, by sink.",
@@ -80,7 +92,8 @@ func newMetrics(reg prometheus.Registerer, sinks []string, offered, handoffDepth
 	m := &metrics{sinks: map[string]*sinkMetrics{}}
 	for i, s := range sinks {
 		sm := &sinkMetrics{
-			sent: sent.WithLabelValues(s), failed: failed.WithLabelValues(s), retries: retries.WithLabelValues(s),
+			sent: sent.WithLabelValues(s), failed: failed.WithLabelValues(s, FailRefused), rejected: failed.WithLabelValues(s, FailRejected),
+			retries: retries.WithLabelValues(s),
 			dropped: map[string]prometheus.Counter{},
 		}
 		for _, r := range dropReasons {

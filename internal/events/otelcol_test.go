@@ -76,3 +76,30 @@ func TestCollectorReceivesEvents(t *testing.T) {
 	}
 	countsOf(p, SinkOTLP).conserved(t)
 }
+
+// TestCollectorBasePath: a real Collector whose OTLP receiver takes logs
+// under a base path (logs_url_path /otlp/v1/logs, as behind a gateway that
+// routes /otlp) gets the events from the base URL (--events-otlp-endpoint,
+// /v1/logs appended as to OTEL_EXPORTER_OTLP_ENDPOINT) and from the whole
+// URL (--events-otlp-logs-endpoint, used as it is).
+func TestCollectorBasePath(t *testing.T) {
+	col := otelcoltest.New(t, otelcoltest.Binary(t, "../.."), otelcoltest.LogsPath("/otlp/v1/logs"))
+	startCollector(t, col)
+	for i, cfg := range []Config{
+		otlpConfig(col.Endpoint + "/otlp"),
+		func() Config { c := otlpConfig(""); c.OTLP.LogsEndpoint = col.Endpoint + "/otlp/v1/logs"; return c }(),
+	} {
+		p := start(t, cfg)
+		offer(t, p, 10*i, 10*i+10)
+		waitForWithin(t, collectorStart, func() bool { return countsOf(p, SinkOTLP).sent == 10 }, "10 events delivered")
+		if c := countsOf(p, SinkOTLP); c.failed != 0 || c.retries != 0 {
+			t.Errorf("%+v: counts %+v, want 10 sent, none failed or retried", cfg.OTLP, c)
+		}
+	}
+	waitForWithin(t, collectorStart, func() bool { return len(col.Records(t)) == 20 }, "20 records in the collector's file")
+	for i, r := range col.Records(t) {
+		if r[AttrCode] != code(i) {
+			t.Errorf("record %d has code %s, want %s", i, r[AttrCode], code(i))
+		}
+	}
+}
