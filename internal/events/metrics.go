@@ -2,6 +2,7 @@ package events
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The names of the pipeline's metrics: linkforge_events_*.
@@ -119,4 +120,42 @@ func dropAll(counters []prometheus.Counter) {
 	for _, c := range counters {
 		c.Inc()
 	}
+}
+
+// SinkCounts are a sink's counts of events, as its metrics have them
+// (linkforge_events_*{sink}).
+type SinkCounts struct {
+	Sink string
+	// Sent: acknowledged (sent_total). Failed: refused or rejected
+	// (failed_total). Dropped: lost for any reason (dropped_total), of
+	// which DroppedAtShutdown for reason shutdown. Buffered: in the
+	// sink's buffer (buffer_depth).
+	Sent, Failed, Dropped, DroppedAtShutdown, Buffered int
+}
+
+// Counts returns each sink's counts, in the order of the sinks
+// (CloudEvents first); nil for a nil Pipeline.
+func (p *Pipeline) Counts() []SinkCounts {
+	if p == nil {
+		return nil
+	}
+	out := make([]SinkCounts, 0, len(p.sinks))
+	for _, s := range p.sinks {
+		m := s.m
+		c := SinkCounts{Sink: s.sink.name(), Sent: counterValue(m.sent), Failed: counterValue(m.failed) + counterValue(m.rejected),
+			DroppedAtShutdown: counterValue(m.dropped[DropShutdown]), Buffered: s.buf.len()}
+		for _, r := range dropReasons {
+			c.Dropped += counterValue(m.dropped[r])
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func counterValue(c prometheus.Counter) int {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return int(m.GetCounter().GetValue())
 }
