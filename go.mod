@@ -19,6 +19,7 @@ require (
 	github.com/prometheus/prometheus v0.316.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/pflag v1.0.10
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/valyala/fasthttp v1.77.0
 	github.com/yuin/gopher-lua v1.1.1
 	go.opentelemetry.io/otel v1.47.0

@@ -56,6 +56,7 @@ func run() error {
 		namespaces      string
 		tombstoneTTL    time.Duration
 		accessLog       bool
+		accessLogKeep   bool
 		shutdownDelay   time.Duration
 		shutdownTimeout time.Duration
 		showVersion     bool
@@ -88,10 +89,14 @@ func run() error {
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces to serve; empty serves all namespaces.")
 	flag.DurationVar(&tombstoneTTL, "tombstone-ttl", 24*time.Hour,
 		"How long the code of a deleted expired or exhausted link keeps answering 410 Gone (then 404) in this replica. 0 disables.")
-	flag.BoolVar(&accessLog, "access-log", false, "Write one JSON access-log line per request to stdout.")
+	flag.BoolVar(&accessLog, "access-log", false,
+		"Write one JSON access-log line per request to stdout: the time, the client's network (as click events have it: IPv4 /24, IPv6 /32), the method, host, request URI with its query, status, Location, duration and User-Agent. See docs/events.md#the-access-log.")
+	flag.BoolVar(&accessLogKeep, "access-log-keep-client-address", false,
+		"Write the client's whole address and port in the access log and in the log line of a refused request, instead of its network.")
 	flag.DurationVar(&shutdownDelay, "shutdown-delay", 0,
 		"On SIGTERM, report not ready and keep serving this long before draining, so load balancers stop sending traffic first.")
-	flag.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "How long to wait for in-flight requests to finish on shutdown.")
+	flag.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second,
+		"How long shutdown may take after --shutdown-delay: the drain of in-flight requests, then the delivery of the click events still buffered in what is left (those left are dropped and counted). The last uses are written within a timeout of their own.")
 	flag.DurationVar(&usesOpts.FlushInterval, "uses-flush-interval", 10*time.Second,
 		"How often this replica writes the uses it counted to the links' status.uses: at most one write per link per interval. A SIGKILL loses at most the uses not yet written.")
 	flag.Float64Var(&usesOpts.WritesPerSecond, "uses-writes-per-second", 20,
@@ -220,6 +225,7 @@ func run() error {
 	if accessLog {
 		opts.AccessLog = os.Stdout
 	}
+	opts.AccessLogKeepClientAddress = accessLogKeep
 	clicks, err := startClickEvents(eventsCfg, countryHeader, reg, log.WithName("events"), &opts)
 	if err != nil {
 		return err
@@ -269,17 +275,25 @@ func run() error {
 	if err := mgr.Add(srv); err != nil {
 		return err
 	}
-	if err := mgr.Add(&manager.Server{Name: "probes",
-		Server:          &http.Server{Addr: probeAddr, Handler: r.ProbeHandler(), ReadHeaderTimeout: 5 * time.Second},
-		ShutdownTimeout: &shutdownTimeout}); err != nil {
-		return err
+	// The probe port (/healthz, /readyz, /metrics) is no runnable of the
+	// manager: it serves until the process exits, so that /metrics shows
+	// what shutdown delivered and dropped (below).
+	probeLn, err := net.Listen("tcp", probeAddr)
+	if err != nil {
+		return fmt.Errorf("the probe port (--health-probe-bind-address): %w", err)
 	}
+	probes := &http.Server{Handler: r.ProbeHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = probes.Serve(probeLn) }()
+	defer func() { _ = probes.Close() }()
 
 	// SIGTERM: report not ready, keep serving for --shutdown-delay, then stop
 	// the manager, whose servers drain in-flight requests before it returns.
+	// --shutdown-timeout runs from that stop: the drain and the click
+	// events' delivery share it (planShutdown).
 	signalCtx := ctrl.SetupSignalHandler()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	stopping := make(chan time.Time, 1)
 	go func() {
 		select {
 		case <-signalCtx.Done():
@@ -288,10 +302,11 @@ func run() error {
 		}
 		r.Drain()
 		counting.StopAhead()
-		log.Info("shutting down", "delay", shutdownDelay)
+		log.Info("shutting down", "delay", shutdownDelay, "timeout", shutdownTimeout)
 		if shutdownDelay > 0 {
 			time.Sleep(shutdownDelay)
 		}
+		stopping <- time.Now()
 		stop()
 	}()
 
@@ -301,16 +316,61 @@ func run() error {
 	// are written and the quota given back either way, or it would be lost
 	// as on a kill (taken back after a lease, counted as used).
 	startErr := mgr.Start(ctx)
-	// Write the last uses and give back unused quota, within the shutdown
-	// timeout.
-	final, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	left := counting.Stop(final)
-	// Then deliver the click events still buffered, in what is left of it
-	// (those it cannot deliver are counted as dropped, reason shutdown).
+	stoppedAt := time.Now() // a manager that ended by itself
+	select {
+	case stoppedAt = <-stopping:
+	default:
+	}
+	plan := planShutdown(stoppedAt, shutdownTimeout, clicks != nil)
+	// Write the last uses and give back unused quota, within a timeout of
+	// their own: a drain that took all of --shutdown-timeout (a client
+	// that never finished its request) must not lose them, since quota
+	// not given back is counted as used.
+	usesCtx, cancelUses := context.WithTimeout(context.Background(), shutdownTimeout)
+	left := counting.Stop(usesCtx)
+	cancelUses()
+	// Then deliver the click events still buffered, in what is left of
+	// --shutdown-timeout, never more: those it cannot deliver by then are
+	// dropped and counted (reason shutdown).
+	before := clicks.Counts()
+	final, cancel := context.WithDeadline(context.Background(), plan.work)
 	closeClickEvents(final, clicks, log)
 	cancel()
-	log.Info("stopped", "usesUnwritten", left)
+	log.Info("stopped", append([]any{"usesUnwritten", left}, clickEventsAtShutdown(before, clicks.Counts())...)...)
+	// /metrics shows the final counts for the last scrape's window; then
+	// the probe port closes with the process.
+	time.Sleep(time.Until(plan.lastScrape(time.Now())))
 	return startErr
+}
+
+// shutdownPlan is how a shutdown's last steps use --shutdown-timeout,
+// which runs from the manager's stop: the click events' delivery ends by
+// work, the end of the timeout; then, with events on, /metrics serves
+// their final counts for scrape more.
+type shutdownPlan struct {
+	work   time.Time
+	scrape time.Duration
+}
+
+// planShutdown plans a shutdown whose manager stopped at began: the
+// events get what is left of the timeout, never more, and with events on
+// /metrics keeps serving for lastScrapeWindow after them.
+func planShutdown(began time.Time, timeout time.Duration, eventsOn bool) shutdownPlan {
+	p := shutdownPlan{work: began.Add(timeout)}
+	if eventsOn {
+		p.scrape = lastScrapeWindow(timeout)
+	}
+	return p
+}
+
+// lastScrape is when the probe port may close, the work done at done.
+func (p shutdownPlan) lastScrape(done time.Time) time.Time { return done.Add(p.scrape) }
+
+// lastScrapeWindow is how long /metrics serves the final counts of a
+// shutdown with click events on, after --shutdown-timeout if the events
+// took all of it: a tenth of the timeout, at most a second.
+func lastScrapeWindow(timeout time.Duration) time.Duration {
+	return min(timeout/10, time.Second)
 }
 
 // splitNamespaces is the list of --namespaces.
@@ -342,13 +402,31 @@ func closeClickEvents(ctx context.Context, p *events.Pipeline, log logr.Logger) 
 	}
 }
 
+// clickEventsAtShutdown are the final log line's fields of click events,
+// by sink: those delivered after the redirect port stopped (before are
+// the counts then) and those dropped at shutdown; none when events are
+// off.
+func clickEventsAtShutdown(before, after []events.SinkCounts) []any {
+	if len(after) == 0 {
+		return nil
+	}
+	delivered, dropped := map[string]int{}, map[string]int{}
+	for i, c := range after {
+		delivered[c.Sink], dropped[c.Sink] = c.Sent, c.DroppedAtShutdown
+		if i < len(before) {
+			delivered[c.Sink] -= before[i].Sent
+		}
+	}
+	return []any{"clickEventsDeliveredAtShutdown", delivered, "clickEventsDroppedAtShutdown", dropped}
+}
+
 // startClickEvents starts the click events' pipeline when a sink is set
 // and hands it to the redirector's opts; nil (no events) otherwise. The
 // events' country comes from the header of --country-header, the one the
 // countries conditions of rules read: one header, one truth.
 func startClickEvents(cfg events.Config, countryHeader string, reg prometheus.Registerer, log logr.Logger, opts *redirect.Options) (*events.Pipeline, error) {
 	if !cfg.Enabled() {
-		log.Info("click events are off (no --events-cloudevents-url or --events-otlp-endpoint)")
+		log.Info("click events are off (no --events-cloudevents-url, --events-otlp-endpoint or --events-otlp-logs-endpoint)")
 		return nil, nil
 	}
 	cfg.Registerer, cfg.Log, cfg.Instance = reg, log, os.Getenv("POD_NAME")
@@ -357,7 +435,11 @@ func startClickEvents(cfg events.Config, countryHeader string, reg prometheus.Re
 		return nil, fmt.Errorf("click events: %w", err)
 	}
 	opts.ClickEvents = p
-	log.Info("click events on", "cloudevents", cfg.CloudEvents.URL, "otlp", cfg.OTLP.Endpoint, "buffer", cfg.Buffer, "countryHeader", countryHeader)
+	otlp, _ := cfg.OTLP.LogsURL() // checked by events.New
+	if !cfg.OTLP.Enabled() {
+		otlp = ""
+	}
+	log.Info("click events on", "cloudevents", cfg.CloudEvents.URL, "otlp", otlp, "buffer", cfg.Buffer, "countryHeader", countryHeader)
 	return p, nil
 }
 

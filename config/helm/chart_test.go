@@ -804,6 +804,19 @@ func TestClickEvents(t *testing.T) {
 		}
 	})
 
+	t.Run("OTLP logs endpoint alone", func(t *testing.T) {
+		_, ct := pod(helmTemplate(t, helm, root, "--set", "redirector.events.otlp.logsEndpoint=https://ingest.example.com/api/v2/otlp/logs"))
+		var f events.Flags
+		fs := flag.NewFlagSet("redirector", flag.ContinueOnError)
+		f.Bind(fs)
+		if err := fs.Parse(eventArgs(ct)); err != nil {
+			t.Fatalf("the redirector refuses the chart's flags %v: %v", eventArgs(ct), err)
+		}
+		if c, err := f.Config(); err != nil || f.OTLPLogsEndpoint != "https://ingest.example.com/api/v2/otlp/logs" || f.OTLPEndpoint != "" || !c.Enabled() {
+			t.Errorf("flags %+v (%v): want --events-otlp-logs-endpoint alone, events on", f, err)
+		}
+	})
+
 	for _, c := range []struct {
 		set  []string
 		want string

@@ -331,6 +331,9 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("click events: a redirect and an unknown code arrive at a CloudEvents receiver with the documented fields; HEAD and previews are not clicks", clicks.testClickFields)
 	t.Run(fmt.Sprintf("click events: with the receiver down for %s under load, every click is redirected and what was lost is what dropped_total shows", clickOutage), clicks.testClickOutage)
 
+	t.Run(fmt.Sprintf("click events: on SIGTERM with the drain held for all of --shutdown-timeout=%s, the events get what is left of it, and the final log line and /metrics say what was dropped", shutdownTimeout),
+		func(t *testing.T) { e.in(t).testClickEventsShutdown(t, bin, tmp, kubeconfigs.Redirector) })
+
 	t.Run("the alerts and the dashboard use only metrics the binaries export", e.testMonitoringMetrics)
 
 	t.Run("the deploy manifests are accepted by the API server", func(t *testing.T) {

@@ -330,8 +330,14 @@ func metricWith(addr, name, label string) float64 {
 	}
 	defer func() { _ = body.Body.Close() }()
 	b, _ := io.ReadAll(body.Body)
+	return sampleSum(string(b), name, label)
+}
+
+// sampleSum is the sum of name's samples in a scrape whose labels contain
+// label.
+func sampleSum(scrape, name, label string) float64 {
 	sum := 0.0
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(scrape, "\n") {
 		if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
 			var v float64
 			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {

@@ -19,18 +19,21 @@ import (
 // manager and a redirector with --events-otlp-endpoint, as the service
 // accounts of config/default) arrives at a real OpenTelemetry Collector
 // (hack/tools/otelcol: its OTLP receiver, and its file exporter read back) as a
-// log record with the attributes of docs/events.md. The Collector's first
-// build takes minutes; $LINKFORGE_OTELCOL names one built (make otelcol).
+// log record with the attributes of docs/events.md. The Collector takes
+// logs under a base path (/otlp/v1/logs) and the redirector is given the
+// base URL (.../otlp), to which it appends /v1/logs as the OTLP exporter
+// specification says. The Collector's first build takes minutes;
+// $LINKFORGE_OTELCOL names one built (make otelcol).
 func TestClickEventsReachCollector(t *testing.T) {
 	g := newG(t)
-	col := otelcoltest.New(t, otelcoltest.Binary(t, root))
+	col := otelcoltest.New(t, otelcoltest.Binary(t, root), otelcoltest.LogsPath("/otlp/v1/logs"))
 	col.Start(t)
 	g.Eventually(col.Listening).Should(BeTrue(), "the collector listens")
 
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)
 	red := newReplica(g, "redirector", bin, tmp, kc.Redirector,
-		"--events-otlp-endpoint="+col.Endpoint, "--events-flush-interval=100ms", "--country-header=CF-IPCountry")
+		"--events-otlp-endpoint="+col.Endpoint+"/otlp", "--events-flush-interval=100ms", "--country-header=CF-IPCountry")
 	mgrProbes, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
 	mgr, err := devenv.Start("manager", filepath.Join(tmp, "manager.log"), filepath.Join(bin, "manager"),

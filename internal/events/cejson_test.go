@@ -117,7 +117,7 @@ func encodingCases() []Event {
 		cases = append(cases, e)
 	}
 	add(func(e *Event) { // an orphan: no link fields
-		*e = Event{ID: e.ID, Time: at.Truncate(time.Second), Code: "wp-login.php", Orphan: true, Rule: NoRule, Variant: NoVariant, Status: 404, Bot: true, Device: DeviceUnknown, ClientAddress: "2001:db8:abcd::"}
+		*e = Event{ID: e.ID, Time: at.Truncate(time.Second), Code: "wp-login.php", Orphan: true, Rule: NoRule, Variant: NoVariant, Status: 404, Bot: true, Device: DeviceUnknown, ClientAddress: "2001:db8::"}
 	})
 	add(func(e *Event) { e.Target = `https://example.com/a?b=<script>&c="d"\e` })
 	add(func(e *Event) { e.Code, e.Orphan = "caf\u00e9/\u65e5\u672c/\U0001F600\u2028\u2029", true })

@@ -27,7 +27,8 @@ const (
 )
 
 // Config of a Pipeline: what the redirector's --events-* flags fill. A
-// Pipeline needs one sink at least: CloudEvents.URL or OTLP.Endpoint.
+// Pipeline needs one sink at least: CloudEvents.URL, or OTLP.Endpoint or
+// OTLP.LogsEndpoint.
 type Config struct {
 	CloudEvents CloudEventsConfig
 	OTLP        OTLPConfig
@@ -51,7 +52,7 @@ type Config struct {
 	// (default DefaultFlushInterval).
 	FlushInterval time.Duration
 	// KeepClientAddress sends the client's address whole; by default it is
-	// anonymized: IPv4 to its /24, IPv6 to its /48.
+	// reduced to its network (ReduceClientAddress: IPv4 /24, IPv6 /32).
 	KeepClientAddress bool
 
 	Retry RetryConfig
@@ -72,7 +73,8 @@ type CloudEventsConfig struct {
 	Single bool
 	// SigningKey, when set, signs every request with HMAC-SHA256 (the
 	// webhook-id, webhook-timestamp and webhook-signature headers of the
-	// Standard Webhooks scheme; see Sign).
+	// Standard Webhooks scheme; see Sign): the key's bytes, as
+	// ParseSigningKey decodes a secret's text.
 	SigningKey []byte
 	// BearerToken, when set, is sent as "Authorization: Bearer <token>".
 	BearerToken string
@@ -83,12 +85,20 @@ type CloudEventsConfig struct {
 	HTTPClient *http.Client
 }
 
-// OTLPConfig is the OpenTelemetry logs over OTLP/HTTP sink.
+// OTLPConfig is the OpenTelemetry logs over OTLP/HTTP sink. Its URL is
+// Endpoint or LogsEndpoint (not both), read as the OTLP exporter
+// specification reads OTEL_EXPORTER_OTLP_ENDPOINT and
+// OTEL_EXPORTER_OTLP_LOGS_ENDPOINT (LogsURL).
 type OTLPConfig struct {
-	// Endpoint is the OTLP/HTTP URL of logs, such as
-	// http://collector:4318/v1/logs; a URL with no path gets /v1/logs.
-	// Empty: no OTLP sink.
+	// Endpoint is the base URL of an OTLP/HTTP receiver, such as
+	// http://collector:4318 or https://gateway.example.com/otlp: the
+	// logs are posted to its path followed by /v1/logs. Empty, with
+	// LogsEndpoint empty: no OTLP sink.
 	Endpoint string
+	// LogsEndpoint is the whole URL logs are posted to, used as it is
+	// (a URL with no path gets "/"), such as
+	// https://ingest.example.com/api/v2/otlp/logs.
+	LogsEndpoint string
 	// Headers are sent with every request (an API key of a vendor).
 	Headers map[string]string
 	// BearerToken, when set, is sent as "Authorization: Bearer <token>".
@@ -117,7 +127,50 @@ type RetryConfig struct {
 }
 
 // Enabled reports whether c names a sink.
-func (c *Config) Enabled() bool { return c.CloudEvents.URL != "" || c.OTLP.Endpoint != "" }
+func (c *Config) Enabled() bool { return c.CloudEvents.URL != "" || c.OTLP.Enabled() }
+
+// Enabled reports whether c names an OTLP receiver.
+func (c *OTLPConfig) Enabled() bool { return c.Endpoint != "" || c.LogsEndpoint != "" }
+
+// otlpLogsPath is the path the OTLP exporter specification appends to a
+// base endpoint (OTEL_EXPORTER_OTLP_ENDPOINT) for logs.
+const otlpLogsPath = "/v1/logs"
+
+// LogsURL is the URL the OTLP sink posts logs to, as the OTLP exporter
+// specification says of its two variables: LogsEndpoint
+// (OTEL_EXPORTER_OTLP_LOGS_ENDPOINT) as it is, but for "/" when it has no
+// path; else Endpoint (OTEL_EXPORTER_OTLP_ENDPOINT) with /v1/logs
+// appended to its path, so that http://collector:4318 posts to
+// http://collector:4318/v1/logs and https://gw.example.com/otlp to
+// https://gw.example.com/otlp/v1/logs. An Endpoint whose path already ends
+// with /v1/logs is refused: its logs would go to .../v1/logs/v1/logs.
+func (c *OTLPConfig) LogsURL() (string, error) {
+	if c.Endpoint != "" && c.LogsEndpoint != "" {
+		return "", errors.New("--events-otlp-endpoint (a base URL, /v1/logs appended) and --events-otlp-logs-endpoint (the whole URL) are both set: set one")
+	}
+	if c.LogsEndpoint != "" {
+		u, err := parseHTTPURL(c.LogsEndpoint)
+		if err != nil {
+			return "", fmt.Errorf("--events-otlp-logs-endpoint: %w", err)
+		}
+		if u.Path == "" {
+			u.Path = "/"
+		}
+		return u.String(), nil
+	}
+	u, err := parseHTTPURL(c.Endpoint)
+	if err != nil {
+		return "", fmt.Errorf("--events-otlp-endpoint: %w", err)
+	}
+	if strings.HasSuffix(strings.TrimSuffix(u.Path, "/"), otlpLogsPath) {
+		return "", fmt.Errorf("--events-otlp-endpoint: %q is a base URL, to which %s is appended (as to OTEL_EXPORTER_OTLP_ENDPOINT): give it without %s, or give the whole URL to --events-otlp-logs-endpoint", u.Redacted(), otlpLogsPath, otlpLogsPath)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + otlpLogsPath
+	if u.RawPath != "" {
+		u.RawPath = strings.TrimSuffix(u.RawPath, "/") + otlpLogsPath
+	}
+	return u.String(), nil
+}
 
 func (c *Config) withDefaults() Config {
 	d := *c
@@ -152,16 +205,16 @@ func setDefault[T int | time.Duration](v *T, def T) {
 func (c *Config) validate() error {
 	var errs []error
 	if !c.Enabled() {
-		errs = append(errs, errors.New("no sink: set --events-cloudevents-url or --events-otlp-endpoint"))
+		errs = append(errs, errors.New("no sink: set --events-cloudevents-url, --events-otlp-endpoint or --events-otlp-logs-endpoint"))
 	}
 	if c.CloudEvents.URL != "" {
 		if err := checkURL(c.CloudEvents.URL); err != nil {
 			errs = append(errs, fmt.Errorf("--events-cloudevents-url: %w", err))
 		}
 	}
-	if c.OTLP.Endpoint != "" {
-		if err := checkURL(c.OTLP.Endpoint); err != nil {
-			errs = append(errs, fmt.Errorf("--events-otlp-endpoint: %w", err))
+	if c.OTLP.Enabled() {
+		if _, err := c.OTLP.LogsURL(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.MaxBatch > c.Buffer && c.Buffer > 0 {
@@ -171,20 +224,27 @@ func (c *Config) validate() error {
 }
 
 func checkURL(raw string) error {
+	_, err := parseHTTPURL(raw)
+	return err
+}
+
+// parseHTTPURL parses a receiver's URL: http or https, a host, and no
+// credentials.
+func parseHTTPURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL: %w", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q: want an http or https URL", raw)
-	}
-	if u.Host == "" {
-		return fmt.Errorf("%q has no host", raw)
+		return nil, fmt.Errorf("%q is not a URL: %w", raw, err)
 	}
 	if u.User != nil {
-		return fmt.Errorf("%q holds a user or password: give credentials in a Secret's file (--events-*-file)", u.Redacted())
+		return nil, fmt.Errorf("%q holds a user or password: give credentials in a Secret's file (--events-*-file)", u.Redacted())
 	}
-	return nil
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("%q: want an http or https URL", raw)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%q has no host", raw)
+	}
+	return u, nil
 }
 
 // ReadSecretFile reads a credential (a signing key, a bearer token) from a

@@ -6,7 +6,7 @@
 // The redirector hands over a Record, a value of a fixed size, with Offer:
 // no allocation, no lock, no wait (one compare-and-swap and a copy into a
 // ring). A batcher goroutine builds the events (ids, User-Agent class,
-// anonymized client address) and appends them in batches to each sink's
+// the client's network) and appends them in batches to each sink's
 // buffer; each sink sends its buffer in order and retries what may pass
 // (network errors, timeouts, 429 and 5xx) with exponential backoff and
 // jitter, honouring Retry-After.
@@ -39,7 +39,10 @@
 //     and the rest of the outage is lost and counted.
 //   - failed: the receiver refused a request with a status that is not
 //     retried (4xx other than 408 and 429; for OTLP all but 429, 502, 503
-//     and 504).
+//     and 504), reason refused; or an OTLP receiver answered 2xx with a
+//     partial_success that rejected some of its records, reason rejected
+//     (OTLP says not to retry them). Any other 2xx is a delivery, whatever
+//     its body.
 //   - shutdown: events still buffered when Close's deadline passed, and
 //     records offered after Close.
 //

@@ -54,8 +54,9 @@ type Event struct {
 	Bot         bool   `json:"bot"`
 	Device      string `json:"device"`
 	Country     string `json:"country,omitempty"`
-	// ClientAddress is anonymized (IPv4 /24, IPv6 /48) unless the pipeline
-	// keeps it whole.
+	// ClientAddress is the client's network (ReduceClientAddress: IPv4
+	// /24, IPv6 /32, an IPv6 address that carries an IPv4 address as that
+	// one) unless the pipeline keeps it whole.
 	ClientAddress string `json:"clientAddress,omitempty"`
 }
 
@@ -255,16 +256,18 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 }
 
 // appendClient appends the client's address as the event has it
-// (anonymized unless kept), if there is one. An IPv4 address, the most
-// common, is written here at a tenth of the cost of netip's Prefix and
-// AppendTo: each octet's text and its dot in one store of four bytes
-// (octetText), which the next overwrites past the text's end.
+// (ReduceClientAddress unless kept), if there is one. An IPv4 address, the
+// most common, is written here at a tenth of the cost of netip's AppendTo:
+// each octet's text and its dot in one store of four bytes (octetText),
+// which the next overwrites past the text's end.
 func (b *builder) appendClient(text []byte, a netip.Addr) []byte {
+	if b.keepClient {
+		a = a.Unmap().WithZone("")
+	} else {
+		a = ReduceClientAddress(a)
+	}
 	if a.Is4() {
 		ip := a.As4()
-		if !b.keepClient {
-			ip[3] = 0 // its /24, as anonymize
-		}
 		n := len(text)
 		text = slices.Grow(text, 16+4)
 		w := (*[16 + 4]byte)(text[n : n+16+4])
@@ -279,10 +282,7 @@ func (b *builder) appendClient(text []byte, a netip.Addr) []byte {
 	if !a.IsValid() {
 		return text
 	}
-	if !b.keepClient {
-		a = anonymize(a)
-	}
-	return a.Unmap().WithZone("").AppendTo(text)
+	return a.AppendTo(text)
 }
 
 // octetText is the decimal text of each byte value and a dot, in four

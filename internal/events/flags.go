@@ -15,6 +15,7 @@ type Flags struct {
 	SigningKeyFile      string
 	BearerTokenFile     string
 	OTLPEndpoint        string
+	OTLPLogsEndpoint    string
 	OTLPBearerTokenFile string
 	OTLPGzip            bool
 	Buffer, MaxBatch    int
@@ -29,11 +30,13 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.BoolVar(&f.CloudEventsSingle, "events-cloudevents-single", false,
 		"Send one CloudEvent per request (structured mode) instead of batches, for receivers that take no batches (a Knative broker).")
 	fs.StringVar(&f.SigningKeyFile, "events-signing-key-file", "",
-		"File (a Secret's key) with the HMAC-SHA256 key that signs CloudEvents requests (Standard Webhooks headers): whsec_<base64> or the key's bytes, 16 at least.")
+		"File (a Secret's key) with the HMAC-SHA256 key that signs CloudEvents requests (Standard Webhooks headers), as the scheme's libraries read it: base64 of 16 bytes at least (32 are best), with or without whsec_ before it. A key that is not base64 stops the start.")
 	fs.StringVar(&f.BearerTokenFile, "events-bearer-token-file", "",
 		"File (a Secret's key) with a bearer token for the CloudEvents receiver.")
 	fs.StringVar(&f.OTLPEndpoint, "events-otlp-endpoint", "",
-		"Send each click event as an OpenTelemetry log record to this OTLP/HTTP URL (such as http://otel-collector:4318; /v1/logs is added to a URL with no path). Empty: no OTLP sink. OTEL_EXPORTER_OTLP_LOGS_HEADERS adds headers.")
+		"Send each click event as an OpenTelemetry log record to this OTLP/HTTP receiver's base URL, to which /v1/logs is appended as to OTEL_EXPORTER_OTLP_ENDPOINT (http://otel-collector:4318 posts to http://otel-collector:4318/v1/logs, https://gw.example.com/otlp to https://gw.example.com/otlp/v1/logs). Empty: no OTLP sink, unless --events-otlp-logs-endpoint. OTEL_EXPORTER_OTLP_LOGS_HEADERS adds headers.")
+	fs.StringVar(&f.OTLPLogsEndpoint, "events-otlp-logs-endpoint", "",
+		"The whole URL to post the OTLP log records to, used as it is, as OTEL_EXPORTER_OTLP_LOGS_ENDPOINT (such as https://ingest.example.com/api/v2/otlp/logs): instead of --events-otlp-endpoint, for receivers whose logs path is not <base>/v1/logs.")
 	fs.StringVar(&f.OTLPBearerTokenFile, "events-otlp-bearer-token-file", "",
 		"File (a Secret's key) with a bearer token for the OTLP receiver.")
 	fs.BoolVar(&f.OTLPGzip, "events-otlp-gzip", false, "Gzip the OTLP requests.")
@@ -42,7 +45,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.IntVar(&f.MaxBatch, "events-max-batch", DefaultMaxBatch, "Most click events in one request.")
 	fs.DurationVar(&f.FlushInterval, "events-flush-interval", DefaultFlushInterval, "Longest a click event waits for its batch to fill.")
 	fs.BoolVar(&f.KeepClientAddress, "events-keep-client-address", false,
-		"Send the client's address whole; by default it is cut to its network (IPv4 /24, IPv6 /48).")
+		"Send the client's address whole; by default it is cut to its network: IPv4 /24, IPv6 /32, and an IPv6 address that carries an IPv4 one (IPv4-mapped, 6to4, Teredo) to that IPv4 address's /24.")
 }
 
 // Config returns the Config of the flags, the credentials read from their
@@ -51,7 +54,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 func (f *Flags) Config() (Config, error) {
 	c := Config{
 		CloudEvents:       CloudEventsConfig{URL: f.CloudEventsURL, Single: f.CloudEventsSingle},
-		OTLP:              OTLPConfig{Endpoint: f.OTLPEndpoint, Gzip: f.OTLPGzip},
+		OTLP:              OTLPConfig{Endpoint: f.OTLPEndpoint, LogsEndpoint: f.OTLPLogsEndpoint, Gzip: f.OTLPGzip},
 		Buffer:            f.Buffer,
 		MaxBatch:          f.MaxBatch,
 		FlushInterval:     f.FlushInterval,
@@ -79,8 +82,8 @@ func (f *Flags) Config() (Config, error) {
 	if c.CloudEvents.URL == "" && (f.SigningKeyFile != "" || f.BearerTokenFile != "" || f.CloudEventsSingle) {
 		errs = append(errs, errors.New("--events-signing-key-file, --events-bearer-token-file and --events-cloudevents-single need --events-cloudevents-url"))
 	}
-	if c.OTLP.Endpoint == "" && (f.OTLPBearerTokenFile != "" || f.OTLPGzip) {
-		errs = append(errs, errors.New("--events-otlp-bearer-token-file and --events-otlp-gzip need --events-otlp-endpoint"))
+	if !c.OTLP.Enabled() && (f.OTLPBearerTokenFile != "" || f.OTLPGzip) {
+		errs = append(errs, errors.New("--events-otlp-bearer-token-file and --events-otlp-gzip need --events-otlp-endpoint or --events-otlp-logs-endpoint"))
 	}
 	if f.Buffer < 1 || f.MaxBatch < 1 || f.FlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--events-buffer (%d), --events-max-batch (%d) and --events-flush-interval (%s) must be positive", f.Buffer, f.MaxBatch, f.FlushInterval))

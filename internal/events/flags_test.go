@@ -69,7 +69,9 @@ func TestFlagsErrors(t *testing.T) {
 		{[]string{"--events-otlp-gzip"}, "need --events-otlp-endpoint"},
 		{[]string{"--events-cloudevents-url=http://r/", "--events-signing-key-file=/no/such/file"}, "--events-signing-key-file: read the events credential"},
 		{[]string{"--events-cloudevents-url=http://r/", "--events-bearer-token-file=" + empty}, "is empty"},
-		{[]string{"--events-cloudevents-url=http://r/", "--events-signing-key-file=" + secretFile(t, "short")}, "16 at least"},
+		{[]string{"--events-cloudevents-url=http://r/", "--events-signing-key-file=" + secretFile(t, "c2hvcnQ=")}, "5 bytes once base64-decoded: give 16 at least"},
+		{[]string{"--events-cloudevents-url=http://r/", "--events-signing-key-file=" + secretFile(t, "my raw key of 32 bytes, or so...")}, "--events-signing-key-file: the signing key is not base64"},
+		{[]string{"--events-cloudevents-url=http://r/", "--events-signing-key-file=" + secretFile(t, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS")}, "the signing key is not base64"},
 		{[]string{"--events-otlp-endpoint=http://c:4318", "--events-buffer=0"}, "must be positive"},
 		{[]string{"--events-otlp-endpoint=unix:///x"}, "want an http or https URL"},
 	} {

@@ -88,7 +88,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 
 // counts are a sink's metrics.
 type counts struct {
-	offered, sent, failed, retries, handoffFull, bufferFull, shutdown, depth int
+	offered, sent, failed, rejected, retries, handoffFull, bufferFull, shutdown, depth int
 }
 
 func countsOf(p *Pipeline, sink string) counts {
@@ -101,7 +101,7 @@ func countsOf(p *Pipeline, sink string) counts {
 	}
 	return counts{
 		offered: int(p.offered()), sent: int(testutil.ToFloat64(m.sent)),
-		failed: int(testutil.ToFloat64(m.failed)), retries: int(testutil.ToFloat64(m.retries)),
+		failed: int(testutil.ToFloat64(m.failed)), rejected: int(testutil.ToFloat64(m.rejected)), retries: int(testutil.ToFloat64(m.retries)),
 		handoffFull: int(testutil.ToFloat64(m.dropped[DropHandoffFull])),
 		bufferFull:  int(testutil.ToFloat64(m.dropped[DropBufferFull])),
 		shutdown:    int(testutil.ToFloat64(m.dropped[DropShutdown])),
@@ -113,7 +113,7 @@ func countsOf(p *Pipeline, sink string) counts {
 // failed, dropped (for a reason) or still buffered.
 func (c counts) conserved(t *testing.T) {
 	t.Helper()
-	if c.offered != c.sent+c.failed+c.handoffFull+c.bufferFull+c.shutdown+c.depth {
+	if c.offered != c.sent+c.failed+c.rejected+c.handoffFull+c.bufferFull+c.shutdown+c.depth {
 		t.Errorf("offered %d != sent + failed + dropped + buffered: %+v", c.offered, c)
 	}
 }

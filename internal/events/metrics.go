@@ -2,6 +2,7 @@ package events
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // The names of the pipeline's metrics: linkforge_events_*.
@@ -25,6 +26,16 @@ const (
 
 var dropReasons = []string{DropHandoffFull, DropBufferFull, DropShutdown}
 
+// Reasons of linkforge_events_failed_total.
+const (
+	// FailRefused: the receiver refused the request with a status that
+	// is not retried, or it could not be encoded.
+	FailRefused = "refused"
+	// FailRejected: the receiver took the request (2xx) but rejected
+	// some of its events: an OTLP partial success's rejected_log_records.
+	FailRejected = "rejected"
+)
+
 // sinkLabel names the sink of a metric: cloudevents or otlp.
 const sinkLabel = "sink"
 
@@ -42,8 +53,10 @@ type metrics struct {
 }
 
 type sinkMetrics struct {
-	sent, failed, retries prometheus.Counter
-	dropped               map[string]prometheus.Counter
+	// failed and rejected are failed_total's reasons refused and
+	// rejected.
+	sent, failed, rejected, retries prometheus.Counter
+	dropped                         map[string]prometheus.Counter
 }
 
 // newMetrics registers the metrics of sinks (their names), with the count
@@ -61,8 +74,8 @@ func newMetrics(reg prometheus.Registerer, sinks []string, offered, handoffDepth
 	}, []string{sinkLabel})
 	failed := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "failed_total",
-		Help: "Click events the sink's receiver refused with a status that is not retried, or that could not be encoded, by sink.",
-	}, []string{sinkLabel})
+		Help: "Click events the sink's receiver will never take, not retried, by sink and reason: refused (a status that is not retried, or not encodable), rejected (taken in a 2xx whose OTLP partial_success rejected them).",
+	}, []string{sinkLabel, "reason"})
 	retries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "retries_total",
 		Help: "Requests to the sink retried after a network error, a timeout, 429 or a retried 5xx, by sink.",
@@ -80,7 +93,8 @@ func newMetrics(reg prometheus.Registerer, sinks []string, offered, handoffDepth
 	m := &metrics{sinks: map[string]*sinkMetrics{}}
 	for i, s := range sinks {
 		sm := &sinkMetrics{
-			sent: sent.WithLabelValues(s), failed: failed.WithLabelValues(s), retries: retries.WithLabelValues(s),
+			sent: sent.WithLabelValues(s), failed: failed.WithLabelValues(s, FailRefused), rejected: failed.WithLabelValues(s, FailRejected),
+			retries: retries.WithLabelValues(s),
 			dropped: map[string]prometheus.Counter{},
 		}
 		for _, r := range dropReasons {
@@ -106,4 +120,42 @@ func dropAll(counters []prometheus.Counter) {
 	for _, c := range counters {
 		c.Inc()
 	}
+}
+
+// SinkCounts are a sink's counts of events, as its metrics have them
+// (linkforge_events_*{sink}).
+type SinkCounts struct {
+	Sink string
+	// Sent: acknowledged (sent_total). Failed: refused or rejected
+	// (failed_total). Dropped: lost for any reason (dropped_total), of
+	// which DroppedAtShutdown for reason shutdown. Buffered: in the
+	// sink's buffer (buffer_depth).
+	Sent, Failed, Dropped, DroppedAtShutdown, Buffered int
+}
+
+// Counts returns each sink's counts, in the order of the sinks
+// (CloudEvents first); nil for a nil Pipeline.
+func (p *Pipeline) Counts() []SinkCounts {
+	if p == nil {
+		return nil
+	}
+	out := make([]SinkCounts, 0, len(p.sinks))
+	for _, s := range p.sinks {
+		m := s.m
+		c := SinkCounts{Sink: s.sink.name(), Sent: counterValue(m.sent), Failed: counterValue(m.failed) + counterValue(m.rejected),
+			DroppedAtShutdown: counterValue(m.dropped[DropShutdown]), Buffered: s.buf.len()}
+		for _, r := range dropReasons {
+			c.Dropped += counterValue(m.dropped[r])
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func counterValue(c prometheus.Counter) int {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return int(m.GetCounter().GetValue())
 }

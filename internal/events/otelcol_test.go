@@ -23,12 +23,14 @@ const collectorStart = 20 * time.Second
 func startCollector(t *testing.T, col *otelcoltest.Collector) {
 	t.Helper()
 	col.Start(t)
-	waitForWithin(t, collectorStart, col.Listening, "the collector listens")
+	waitForCollector(t, col.Listening, "the collector listens")
 }
 
-func waitForWithin(t *testing.T, d time.Duration, cond func() bool, what string) {
+// waitForCollector waits up to collectorStart for cond: what a Collector
+// does once started.
+func waitForCollector(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	NewWithT(t).Eventually(cond).WithTimeout(d).WithPolling(10*time.Millisecond).Should(BeTrue(), what)
+	NewWithT(t).Eventually(cond).WithTimeout(collectorStart).WithPolling(10*time.Millisecond).Should(BeTrue(), what)
 }
 
 // TestCollectorReceivesEvents: events reach a real Collector with the
@@ -40,7 +42,7 @@ func TestCollectorReceivesEvents(t *testing.T) {
 	startCollector(t, col)
 	p := start(t, otlpConfig(col.Endpoint))
 	offer(t, p, 0, 20)
-	waitForWithin(t, collectorStart, func() bool { return len(col.Records(t)) == 20 }, "20 records in the collector's file")
+	waitForCollector(t, func() bool { return len(col.Records(t)) == 20 }, "20 records in the collector's file")
 	for i, r := range col.Records(t) {
 		want := map[string]string{
 			"eventName": EventType, AttrNamespace: "team-a", AttrName: "link-" + itoa(i), AttrCode: code(i),
@@ -64,7 +66,7 @@ func TestCollectorReceivesEvents(t *testing.T) {
 		t.Errorf("counts %+v: want 100 buffered and retries", c)
 	}
 	startCollector(t, col)
-	waitForWithin(t, collectorStart, func() bool { return countsOf(p, SinkOTLP).sent == 120 }, "the buffered events sent once the collector is back")
+	waitForCollector(t, func() bool { return countsOf(p, SinkOTLP).sent == 120 }, "the buffered events sent once the collector is back")
 	recs := col.Records(t)
 	if len(recs) != 120 {
 		t.Fatalf("the collector has %d records, want 120", len(recs))
@@ -75,4 +77,31 @@ func TestCollectorReceivesEvents(t *testing.T) {
 		}
 	}
 	countsOf(p, SinkOTLP).conserved(t)
+}
+
+// TestCollectorBasePath: a real Collector whose OTLP receiver takes logs
+// under a base path (logs_url_path /otlp/v1/logs, as behind a gateway that
+// routes /otlp) gets the events from the base URL (--events-otlp-endpoint,
+// /v1/logs appended as to OTEL_EXPORTER_OTLP_ENDPOINT) and from the whole
+// URL (--events-otlp-logs-endpoint, used as it is).
+func TestCollectorBasePath(t *testing.T) {
+	col := otelcoltest.New(t, otelcoltest.Binary(t, "../.."), otelcoltest.LogsPath("/otlp/v1/logs"))
+	startCollector(t, col)
+	for i, cfg := range []Config{
+		otlpConfig(col.Endpoint + "/otlp"),
+		func() Config { c := otlpConfig(""); c.OTLP.LogsEndpoint = col.Endpoint + "/otlp/v1/logs"; return c }(),
+	} {
+		p := start(t, cfg)
+		offer(t, p, 10*i, 10*i+10)
+		waitForCollector(t, func() bool { return countsOf(p, SinkOTLP).sent == 10 }, "10 events delivered")
+		if c := countsOf(p, SinkOTLP); c.failed != 0 || c.retries != 0 {
+			t.Errorf("%+v: counts %+v, want 10 sent, none failed or retried", cfg.OTLP, c)
+		}
+	}
+	waitForCollector(t, func() bool { return len(col.Records(t)) == 20 }, "20 records in the collector's file")
+	for i, r := range col.Records(t) {
+		if r[AttrCode] != code(i) {
+			t.Errorf("record %d has code %s, want %s", i, r[AttrCode], code(i))
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	"golang.org/x/net/http/httpguts"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -42,7 +44,10 @@ const (
 // otlpSink posts events as OpenTelemetry log records in the OTLP/HTTP
 // protobuf encoding (otlpEncoder), one request per batch, and reads the
 // answer with the official protos. It retries as OTLP says: 429, 502, 503
-// and 504 (and network errors), after their Retry-After.
+// and 504 (and network errors), after their Retry-After. A 2xx is a
+// delivery; its answer's partial_success says how many records the
+// receiver rejected (not retried, as OTLP says: counted as failed, reason
+// rejected).
 type otlpSink struct {
 	url    string
 	client *http.Client
@@ -59,12 +64,9 @@ type otlpSink struct {
 }
 
 func newOTLPSink(c *Config) (*otlpSink, error) {
-	u, err := url.Parse(c.OTLP.Endpoint)
+	u, err := c.OTLP.LogsURL()
 	if err != nil {
 		return nil, err
-	}
-	if u.Path == "" || u.Path == "/" {
-		u.Path = "/v1/logs"
 	}
 	client := newHTTPClient(c.OTLP.HTTPClient, c.OTLP.Timeout)
 	header := http.Header{}
@@ -79,7 +81,7 @@ func newOTLPSink(c *Config) (*otlpSink, error) {
 	}
 	header.Set("Content-Type", "application/x-protobuf")
 	header.Set("User-Agent", ServiceName)
-	s := &otlpSink{url: u.String(), client: client, header: header, enc: newOTLPEncoder(c.Instance)}
+	s := &otlpSink{url: u, client: client, header: header, enc: newOTLPEncoder(c.Instance)}
 	if c.OTLP.Gzip {
 		header.Set("Content-Encoding", "gzip")
 		s.gzip = gzip.NewWriter(io.Discard)
@@ -149,18 +151,44 @@ func (s *otlpSink) send(ctx context.Context, batch []Event, again bool) (int, at
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		// What the receiver took is in the answer; one that is not an
-		// OTLP answer cannot say, and retrying would not make it.
-		var msg collogspb.ExportLogsServiceResponse
-		if err := proto.Unmarshal(answer, &msg); err != nil {
-			return 0, attempt{err: fmt.Errorf("POST %s answered %s with a body that is not an OTLP answer: %w", s.url, resp.Status, err)}
-		}
-		return len(batch), attempt{}
+		return otlpAccepted(resp, answer, len(batch))
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusBadGateway ||
 		resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
 		return 0, httpFailure(resp, answer, true)
 	}
 	return 0, httpFailure(resp, answer, false) // OTLP: any other failure is not retried
+}
+
+// otlpAccepted reads the answer of a 2xx to a request of n records: how
+// many the receiver took, and for the rest why not. A 2xx is a delivery
+// (OTLP/HTTP: the request was processed): an empty answer, or one that is
+// not an ExportLogsServiceResponse (protobuf, or JSON when the receiver
+// says so) takes all n, noted as a warning, since retrying would not make
+// it better. Its partial_success rejects rejected_log_records of them
+// (the sink cannot know which: the last ones, for the counts), or with
+// none rejected carries the receiver's warning.
+func otlpAccepted(resp *http.Response, answer []byte, n int) (int, attempt) {
+	var msg collogspb.ExportLogsServiceResponse
+	var err error
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		err = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(answer, &msg)
+	} else {
+		err = proto.Unmarshal(answer, &msg)
+	}
+	if err != nil {
+		return n, attempt{warning: fmt.Errorf("%s %s answered %s with a body that is not an OTLP answer (%v): counted as delivered", resp.Request.Method, resp.Request.URL.Redacted(), resp.Status, err)}
+	}
+	ps := msg.GetPartialSuccess()
+	rejected := ps.GetRejectedLogRecords()
+	switch {
+	case rejected > 0:
+		taken := n - int(min(rejected, int64(n)))
+		return taken, attempt{rejected: true, err: fmt.Errorf("%s %s answered %s with a partial success: %d of %d log records rejected: %q",
+			resp.Request.Method, resp.Request.URL.Redacted(), resp.Status, rejected, n, firstLine([]byte(ps.GetErrorMessage())))}
+	case ps.GetErrorMessage() != "":
+		return n, attempt{warning: fmt.Errorf("%s %s took every log record with a warning: %q", resp.Request.Method, resp.Request.URL.Redacted(), firstLine([]byte(ps.GetErrorMessage())))}
+	}
+	return n, attempt{}
 }
 
 // encode returns the request body of batch.

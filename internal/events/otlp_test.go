@@ -5,14 +5,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 // otlpReceiver decodes OTLP/HTTP log requests with the OpenTelemetry
@@ -22,6 +26,9 @@ type otlpReceiver struct {
 	mu       sync.Mutex
 	requests []otlpRequest
 	respond  func(n int) (int, http.Header)
+	// body, when set, is the body of a 200 to request n, else an empty
+	// ExportLogsServiceResponse.
+	body func(n int) []byte
 }
 
 type otlpRequest struct {
@@ -59,10 +66,14 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 		r.mu.Lock()
 		n := len(r.requests)
 		r.requests = append(r.requests, otlpRequest{at: time.Now(), header: req.Header.Clone(), req: &msg})
-		respond := r.respond
+		respond, answer := r.respond, r.body
 		r.mu.Unlock()
 		if status := answerOf(w, respond, n); status != http.StatusOK {
 			w.WriteHeader(status)
+			return
+		}
+		if answer != nil {
+			_, _ = w.Write(answer(n))
 			return
 		}
 		resp, _ := proto.Marshal(&collogspb.ExportLogsServiceResponse{})
@@ -197,7 +208,7 @@ func TestOTLPRetries(t *testing.T) {
 				return http.StatusOK
 			}
 			recv.respond = func(n int) (int, http.Header) { return statusOf(n), tc.header }
-			p := start(t, otlpConfig(recv.URL+"/v1/logs"))
+			p := start(t, otlpConfig(recv.URL))
 			offer(t, p, 0, 5)
 			if !tc.retried {
 				waitFor(t, func() bool { return countsOf(p, SinkOTLP).failed == 5 }, "5 events failed")
@@ -241,4 +252,88 @@ func TestSinksAreIndependent(t *testing.T) {
 	}
 	ceCounts.conserved(t)
 	countsOf(p, SinkOTLP).conserved(t)
+}
+
+// TestOTLPPartialSuccess: a 2xx is a delivery; the records an answer's
+// partial_success rejects (protobuf, or JSON when the receiver says so)
+// are counted as failed, reason rejected, logged and not retried; an
+// answer that is not OTLP's, or empty, delivers all.
+func TestOTLPPartialSuccess(t *testing.T) {
+	partial := func(rejected int64, msg string) []byte {
+		b, _ := proto.Marshal(&collogspb.ExportLogsServiceResponse{PartialSuccess: &collogspb.ExportLogsPartialSuccess{RejectedLogRecords: rejected, ErrorMessage: msg}})
+		return b
+	}
+	for _, tc := range []struct {
+		name         string
+		header       http.Header
+		body         []byte
+		sent, reject int
+		log          string
+	}{
+		{"3 of 10 rejected", nil, partial(3, "3 records over the size limit"), 7, 3, "3 of 10 log records rejected: \\\"3 records over the size limit"},
+		{"all rejected", nil, partial(10, "quota"), 0, 10, "10 of 10 log records rejected"},
+		{"more rejected than sent (a receiver that lies)", nil, partial(99, ""), 0, 10, "99 of 10 log records rejected"},
+		{"a warning, none rejected", nil, partial(0, "attribute names are long"), 10, 0, "attribute names are long"},
+		{"JSON, 2 rejected", http.Header{"Content-Type": {"application/json"}}, []byte(`{"partialSuccess":{"rejectedLogRecords":"2","errorMessage":"bad"}}`), 8, 2, "2 of 10 log records rejected"},
+		{"a body that is not OTLP's", http.Header{"Content-Type": {"text/plain"}}, []byte("OK\n"), 10, 0, "not an OTLP answer"},
+		{"an empty body", nil, []byte{}, 10, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recv := newOTLPReceiver(t)
+			recv.respond = func(int) (int, http.Header) { return http.StatusOK, tc.header }
+			recv.body = func(int) []byte { return tc.body }
+			cfg := otlpConfig(recv.URL)
+			logged := &testenv.SyncBuffer{}
+			cfg.Log = funcr.New(func(_, args string) { _, _ = logged.Write([]byte(args + "\n")) }, funcr.Options{Verbosity: 1})
+			p := start(t, cfg)
+			offer(t, p, 0, 10)
+			waitFor(t, func() bool { c := countsOf(p, SinkOTLP); return c.sent+c.rejected == 10 }, "10 events sent or rejected")
+			c := countsOf(p, SinkOTLP)
+			if c.sent != tc.sent || c.rejected != tc.reject || c.failed != 0 || c.retries != 0 || len(recv.got()) != 1 {
+				t.Errorf("counts %+v, %d requests: want %d sent, %d rejected, one request", c, len(recv.got()), tc.sent, tc.reject)
+			}
+			if !strings.Contains(string(logged.Bytes()), tc.log) {
+				t.Errorf("the log %q does not say %q", logged.Bytes(), tc.log)
+			}
+			c.conserved(t)
+		})
+	}
+}
+
+// TestOTLPLogsURL: --events-otlp-endpoint is a base URL to which /v1/logs
+// is appended, --events-otlp-logs-endpoint a URL used as it is, as the
+// OTLP exporter specification reads OTEL_EXPORTER_OTLP_ENDPOINT and
+// OTEL_EXPORTER_OTLP_LOGS_ENDPOINT.
+func TestOTLPLogsURL(t *testing.T) {
+	for _, tc := range []struct {
+		endpoint, logs string
+		want, err      string
+	}{
+		{"http://collector:4318", "", "http://collector:4318/v1/logs", ""},
+		{"http://collector:4318/", "", "http://collector:4318/v1/logs", ""},
+		{"https://gw.example.com/otlp", "", "https://gw.example.com/otlp/v1/logs", ""},
+		{"https://gw.example.com/otlp/", "", "https://gw.example.com/otlp/v1/logs", ""},
+		{"https://gw.example.com/a%2Fb/otlp", "", "https://gw.example.com/a%2Fb/otlp/v1/logs", ""},
+		{"https://gw.example.com/otlp?tenant=a", "", "https://gw.example.com/otlp/v1/logs?tenant=a", ""},
+		{"", "https://ingest.example.com/api/v2/otlp/logs", "https://ingest.example.com/api/v2/otlp/logs", ""},
+		{"", "http://collector:4318/v1/logs", "http://collector:4318/v1/logs", ""},
+		{"", "http://collector:4318", "http://collector:4318/", ""},
+		{"http://collector:4318/v1/logs", "", "", "give it without /v1/logs, or give the whole URL to --events-otlp-logs-endpoint"},
+		{"http://collector:4318/v1/logs/", "", "", "is a base URL"},
+		{"http://c:4318", "http://c:4318/v1/logs", "", "are both set: set one"},
+		{"ftp://c", "", "", "--events-otlp-endpoint: \"ftp://c\": want an http or https URL"},
+		{"", "http://u:secret@c/", "", "--events-otlp-logs-endpoint: \"http://u:xxxxx@c/\" holds a user or password"},
+	} {
+		c := OTLPConfig{Endpoint: tc.endpoint, LogsEndpoint: tc.logs}
+		got, err := c.LogsURL()
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q, %q: %q, %v; want an error saying %q", tc.endpoint, tc.logs, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q, %q: %q, %v; want %q", tc.endpoint, tc.logs, got, err, tc.want)
+		}
+	}
 }

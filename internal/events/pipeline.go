@@ -59,11 +59,20 @@ type sink interface {
 	close(ctx context.Context) error
 }
 
-// attempt is the outcome of a failed send.
+// attempt is the outcome of a send: why the events it did not deliver
+// were not, and what to note of those it did.
 type attempt struct {
 	err error
 	// retry: the failure may pass (network, timeout, 408, 429, 5xx).
 	retry bool
+	// rejected: the receiver took the request but rejected the events
+	// not delivered (an OTLP partial success): not retried, counted as
+	// failed with reason rejected.
+	rejected bool
+	// warning is what the receiver said of events it took (an OTLP
+	// partial success that rejected none, an answer that is not OTLP's):
+	// logged, not counted.
+	warning error
 	// retryAfter is the wait a 429 or 503 asked for.
 	retryAfter time.Duration
 }
@@ -88,7 +97,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if c.CloudEvents.URL != "" {
 		sinks = append(sinks, newCloudEventsSink(&c))
 	}
-	if c.OTLP.Endpoint != "" {
+	if c.OTLP.Enabled() {
 		s, err := newOTLPSink(&c)
 		if err != nil {
 			return nil, fmt.Errorf("click events: the OTLP sink: %w", err)
@@ -323,10 +332,18 @@ func (p *Pipeline) sendWithRetry(s *sinkRunner, batch []Event) {
 			s.buf.done(n)
 			batch, retry = batch[n:], 0
 		}
+		if a.warning != nil {
+			s.log.V(1).Info("the receiver took click events with a warning", "warning", a.warning.Error(), "events", n)
+		}
 		if len(batch) == 0 {
 			return
 		}
 		switch {
+		case a.rejected:
+			s.log.Error(a.err, "the receiver rejected click events of a batch it took; not retried", "events", len(batch), "delivered", n)
+			s.m.rejected.Add(float64(len(batch)))
+			s.buf.done(len(batch))
+			return
 		case ctx.Err() != nil:
 			s.m.dropped[DropShutdown].Add(float64(len(batch)))
 			s.buf.done(len(batch))

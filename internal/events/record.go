@@ -64,8 +64,9 @@ type Record struct {
 	// caller checked them once per link, when it read the link, so that
 	// the encoders need not look at them per event. False when unknown.
 	LinkPlain, TargetPlain bool
-	// Client is the client's address, anonymized when the event is built
-	// unless Config.KeepClientAddress.
+	// Client is the client's address, reduced to its network
+	// (ReduceClientAddress) when the event is built unless
+	// Config.KeepClientAddress.
 	Client netip.Addr
 
 	codeLen    uint8
@@ -253,20 +254,4 @@ func (r *Record) appendCountry(dst []byte) []byte {
 func (r *Record) SetClientIP(ip net.IP) {
 	a, _ := netip.AddrFromSlice(ip)
 	r.Client = a.Unmap()
-}
-
-// anonymize returns a with its host bits cleared: an IPv4 address to its
-// /24, an IPv6 address to its /48, the prefixes that name a network, not a
-// subscriber.
-func anonymize(a netip.Addr) netip.Addr {
-	a = a.Unmap()
-	bits := 48
-	if a.Is4() {
-		bits = 24
-	}
-	p, err := a.Prefix(bits)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return p.Addr()
 }

@@ -184,22 +184,6 @@ func TestBuilderRemembersClasses(t *testing.T) {
 	}
 }
 
-func TestAnonymize(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"203.0.113.77", "203.0.113.0"},
-		{"::ffff:203.0.113.77", "203.0.113.0"},
-		{"2001:db8:abcd:1234::1", "2001:db8:abcd::"},
-		{"fe80::1%eth0", "fe80::"},
-	} {
-		if got := anonymize(netip.MustParseAddr(tc.in)); got.String() != tc.want {
-			t.Errorf("anonymize(%s) = %s, want %s", tc.in, got, tc.want)
-		}
-	}
-	if anonymize(netip.Addr{}).IsValid() {
-		t.Error("the zero address anonymized to a valid one")
-	}
-}
-
 func TestBuildEvent(t *testing.T) {
 	r := Record{Time: 1_700_000_000_123_456_789, Namespace: "team-a", Name: "docs", UID: "u-1", Target: "https://example.com/docs", Status: 302, Rule: NoRule, Variant: NoVariant}
 	r.SetCodeString("abc")
@@ -318,7 +302,7 @@ func TestIDCounterText(t *testing.T) {
 }
 
 // TestAppendClientIPv4: the builder's own writing of an IPv4 address is
-// netip's, anonymized or whole, for octets of one, two and three digits.
+// netip's, reduced or whole, for octets of one, two and three digits.
 func TestAppendClientIPv4(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		b := newBuilder(keep)
@@ -326,7 +310,7 @@ func TestAppendClientIPv4(t *testing.T) {
 			for _, ip := range []netip.Addr{netip.AddrFrom4([4]byte{o, 255 - o, o / 2, o}), netip.AddrFrom4([4]byte{o, o, o, o})} {
 				want := ip
 				if !keep {
-					want = anonymize(ip)
+					want = ReduceClientAddress(ip)
 				}
 				if got := string(b.appendClient(nil, ip)); got != want.String() {
 					t.Errorf("appendClient(%s), keep %v: %s, want %s", ip, keep, got, want)

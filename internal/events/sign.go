@@ -20,23 +20,27 @@ const (
 	HeaderWebhookSignature = "Webhook-Signature"
 )
 
-// signingKeyPrefix marks a base64 key (the Standard Webhooks form).
+// signingKeyPrefix is the Standard Webhooks prefix of a secret's text.
 const signingKeyPrefix = "whsec_"
 
-// ParseSigningKey reads a signing key as a Secret holds it: "whsec_" and
-// base64 bytes, or the bytes themselves.
+// MinSigningKeyLen is the fewest bytes a signing key may have (decoded).
+const MinSigningKeyLen = 16
+
+// ParseSigningKey reads a signing key as a Secret holds it, the way the
+// Standard Webhooks libraries read a secret (the Go library's NewWebhook,
+// the TypeScript one's Webhook): base64 (standard, padded), with or without
+// "whsec_" before it, decoded. A key that is not base64 is refused, never
+// taken as its bytes: a receiver's library would decode it and check
+// every signature with another key. The error does not quote the key.
 func ParseSigningKey(s string) ([]byte, error) {
-	if rest, ok := strings.CutPrefix(s, signingKeyPrefix); ok {
-		k, err := base64.StdEncoding.DecodeString(rest)
-		if err != nil {
-			return nil, fmt.Errorf("the signing key starts with %q but is not base64 after it: %w", signingKeyPrefix, err)
-		}
-		s = string(k)
+	k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, signingKeyPrefix))
+	if err != nil {
+		return nil, fmt.Errorf("the signing key is not base64 (%v): the Standard Webhooks libraries base64-decode every secret, with or without %q before it, so give the key as they read it, such as %q$(head -c 32 /dev/urandom | base64)", err, signingKeyPrefix, signingKeyPrefix)
 	}
-	if len(s) < 16 {
-		return nil, fmt.Errorf("the signing key has %d bytes: give 16 at least (32 random bytes are best)", len(s))
+	if len(k) < MinSigningKeyLen {
+		return nil, fmt.Errorf("the signing key has %d bytes once base64-decoded: give %d at least (32 random bytes are best)", len(k), MinSigningKeyLen)
 	}
-	return []byte(s), nil
+	return k, nil
 }
 
 // Sign returns the webhook-signature header value of a request: "v1,"

@@ -98,10 +98,24 @@ type Collector struct {
 	log               bytes.Buffer
 }
 
+// Option changes the configuration New writes.
+type Option func(*config)
+
+type config struct{ logsPath string }
+
+// LogsPath is the path of the OTLP/HTTP receiver's logs (logs_url_path;
+// default /v1/logs): a Collector behind a base path, such as
+// /otlp/v1/logs for the base URL Endpoint+"/otlp".
+func LogsPath(path string) Option { return func(c *config) { c.logsPath = path } }
+
 // New writes the configuration of a Collector on a free loopback port; it
 // is stopped when t ends.
-func New(t testing.TB, bin string) *Collector {
+func New(t testing.TB, bin string, opts ...Option) *Collector {
 	t.Helper()
+	cfg := config{logsPath: "/v1/logs"}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -115,6 +129,7 @@ func New(t testing.TB, bin string) *Collector {
     protocols:
       http:
         endpoint: %s
+        logs_url_path: %s
 exporters:
   file:
     path: %s
@@ -130,7 +145,7 @@ service:
     logs:
       receivers: [otlp]
       exporters: [file, debug]
-`, addr, c.file)
+`, addr, cfg.logsPath, c.file)
 	if err := os.WriteFile(c.config, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,17 +4,25 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+
+	"github.com/linkforge/linkforge/internal/events"
 )
 
 // defaultAccessLogBuffer is how many access-log records wait for the writer
 // before new ones are dropped: about a second of a busy replica.
 const defaultAccessLogBuffer = 4096
 
+// accessRecord is an access-log line (docs/events.md#the-access-log): its
+// remote is the client's network (events.ReduceClientAddress) unless
+// Options.AccessLogKeepClientAddress; the URI is the request's, query and
+// all, and the User-Agent whole.
 type accessRecord struct {
 	Time       string  `json:"time"`
 	Remote     string  `json:"remote"`
@@ -31,18 +39,20 @@ type accessRecord struct {
 // slow or blocked output (a full pipe to a log shipper) never holds up a
 // request: records beyond the buffer are dropped and counted.
 type accessLog struct {
-	queue   chan accessRecord
-	dropped prometheus.Counter
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	// keepClient writes the client's address and port whole.
+	keepClient bool
+	queue      chan accessRecord
+	dropped    prometheus.Counter
+	stop       chan struct{}
+	done       chan struct{}
+	once       sync.Once
 }
 
-func newAccessLog(w io.Writer, buffer int, dropped prometheus.Counter) *accessLog {
+func newAccessLog(w io.Writer, buffer int, keepClient bool, dropped prometheus.Counter) *accessLog {
 	if buffer <= 0 {
 		buffer = defaultAccessLogBuffer
 	}
-	l := &accessLog{queue: make(chan accessRecord, buffer), dropped: dropped, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &accessLog{keepClient: keepClient, queue: make(chan accessRecord, buffer), dropped: dropped, stop: make(chan struct{}), done: make(chan struct{})}
 	go l.run(w)
 	return l
 }
@@ -52,7 +62,7 @@ func newAccessLog(w io.Writer, buffer int, dropped prometheus.Counter) *accessLo
 func (l *accessLog) record(ctx *fasthttp.RequestCtx, status int, loc string, start time.Time) {
 	rec := accessRecord{
 		Time:       start.UTC().Format(time.RFC3339Nano),
-		Remote:     ctx.RemoteAddr().String(),
+		Remote:     loggedAddress(ctx.RemoteAddr(), l.keepClient),
 		Method:     string(ctx.Method()),
 		Host:       string(ctx.Request.Header.Host()),
 		URI:        string(ctx.Request.Header.RequestURI()),
@@ -103,4 +113,24 @@ func (l *accessLog) run(w io.Writer) {
 func (l *accessLog) close() {
 	l.once.Do(func() { close(l.stop) })
 	<-l.done
+}
+
+// loggedAddress is how the redirector's logs (the access log, the line of
+// a refused request) write a client's address: its network
+// (events.ReduceClientAddress, no port), or with keep the address and port
+// whole. An address that is not an IP's (a test's pipe) is written as it
+// is.
+func loggedAddress(a net.Addr, keep bool) string {
+	if a == nil {
+		return ""
+	}
+	tcp, ok := a.(*net.TCPAddr)
+	if keep || !ok {
+		return a.String()
+	}
+	ip, _ := netip.AddrFromSlice(tcp.IP)
+	if ip = events.ReduceClientAddress(ip); !ip.IsValid() {
+		return ""
+	}
+	return ip.String()
 }

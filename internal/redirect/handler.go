@@ -235,11 +235,7 @@ func (r *Redirector) refused(status int, remote net.Addr, reason string) {
 	if len(reason) > maxLoggedReason {
 		reason = reason[:maxLoggedReason] + "..."
 	}
-	addr := ""
-	if remote != nil {
-		addr = remote.String()
-	}
-	r.log.Info("refused a request the server could not read", "status", status, "remote", addr,
+	r.log.Info("refused a request the server could not read", "status", status, "remote", loggedAddress(remote, r.opts.AccessLogKeepClientAddress),
 		"reason", strconv.QuoteToASCII(reason), "unloggedBefore", unlogged)
 }
 

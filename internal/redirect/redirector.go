@@ -67,6 +67,11 @@ type Options struct {
 	// AccessLogBuffer is how many records may wait for AccessLog before
 	// new ones are dropped; 0 means 4096.
 	AccessLogBuffer int
+	// AccessLogKeepClientAddress writes the client's address and port
+	// whole in the access log and in the log line of a refused request;
+	// by default they have its network (events.ReduceClientAddress), as
+	// click events do.
+	AccessLogKeepClientAddress bool
 	// Recorder records the Warning event of a domain conflict. Nil records none.
 	Recorder events.EventRecorder
 	// Uses counts uses and enforces maxUses. Nil counts nothing and serves
@@ -197,7 +202,7 @@ func New(opts Options) *Redirector {
 		}
 	}
 	if opts.AccessLog != nil {
-		r.accessLog = newAccessLog(opts.AccessLog, opts.AccessLogBuffer, r.metrics.accessLogDropped)
+		r.accessLog = newAccessLog(opts.AccessLog, opts.AccessLogBuffer, opts.AccessLogKeepClientAddress, r.metrics.accessLogDropped)
 	}
 	if len(opts.Namespaces) > 0 {
 		r.allowedNS = map[string]bool{}

@@ -104,6 +104,6 @@ The ServiceAccount names.
 */}}
 {{- define "linkforge.redirectorEventsOn" -}}
 {{- with .Values.redirector.events -}}
-{{- if or .cloudEvents.url .otlp.endpoint }}true{{ end -}}
+{{- if or .cloudEvents.url .otlp.endpoint .otlp.logsEndpoint }}true{{ end -}}
 {{- end -}}
 {{- end }}
