@@ -132,13 +132,19 @@ type ShortLinkSpec struct {
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 
+	// The durations' format is checked by a rule of its own, and their range
+	// only for a value in that format: CEL's duration() of a string that is
+	// not one fails with a type conversion error, which the API server
+	// printed beside the format's message (issue 54).
+
 	// ttl is the link's lifetime counted from its creation, as a Go duration
-	// such as 168h or 90m. Mutually exclusive with expiresAt.
+	// such as 168h or 90m (units h, m, s, ms, us and ns; a week is 168h).
+	// Mutually exclusive with expiresAt.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be a positive duration such as 168h or 30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="ttl must be a duration such as 168h, 90m or 1h30m: numbers, each with a unit of h, m, s, ms, us or ns (there is no d or w: a day is 24h, a week 168h)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="ttl must be a positive duration such as 168h or 30m"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
 	// idleTimeout finishes the link once it has not been used for this long,
@@ -156,8 +162,8 @@ type ShortLinkSpec struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="idleTimeout must be a duration of at least 1s, such as 720h or 30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="idleTimeout must be a duration such as 720h, 30m or 1h30m: numbers, each with a unit of h, m, s, ms, us or ns (there is no d or w: a day is 24h, a week 168h)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="idleTimeout must be a duration of at least 1s, such as 720h or 30m"
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 
 	// maxUses is how many redirects the link serves before it answers 410 Gone.

@@ -628,6 +628,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"create", "a", "https://example.com/", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"create", "a", "https://example.com/", "--ttl", "1h", "--expires-at", "2030-01-01T00:00:00Z"}, "at most one of --ttl and --expires-at"},
 		{[]string{"create", "a", "https://example.com/", "--ttl", "-1h"}, "invalid --ttl -1h0m0s"},
+		{[]string{"create", "a", "https://example.com/", "--ttl", "1w"}, `invalid --ttl "1w": use a duration such as 168h, 90m or 1h30m`},
+		{[]string{"create", "a", "https://example.com/", "--timeout", "soon"}, `invalid --timeout "soon": use a duration such as 168h`},
 		{[]string{"create", "a", "https://example.com/", "--expires-at", "tomorrow"}, `invalid --expires-at "tomorrow"`},
 		{[]string{"create", "a", "https://example.com/", "--max-uses", "0"}, "invalid --max-uses 0"},
 		{[]string{"create", "a", "https://example.com/", "--status", "200"}, "invalid --status 200"},
