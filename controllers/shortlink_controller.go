@@ -6,6 +6,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -217,7 +219,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		r.setHold(link, "", 0)
 		st.ConfirmedGeneration = 0
 		st.State = linkv1.StateConflict
-		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, r.conflictMessage(link, decision))
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, r.conflictMessage(ctx, link, decision))
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict, stalledConflictMessage(link))
 		r.removeCondition(link, linkv1.ConditionReconciling)
 		r.clearFinished(link)
@@ -233,7 +235,13 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		return ctrl.Result{RequeueAfter: pendingRetry}, nil
 	}
 
-	r.setHold(link, decision.Code, decision.Salt)
+	salt := decision.Salt
+	if decision.Outcome == claim.Kept {
+		salt = int(st.Salt) // the code of an earlier spec, at its salt
+	}
+	r.setHold(link, decision.Code, salt)
+	// Confirmed for this spec, also for a kept code: the redirectors serve
+	// the current spec under it (and never a spec they have not checked).
 	st.ConfirmedGeneration = gen
 	r.removeCondition(link, linkv1.ConditionReconciling)
 	r.removeCondition(link, linkv1.ConditionStalled)
@@ -277,6 +285,12 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 			result.RequeueAfter = idleAt.Sub(now)
 		}
 	}
+	if decision.Outcome == claim.Kept {
+		r.setKept(link, decision)
+		if decision.Moving && (result.RequeueAfter == 0 || result.RequeueAfter > pendingRetry) {
+			result.RequeueAfter = pendingRetry
+		}
+	}
 	return result, nil
 }
 
@@ -285,33 +299,56 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 func (r *ShortLinkReconciler) decide(link *linkv1.ShortLink, canonical string, now time.Time) (claim.Decision, error) {
 	candidates := r.candidates(link, canonical)
 	self := r.claimLink(link, canonical)
+	// The rivals of the code the link holds too: it may keep that code
+	// while its spec asks for another (claim.Kept).
+	codes := candidates
+	if self.Confirmed && self.Held != "" && !slices.Contains(candidates, self.Held) {
+		codes = append(slices.Clip(candidates), self.Held)
+	}
 	r.expectations.mu.Lock()
 	defer r.expectations.mu.Unlock()
-	rivals, err := r.rivals(link.Namespace, candidates)
+	rivals, err := r.rivals(link.Namespace, codes)
 	if err != nil {
 		return claim.Decision{}, err
 	}
-	rivals = r.expectations.lockedExpectedHolders(link.Namespace, candidates, rivals, now)
+	rivals = r.expectations.lockedExpectedHolders(link.Namespace, codes, rivals, now)
 	d := claim.Decide(self, candidates, rivals)
 	cached := self
 	self.Held, self.Confirmed = "", false
 	if d.Outcome != claim.Conflict {
 		// A copy: the code is a substring of all ten candidates, which the
 		// expectation would otherwise keep alive.
-		self.Held, self.Confirmed = strings.Clone(d.Code), d.Outcome == claim.Assigned
+		self.Held, self.Confirmed = strings.Clone(d.Code), d.Outcome == claim.Assigned || d.Outcome == claim.Kept
 	}
 	r.expectations.lockedExpect(client.ObjectKeyFromObject(link), self, cached, link.ResourceVersion, now)
 	return d, nil
 }
 
-func (r *ShortLinkReconciler) conflictMessage(link *linkv1.ShortLink, d claim.Decision) string {
+func (r *ShortLinkReconciler) conflictMessage(ctx context.Context, link *linkv1.ShortLink, d claim.Decision) string {
 	if !link.Dedup(!r.DisableDedup) {
 		return dedupOffConflictMessage(link, d)
 	}
 	if link.Spec.Code != "" {
-		return fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name)", link.Spec.Code, d.Rival)
+		return fmt.Sprintf("code %q is %s by ShortLink %q, which takes precedence (older, or same age and smaller name): %s",
+			link.Spec.Code, r.heldOrClaimed(ctx, link.Namespace, d.Rival, link.Spec.Code), d.Rival, servesNothingCustom)
 	}
-	return fmt.Sprintf("all %d salted codes are held by other links (salt 0 by ShortLink %q)", shortcode.MaxSalt+1, d.Rival)
+	return fmt.Sprintf("all %d salted codes are held by other links (salt 0 by ShortLink %q): this link serves nothing until one is free; set spec.code to give it a code of your choice",
+		shortcode.MaxSalt+1, d.Rival)
+}
+
+// servesNothingCustom ends the conflict message of a link whose custom
+// code is taken: what it does, and how to pick another code.
+const servesNothingCustom = "this link serves nothing until that code is free; choose another spec.code, or remove spec.code for a code computed from spec.url"
+
+// heldOrClaimed says whether the rival that blocks code holds it or only
+// claims it (its spec.code, while it waits for it itself), as the cache
+// shows it.
+func (r *ShortLinkReconciler) heldOrClaimed(ctx context.Context, namespace, rival, code string) string {
+	other := &linkv1.ShortLink{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: rival}, other); err == nil && other.Status.Code != code {
+		return "claimed"
+	}
+	return "held"
 }
 
 func stalledConflictMessage(link *linkv1.ShortLink) string {
@@ -319,6 +356,36 @@ func stalledConflictMessage(link *linkv1.ShortLink) string {
 		return "waiting for the code to be released; choose another spec.code to resolve it now"
 	}
 	return "waiting for one of the ten codes to be released; change spec.url (or set spec.code) to resolve it now"
+}
+
+// setKept records a link that keeps the code of an earlier spec while the
+// code its spec asks for is held by another link (claim.Kept): state Kept,
+// Ready=False naming that link and the code still served, and Stalled
+// while the holder takes precedence (the link waits for it to let go:
+// kstatus reads Failed, so a GitOps apply of a taken code fails instead of
+// passing while the short URL silently stays the old one) or Reconciling
+// while it is a younger link moving away (InProgress, as Pending). The
+// kept code answers as the rest of the status says (expiry, uses, ...).
+func (r *ShortLinkReconciler) setKept(link *linkv1.ShortLink, d claim.Decision) {
+	st := &link.Status
+	st.State = linkv1.StateKept
+	serves := fmt.Sprintf("code %s, which it held before, still answers for it until then", d.Code)
+	if d.Moving {
+		msg := fmt.Sprintf("code %s is still held by younger ShortLink %q, which is moving to another code; %s", d.Wanted, d.Rival, serves)
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonProgressing, msg)
+		r.setCondition(link, linkv1.ConditionReconciling, metav1.ConditionTrue, linkv1.ReasonProgressing, msg)
+		return
+	}
+	var msg, fix string
+	if link.Spec.Code != "" {
+		msg = fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name); %s", d.Wanted, d.Rival, serves)
+		fix = fmt.Sprintf("waiting for code %s to be released; choose another spec.code, or set it back to %s, to resolve it now", d.Wanted, d.Code)
+	} else {
+		msg = fmt.Sprintf("all %d salted codes of spec.url are held by other links (salt 0 by ShortLink %q); %s", shortcode.MaxSalt+1, d.Rival, serves)
+		fix = "waiting for one of the ten codes to be released; change spec.url (or set spec.code) to resolve it now"
+	}
+	r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, msg)
+	r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict, fix)
 }
 
 func (r *ShortLinkReconciler) candidates(link *linkv1.ShortLink, canonical string) []string {
@@ -340,21 +407,10 @@ func (r *ShortLinkReconciler) hashedCodes(canonical, namespace string) []string 
 // passed for the link being reconciled; rivals use their status, which is
 // what the redirectors serve.
 func (r *ShortLinkReconciler) claimLink(link *linkv1.ShortLink, canonical string) claim.Link {
-	var expiresAt, activatesAt *time.Time
-	if at, ok := link.Expiry(); ok {
-		expiresAt = &at
-	}
-	if at, ok := link.Activation(); ok {
-		activatesAt = &at
-	}
-	var idle *time.Duration
-	if link.Spec.IdleTimeout != nil {
-		idle = &link.Spec.IdleTimeout.Duration
-	}
 	return claim.Link{
 		Name:      link.Name,
 		Created:   link.CreationTimestamp.Time,
-		Target:    claim.TargetKey(canonical, expiresAt, activatesAt, idle, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery) + routingKey(link),
+		Target:    rules.Identity(link, canonical),
 		Custom:    link.Spec.Code,
 		Held:      link.Status.Code,
 		Confirmed: link.HoldsConfirmedCode(),
@@ -525,8 +581,10 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 
 // inConflict reads the typed state the controller wrote, not a condition
 // reason: reasons are for people.
+// A link that keeps an earlier code waits for its candidates as one in
+// conflict does.
 func inConflict(link *linkv1.ShortLink) bool {
-	return link.Status.State == linkv1.StateConflict
+	return link.Status.State == linkv1.StateConflict || link.Status.State == linkv1.StateKept
 }
 
 // rivalsHandler enqueues the links that hold, declare or wait for a code that

@@ -51,9 +51,9 @@ func (r *ShortLinkReconciler) activeMessage(link *linkv1.ShortLink, d claim.Deci
 // dedupOffConflictMessage is the CodeConflict message of a link with dedup off.
 func dedupOffConflictMessage(link *linkv1.ShortLink, d claim.Decision) string {
 	if link.Spec.Code != "" {
-		return fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name); dedup is off for this link, so it does not share the code even with a link of the same target", link.Spec.Code, d.Rival)
+		return fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name); dedup is off for this link, so it does not share the code even with a link of the same target: %s", link.Spec.Code, d.Rival, servesNothingCustom)
 	}
-	return fmt.Sprintf("all ten salted codes are held by other links (salt 0 by ShortLink %q); dedup is off for this link, so it shares none of them", d.Rival)
+	return fmt.Sprintf("all ten salted codes are held by other links (salt 0 by ShortLink %q); dedup is off for this link, so it shares none of them: this link serves nothing until one is free", d.Rival)
 }
 
 // emitScheduleEvents records the events of activation: a link that

@@ -70,17 +70,6 @@ func judgeTargets(p hostpolicy.Policy, canonical string, targets []routedTarget)
 	return hostpolicy.Verdict{Allowed: true}
 }
 
-// routingKey is the part of the link's dedup identity its routing adds
-// (rules.Key). A link whose routing does not canonicalize gets a key no
-// other link has: it holds no code anyway.
-func routingKey(link *linkv1.ShortLink) string {
-	key, err := rules.Key(&link.Spec)
-	if err != nil {
-		return "\x00invalid routing " + string(link.UID) + "/" + link.Name
-	}
-	return key
-}
-
 // routingHostMatches reports whether a host pattern list matches the host
 // of one of the link's targets besides spec.url (a deny list change
 // re-queues such a link).

@@ -63,7 +63,7 @@ const (
 // LinkState is what a link does now, in one word: the controller's reading
 // of its typed status, for people (the State column of kubectl get) and for
 // scripts that list links.
-// +kubebuilder:validation:Enum=Active;Scheduled;Pending;Expired;Exhausted;Conflict;Invalid;Blocked
+// +kubebuilder:validation:Enum=Active;Scheduled;Pending;Kept;Expired;Exhausted;Conflict;Invalid;Blocked
 type LinkState string
 
 const (
@@ -75,6 +75,14 @@ const (
 	// StatePending: the link's code is still held by a younger link that is
 	// moving to another code; it does not redirect yet.
 	StatePending LinkState = "Pending"
+	// StateKept: the link's spec asks for a code it cannot take yet (held or
+	// declared by a link with precedence, or still held by a younger link
+	// that is moving), and it keeps the code it held before its spec
+	// changed (status.code), where the redirectors serve its current spec,
+	// until the wanted code is free: an edit of spec.code to a taken code
+	// does not take the link's short URL down. The Ready condition names
+	// the link that holds the wanted code and the code still served.
+	StateKept LinkState = "Kept"
 	// StateExpired: the link's expiry has passed, or it was not used for its
 	// idleTimeout; it answers 410 Gone.
 	StateExpired LinkState = "Expired"
@@ -274,9 +282,11 @@ type ShortLinkStatus struct {
 
 	// state is what the link does as of observedGeneration: Active (it
 	// redirects), Scheduled (it holds its code and redirects from
-	// spec.activatesAt on), Expired or Exhausted (it answers 410 Gone),
-	// Pending, Conflict, Invalid or Blocked (it holds no confirmed code and does not
-	// redirect).
+	// spec.activatesAt on), Kept (its spec asks for a code another link
+	// holds, and it keeps answering under the code it held before, see
+	// status.code), Expired or Exhausted (it has finished: it answers 410
+	// Gone, or redirects to spec.expiredURL), Pending, Conflict, Invalid or
+	// Blocked (it holds no confirmed code and does not redirect).
 	// Empty until the controller has seen the link. It is for people and listings: a finished link reads
 	// Ready=True (it is in the state its spec asks for), so Ready alone does
 	// not say whether it redirects. The redirectors and the reaper read
@@ -288,7 +298,8 @@ type ShortLinkStatus struct {
 
 	// code is the short code the link holds in its namespace; empty while it
 	// holds none (for example on CodeConflict, InvalidURL or
-	// DestinationNotAllowed).
+	// DestinationNotAllowed). In state Kept it is the code the link held
+	// before its spec asked for another, not spec.code.
 	// +optional
 	Code string `json:"code,omitempty"`
 
@@ -456,7 +467,7 @@ const PeerProtocolHMACv1 = "hmac-v1"
 // +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.status.code`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Ready=True: in the state the spec asks for, including finished (see State)"
-// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Active redirects; Scheduled redirects from spec.activatesAt on; Expired and Exhausted answer 410 Gone; Pending, Conflict, Invalid and Blocked do not redirect"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Active redirects; Scheduled redirects from spec.activatesAt on; Kept answers under the code it held before its spec asked for a taken one; Expired and Exhausted answer 410 Gone (or redirect to spec.expiredURL); Pending, Conflict, Invalid and Blocked do not redirect"
 // +kubebuilder:printcolumn:name="Activates",type=string,JSONPath=`.spec.activatesAt`,priority=1,description="spec.activatesAt: when the link starts redirecting (RFC 3339); empty if from the start"
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the link expires (RFC 3339); empty if never"
 // +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
@@ -466,6 +477,10 @@ const PeerProtocolHMACv1 = "hmac-v1"
 // +kubebuilder:printcolumn:name="Variants",type=integer,JSONPath=`.status.variantCount`,priority=1,description="How many weighted variants (spec.variants) split the clicks no rule matches"
 // +kubebuilder:printcolumn:name="Previews",type=integer,JSONPath=`.status.previewerFetches`,priority=1,description="status.previewerFetches: GETs from link previewers, crawlers, prefetchers and monitors, which are not uses"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// Who holds or asks for a code, without listing the namespace:
+// kubectl get sl --field-selector status.code=CODE (or spec.code=CODE).
+// +kubebuilder:selectablefield:JSONPath=`.spec.code`
+// +kubebuilder:selectablefield:JSONPath=`.status.code`
 type ShortLink struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional
