@@ -37,7 +37,7 @@ const usage = `usage:
         changes no link it did not create unless --overwrite
   linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N]
         [--status 301|302|307|308] [--forward-query] [--overwrite] [--timeout 30s]
-        [--dry-run=client [-o yaml|json]]
+        [--dry-run=client|server [-o yaml|json]]
         create the ShortLink, wait until it is Ready and print its short URL
   linkforge get [NAME] [-A]
         show ShortLinks: short URL, code, target, uses/limit, expiry, state

@@ -318,8 +318,62 @@ func TestCreateReportsACodeHeldByAnotherLink(t *testing.T) {
 	freshNamespaces(t)
 	runVerb(t, adminKube, "create", "promo", "https://example.com/promo", "-n", linked, "--code", "sale").
 		expect(t, ExitOK, baseURL+"/linked/sale\n")
-	runVerb(t, adminKube, "create", "promo2", "https://example.com/other", "-n", linked, "--code", "sale").
-		expect(t, ExitNotReady, "", "shortlink linked/promo2 is Conflict: ", "promo")
+	// The same URL and parameters share the code (dedup): no warning.
+	res := runVerb(t, adminKube, "create", "promo-copy", "https://example.com/promo", "-n", linked, "--code", "sale")
+	res.expect(t, ExitOK, baseURL+"/linked/sale\n")
+	if strings.Contains(res.stderr, "warning") {
+		t.Errorf("a link that shares the code was warned:\n%s", res.stderr)
+	}
+
+	res = runVerb(t, adminKube, "create", "promo2", "https://example.com/other", "-n", linked, "--code", "sale")
+	res.expect(t, ExitNotReady, "", "shortlink linked/promo2 is Conflict: ", "promo")
+	// Issue 54: said before the write, not only after it.
+	warning := `warning: code "sale" is held by ShortLink "promo" (https://example.com/promo), which takes precedence`
+	res.expect(t, ExitNotReady, "", warning, "this link will serve nothing until that code is free", "Pick another --code")
+	if w, c := strings.Index(res.stderr, warning), strings.Index(res.stderr, "created"); w < 0 || c < w {
+		t.Errorf("the warning does not come before the write:\n%s", res.stderr)
+	}
+}
+
+// TestCreateKeepsTheCodeOfAnEditedLink: --overwrite of a link with another
+// --code that is taken warns before the write that the link keeps serving
+// the code it holds, and the link does (state Kept).
+func TestCreateKeepsTheCodeOfAnEditedLink(t *testing.T) {
+	freshNamespaces(t)
+	runVerb(t, adminKube, "create", "guide", "https://example.com/guide", "-n", linked, "--code", "handbook").
+		expect(t, ExitOK, baseURL+"/linked/handbook\n")
+	runVerb(t, adminKube, "create", "landing", "https://example.com/landing", "-n", linked, "--code", "landing").
+		expect(t, ExitOK, baseURL+"/linked/landing\n")
+
+	res := runVerb(t, adminKube, "create", "landing", "https://example.com/landing", "-n", linked, "--code", "handbook", "--overwrite")
+	res.expect(t, ExitNotReady, "",
+		`warning: code "handbook" is held by ShortLink "guide" (https://example.com/guide), which takes precedence`,
+		"shortlink landing will not move to it while it is; it keeps serving its code landing until then",
+		"shortlink.linkforge.io/landing configured", "shortlink linked/landing is Kept: ")
+	if l := getLinkT(t, linked, "landing"); l.Status.Code != "landing" || l.Status.State != linkv1.StateKept {
+		t.Errorf("status code %q, state %s; want landing, Kept", l.Status.Code, l.Status.State)
+	}
+}
+
+// TestCreateServerDryRun: --dry-run=server has the API server check the
+// write, warns as a write does, and keeps nothing.
+func TestCreateServerDryRun(t *testing.T) {
+	freshNamespaces(t)
+	runVerb(t, adminKube, "create", "guide", "https://example.com/guide", "-n", linked, "--code", "handbook").
+		expect(t, ExitOK, baseURL+"/linked/handbook\n")
+	res := runVerb(t, adminKube, "create", "promo", "https://example.com/sale", "-n", linked, "--code", "handbook", "--dry-run=server", "-o", "yaml")
+	res.expect(t, ExitOK, "*", `warning: code "handbook" is held by ShortLink "guide"`, "shortlink.linkforge.io/promo created (server dry run)")
+	if !strings.Contains(res.stdout, "redirectStatus: 302") || !strings.Contains(res.stdout, "namespace: linked") {
+		t.Errorf("stdout is not the manifest as the API server defaulted it:\n%s", res.stdout)
+	}
+	var l linkv1.ShortLink
+	if err := admin.Get(suiteCtx, types.NamespacedName{Namespace: linked, Name: "promo"}, &l); !apierrors.IsNotFound(err) {
+		t.Errorf("--dry-run=server created the link (get: %v)", err)
+	}
+	// The API server's rules apply: its CEL rule refuses this, not create's checks.
+	runVerb(t, adminKube, "create", "never", "https://example.com/never", "-n", linked, "--dry-run=server",
+		"--activates-at", "2031-01-01T00:00:00Z", "--expires-at", "2030-01-01T00:00:00Z").
+		expect(t, ExitNotReady, "", "the API server refused the ShortLink", "activatesAt must be before expiresAt")
 }
 
 func TestCreateDryRunPrintsAManifestAndCreatesNothing(t *testing.T) {
@@ -517,7 +571,7 @@ func TestInvalidURL(t *testing.T) {
 	// Past the client-side check, the API server's CEL rule refuses it too.
 	link := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: linked}, Spec: linkv1.ShortLinkSpec{URL: "ftp://example.com/file"}}
 	var stderr bytes.Buffer
-	code := report(apply(suiteCtx, admin, link, false, &stderr), &stderr)
+	code := report(apply(suiteCtx, admin, link, false, false, &stderr), &stderr)
 	if code != ExitNotReady || !strings.Contains(stderr.String(), "the API server refused the ShortLink") ||
 		!strings.Contains(stderr.String(), "url must be an absolute URL starting with http:// or https://") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
@@ -639,8 +693,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"create", "a", "https://example.com/", "--card-title", "two\nlines"}, `invalid --card-title "two\nlines": no control characters`},
 		{[]string{"create", "a", "https://example.com/", "--card-description", strings.Repeat("x", 501)}, "invalid --card-description: use 1 to 500 characters"},
 		{[]string{"create", "a", "https://example.com/", "--card-image", "javascript:alert(1)"}, `invalid --card-image "javascript:alert(1)"`},
-		{[]string{"create", "a", "https://example.com/", "--dry-run=server"}, `invalid --dry-run "server"`},
-		{[]string{"create", "a", "https://example.com/", "-o", "yaml"}, "-o is for --dry-run=client"},
+		{[]string{"create", "a", "https://example.com/", "--dry-run=all"}, `invalid --dry-run "all"`},
+		{[]string{"create", "a", "https://example.com/", "-o", "yaml"}, "-o is for --dry-run"},
 		{[]string{"create", "a", "https://example.com/", "--dry-run=client", "-o", "wide"}, `invalid -o "wide"`},
 		{[]string{"get", "a", "b"}, "get takes at most one NAME, got 2"},
 		{[]string{"get", "a", "-A"}, "get NAME looks in one namespace"},
