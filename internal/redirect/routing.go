@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/linkforge/linkforge/internal/agent"
+	"github.com/linkforge/linkforge/internal/location"
 	"github.com/linkforge/linkforge/internal/rules"
 )
 
@@ -211,7 +212,7 @@ func forwardQuery(target, rawQuery string) string {
 	if frag >= 0 {
 		beforeFrag = target[:frag]
 	}
-	return withQuery(target, frag, strings.IndexByte(beforeFrag, '?') >= 0, rawQuery)
+	return location.WithQuery(target, frag, strings.IndexByte(beforeFrag, '?') >= 0, rawQuery)
 }
 
 // splitClicked counts a GET sent to slot of its link's split (none if
