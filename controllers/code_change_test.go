@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -230,5 +231,71 @@ var _ = Describe("A change of code (issue 54)", func() {
 			ContainSubstring("choose another spec.code")))
 		Consistently(func() (click, error) { return get(base, "/"+ns+"/handbook") }, time.Second).
 			Should(Equal(click{http.StatusFound, "https://example.com/guide"}), "the code stays the holder's")
+	})
+})
+
+// clickWords is how a message names the answer a click got: "302 Found"
+// and its Location, or "410 Gone".
+func clickWords(c click) []string {
+	words := []string{fmt.Sprintf("%d %s", c.status, http.StatusText(c.status))}
+	if c.location != "" {
+		words = append(words, c.location)
+	}
+	return words
+}
+
+var _ = Describe("Ready messages (issue 54)", func() {
+	It("say what a click on the redirector gets: the Location as the redirect sends it, expiredURL, the namespace's fallback, activation", func() {
+		ns := newNamespace("words")
+		runLinkManagers(ns, 1)
+		base := startRedirector(ns)
+		past := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+		later := metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))
+		createLink(ns, "overview", "https://example.com/overview/?utm_source=linkforge&lang=en")
+		createLink(ns, "sale", "https://example.com/sale", func(l *linkv1.ShortLink) {
+			l.Spec.ExpiresAt, l.Spec.ExpiredURL = &past, "https://example.com/sale-is-over"
+		})
+		createLink(ns, "ended", "https://example.com/ended", func(l *linkv1.ShortLink) { l.Spec.ExpiresAt = &past })
+		createLink(ns, "later", "https://example.com/later", func(l *linkv1.ShortLink) { l.Spec.ActivatesAt = &later })
+
+		for _, c := range []struct {
+			name   string
+			reason string
+			state  linkv1.LinkState
+		}{
+			{"overview", linkv1.ReasonCodeAssigned, linkv1.StateActive},
+			{"sale", linkv1.ReasonExpired, linkv1.StateExpired},
+			{"ended", linkv1.ReasonExpired, linkv1.StateExpired},
+			{"later", linkv1.ReasonScheduled, linkv1.StateScheduled},
+		} {
+			l := eventuallyState(ns, c.name, metav1.ConditionTrue, c.reason, c.state)
+			msg := readyMessage(l)
+			var got click
+			Eventually(func(g Gomega) {
+				var err error
+				got, err = get(base, "/"+ns+"/"+l.Status.Code)
+				g.Expect(err).NotTo(HaveOccurred())
+				for _, w := range clickWords(got) {
+					g.Expect(msg).To(ContainSubstring(w), "%s: the redirector answers %d %q", c.name, got.status, got.location)
+				}
+			}).Should(Succeed())
+			By(fmt.Sprintf("%s: %d %s; Ready: %s", c.name, got.status, got.location, msg))
+		}
+		Expect(readyMessage(getLink(Default, ns, "overview"))).To(ContainSubstring("redirects to https://example.com/overview/?utm_source=linkforge&lang=en with 302 Found"),
+			"spec.url as the redirect sends it, not its canonical form")
+		Expect(readyMessage(getLink(Default, ns, "sale"))).NotTo(ContainSubstring("410"), "it redirects to its expiredURL")
+		Eventually(func(g Gomega) []string { return eventsFor(g, ns, "sale") }).
+			Should(ContainElement(ContainSubstring("redirects to https://example.com/sale-is-over with 302 Found")))
+
+		By("a gone fallback set on the namespace: the messages of finished links follow")
+		nsObj := &corev1.Namespace{}
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
+		nsObj.Annotations = map[string]string{"linkforge.io/gone-redirect": "https://example.com/this-link-has-ended"}
+		Expect(k8sClient.Update(suiteCtx, nsObj)).To(Succeed())
+		Eventually(func() (click, error) { return get(base, "/"+ns+"/"+getLink(Default, ns, "ended").Status.Code) }).
+			Should(Equal(click{http.StatusFound, "https://example.com/this-link-has-ended"}))
+		Eventually(func(g Gomega) string { return readyMessage(getLink(g, ns, "ended")) }).
+			Should(ContainSubstring("redirects to https://example.com/this-link-has-ended with 302 Found"))
+		Expect(readyMessage(getLink(Default, ns, "sale"))).To(ContainSubstring("https://example.com/sale-is-over"), "expiredURL comes before the fallback")
 	})
 })

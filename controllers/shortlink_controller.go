@@ -32,6 +32,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/explain"
 	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
@@ -257,25 +258,35 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	} else {
 		r.removeCondition(link, linkv1.ConditionExhausted)
 	}
-	// A finished link is Ready: answering 410 Gone is the state its spec asks
-	// for, and Ready=False would read as "not reconciled yet" to kstatus (Flux
-	// health checks, wait: true) for as long as the link exists. The reason,
-	// the message and status.state say that it no longer redirects.
+	// What the redirectors answer for the link, in the words the CLI and
+	// the preview page use too (internal/explain): the fallbacks of its
+	// namespace matter only to a link that does not redirect now.
+	var fallbacks explain.Fallbacks
+	scheduled := link.Scheduled(now)
+	if expired || exhausted || idled || scheduled {
+		fallbacks = r.fallbacks(ctx, link.Namespace)
+	}
+	answer := explain.Describe(explain.FromShortLink(link), now, fallbacks)
+	// A finished link is Ready: answering 410 Gone (or redirecting to its
+	// expiredURL) is the state its spec asks for, and Ready=False would read
+	// as "not reconciled yet" to kstatus (Flux health checks, wait: true)
+	// for as long as the link exists. The reason, the message and
+	// status.state say that it has finished.
 	switch {
 	case expired:
 		st.State = linkv1.StateExpired
-		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, fmt.Sprintf("code %s expired at %s and answers 410 Gone, as its spec asks", decision.Code, expiry.UTC().Format(time.RFC3339)))
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, answer.Sentence(decision.Code))
 	case exhausted:
 		st.State = linkv1.StateExhausted
-		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExhausted, fmt.Sprintf("code %s served all %d uses and answers 410 Gone, as its spec asks", decision.Code, *link.Spec.MaxUses))
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExhausted, answer.Sentence(decision.Code))
 	case idled:
 		st.State = linkv1.StateExpired
-		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, fmt.Sprintf("code %s was not used for its idleTimeout of %s and answers 410 Gone, as its spec asks", decision.Code, link.Spec.IdleTimeout.Duration))
-	case link.Scheduled(now):
-		result.RequeueAfter = r.setScheduled(link, decision, now)
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, answer.Sentence(decision.Code))
+	case scheduled:
+		result.RequeueAfter = r.setScheduled(link, decision, answer, now)
 	default:
 		st.State = linkv1.StateActive
-		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonCodeAssigned, r.activeMessage(link, decision, canonical))
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonCodeAssigned, r.activeMessage(link, decision, answer))
 		// Back at the first deadline; a use moves the idle one later, and
 		// the write that says so starts another reconcile.
 		switch {
@@ -286,7 +297,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		}
 	}
 	if decision.Outcome == claim.Kept {
-		r.setKept(link, decision)
+		r.setKept(link, decision, answer)
 		if decision.Moving && (result.RequeueAfter == 0 || result.RequeueAfter > pendingRetry) {
 			result.RequeueAfter = pendingRetry
 		}
@@ -366,10 +377,10 @@ func stalledConflictMessage(link *linkv1.ShortLink) string {
 // passing while the short URL silently stays the old one) or Reconciling
 // while it is a younger link moving away (InProgress, as Pending). The
 // kept code answers as the rest of the status says (expiry, uses, ...).
-func (r *ShortLinkReconciler) setKept(link *linkv1.ShortLink, d claim.Decision) {
+func (r *ShortLinkReconciler) setKept(link *linkv1.ShortLink, d claim.Decision, answer explain.Answer) {
 	st := &link.Status
 	st.State = linkv1.StateKept
-	serves := fmt.Sprintf("code %s, which it held before, still answers for it until then", d.Code)
+	serves := fmt.Sprintf("until then code %s, which it held before, still %s", d.Code, answer.Words)
 	if d.Moving {
 		msg := fmt.Sprintf("code %s is still held by younger ShortLink %q, which is moving to another code; %s", d.Wanted, d.Rival, serves)
 		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonProgressing, msg)
@@ -437,6 +448,18 @@ func (r *ShortLinkReconciler) rivals(namespace string, codes []string) ([]claim.
 		}
 	}
 	return out, nil
+}
+
+// fallbacks are the fallback redirects that the annotations of namespace
+// set, as the redirectors read them, for the messages (internal/explain).
+// The redirectors' own --gone-redirect and --not-found-redirect are
+// theirs: the manager does not know them.
+func (r *ShortLinkReconciler) fallbacks(ctx context.Context, namespace string) explain.Fallbacks {
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err != nil {
+		return explain.Fallbacks{}
+	}
+	return explain.NamespaceFallbacks(ns.Annotations)
 }
 
 // setHold records the code the link holds (empty: none), its salt and its short URL.

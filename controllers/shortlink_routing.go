@@ -85,18 +85,3 @@ func routingHostMatches(link *linkv1.ShortLink, changed hostpolicy.List) bool {
 	}
 	return false
 }
-
-// routingSummary is what the Ready message of an active link adds for its
-// rules and variants ("" for none).
-func routingSummary(link *linkv1.ShortLink) string {
-	r, v := len(link.Spec.Rules), len(link.Spec.Variants)
-	switch {
-	case r == 0 && v == 0:
-		return ""
-	case v == 0:
-		return fmt.Sprintf(", or by %d rule(s) to their targets", r)
-	case r == 0:
-		return fmt.Sprintf(", split with %d variant(s)", v)
-	}
-	return fmt.Sprintf(", or by %d rule(s) to their targets, split with %d variant(s)", r, v)
-}

@@ -84,9 +84,11 @@ const (
 	// the link that holds the wanted code and the code still served.
 	StateKept LinkState = "Kept"
 	// StateExpired: the link's expiry has passed, or it was not used for its
-	// idleTimeout; it answers 410 Gone.
+	// idleTimeout; it answers 410 Gone, or redirects to spec.expiredURL (or
+	// its namespace's gone fallback), as its Ready message says.
 	StateExpired LinkState = "Expired"
-	// StateExhausted: the link has served all of its maxUses; it answers 410 Gone.
+	// StateExhausted: the link has served all of its maxUses; it answers
+	// 410 Gone, or redirects as an expired link does.
 	StateExhausted LinkState = "Exhausted"
 	// StateConflict: another link takes precedence for every code this link
 	// may hold; it holds none.
