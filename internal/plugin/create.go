@@ -150,7 +150,9 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	_, _ = fmt.Fprintln(stdout, shortURL(ready, stderr))
-	if ready.Status.State == linkv1.StateScheduled {
+	if ready.Status.State != linkv1.StateActive {
+		// Ready, but it does not redirect now (not active yet, or
+		// finished as its spec asks): what a click gets.
 		_, _ = fmt.Fprintf(stderr, "note: %s\n", readyMessage(ready))
 	}
 	return nil

@@ -458,9 +458,15 @@ func TestGet(t *testing.T) {
 
 	res := runVerb(t, adminKube, "get", "listed", "-n", linked)
 	res.expect(t, ExitOK, "*")
-	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	table, answer, _ := strings.Cut(res.stdout, "\n\n")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("want a header and one row, got %q", res.stdout)
+	}
+	// Then what a click gets (internal/explain).
+	if want := "code " + code + " redirects to " + target + " with 302 Found until 2031-01-01T00:00:00Z, for at most 5 uses; " +
+		"link previewers (chat apps, crawlers) get a card (its namespace's, or a neutral one), not a redirect, and spend no use.\n"; answer != want {
+		t.Errorf("answer %q, want %q", answer, want)
 	}
 	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME SHORT URL CODE TARGET USES LAST USED EXPIRES STATE" {
 		t.Errorf("header %q", lines[0])
@@ -481,7 +487,8 @@ func TestGet(t *testing.T) {
 	}
 	res = runVerb(t, adminKube, "get", "listed", "-n", linked)
 	res.expect(t, ExitOK, "*")
-	lines = strings.Split(strings.TrimSpace(res.stdout), "\n")
+	table, _, _ = strings.Cut(res.stdout, "\n\n")
+	lines = strings.Split(strings.TrimSpace(table), "\n")
 	wantRow = []string{"listed", baseURL + "/linked/" + code, code, target, "1/5", "90m", "ago", "2031-01-01T00:00:00Z", "Active"}
 	if got := strings.Fields(lines[len(lines)-1]); strings.Join(got, " ") != strings.Join(wantRow, " ") {
 		t.Errorf("row %q, want %q", got, wantRow)
@@ -526,6 +533,48 @@ func TestOpen(t *testing.T) {
 	}
 
 	runVerb(t, adminKube, "open", "nosuchlink", "-n", linked).expect(t, ExitNotReady, "", "not found")
+}
+
+// TestOpenAndGetSayWhatAClickGets: issue 54's link, expired with an
+// expiredURL, redirects there: create, open and get say so, not 410.
+func TestOpenAndGetSayWhatAClickGets(t *testing.T) {
+	freshNamespaces(t)
+	const target, ended = "https://example.com/sale", "https://example.com/sale-is-over"
+	want := wantURL(t, target)
+	says := "code " + strings.TrimPrefix(want, baseURL+"/linked/") + " expired at 2020-01-01T00:00:00Z and redirects to " + ended + " with 302 Found, its spec.expiredURL"
+	runVerb(t, adminKube, "create", "sale", target, "-n", linked, "--expires-at", "2020-01-01T00:00:00Z", "--expired-url", ended).
+		expect(t, ExitOK, want+"\n", "note: "+says)
+	runVerb(t, adminKube, "open", "sale", "-n", linked).
+		expect(t, ExitNotReady, want+"\n", "shortlink linked/sale is Expired: "+says)
+	res := runVerb(t, adminKube, "get", "sale", "-n", linked)
+	res.expect(t, ExitOK, "*")
+	if !strings.Contains(res.stdout, "\n\n"+says+".\n") || strings.Contains(res.stdout, "410") {
+		t.Errorf("get does not say what a click gets:\n%s", res.stdout)
+	}
+
+	// A status the controller wrote before the expiry (it is behind, or
+	// down): the redirectors read the expiry on their clock, and so do
+	// open and get.
+	stale := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: nocontroller},
+		Spec: linkv1.ShortLinkSpec{URL: target, ExpiresAt: &metav1.Time{Time: time.Now().Add(-time.Minute)}, ExpiredURL: ended}}
+	if err := admin.Create(suiteCtx, stale); err != nil {
+		t.Fatal(err)
+	}
+	stale.Status.State, stale.Status.Code = linkv1.StateActive, "stalecode"
+	stale.Status.ObservedGeneration, stale.Status.ConfirmedGeneration = stale.Generation, stale.Generation
+	meta.SetStatusCondition(&stale.Status.Conditions, metav1.Condition{
+		Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, Reason: linkv1.ReasonCodeAssigned,
+		Message: "code stalecode redirects to " + target, ObservedGeneration: stale.Generation,
+	})
+	if err := admin.Status().Update(suiteCtx, stale); err != nil {
+		t.Fatal(err)
+	}
+	runVerb(t, adminKube, "open", "stale", "-n", nocontroller).
+		expect(t, ExitNotReady, "/nocontroller/stalecode\n", "shortlink nocontroller/stale is Expired: code stalecode expired at ", "redirects to "+ended)
+	res = runVerb(t, adminKube, "get", "-n", nocontroller)
+	if row := strings.Fields(strings.TrimSpace(res.stdout)); len(row) == 0 || row[len(row)-1] != "Expired" {
+		t.Errorf("get lists the link as %q, want Expired:\n%s", row, res.stdout)
+	}
 }
 
 // Without a controller, create times out; once a status says Ready (as a
