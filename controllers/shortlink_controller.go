@@ -214,7 +214,6 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	*decided = decision
 
 	st.ObservedGeneration = gen
-	var result ctrl.Result
 	switch decision.Outcome {
 	case claim.Conflict:
 		r.setHold(link, "", 0)
@@ -236,6 +235,15 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		return ctrl.Result{RequeueAfter: pendingRetry}, nil
 	}
 
+	return r.serve(ctx, link, decision, now, wasFinished), nil
+}
+
+// serve records a link that holds a confirmed code (Assigned, or Kept):
+// its hold, whether it has finished, and what it answers.
+func (r *ShortLinkReconciler) serve(ctx context.Context, link *linkv1.ShortLink, decision claim.Decision, now time.Time, wasFinished bool) ctrl.Result {
+	st := &link.Status
+	expiry, expires := link.Expiry()
+	var result ctrl.Result
 	salt := decision.Salt
 	if decision.Outcome == claim.Kept {
 		salt = int(st.Salt) // the code of an earlier spec, at its salt
@@ -243,7 +251,7 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	r.setHold(link, decision.Code, salt)
 	// Confirmed for this spec, also for a kept code: the redirectors serve
 	// the current spec under it (and never a spec they have not checked).
-	st.ConfirmedGeneration = gen
+	st.ConfirmedGeneration = link.Generation
 	r.removeCondition(link, linkv1.ConditionReconciling)
 	r.removeCondition(link, linkv1.ConditionStalled)
 
@@ -297,12 +305,12 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		}
 	}
 	if decision.Outcome == claim.Kept {
-		r.setKept(link, decision, answer)
+		r.setKept(ctx, link, decision, answer)
 		if decision.Moving && (result.RequeueAfter == 0 || result.RequeueAfter > pendingRetry) {
 			result.RequeueAfter = pendingRetry
 		}
 	}
-	return result, nil
+	return result
 }
 
 // decide applies the ownership rule to the link, one decision at a time,
@@ -377,7 +385,7 @@ func stalledConflictMessage(link *linkv1.ShortLink) string {
 // passing while the short URL silently stays the old one) or Reconciling
 // while it is a younger link moving away (InProgress, as Pending). The
 // kept code answers as the rest of the status says (expiry, uses, ...).
-func (r *ShortLinkReconciler) setKept(link *linkv1.ShortLink, d claim.Decision, answer explain.Answer) {
+func (r *ShortLinkReconciler) setKept(ctx context.Context, link *linkv1.ShortLink, d claim.Decision, answer explain.Answer) {
 	st := &link.Status
 	st.State = linkv1.StateKept
 	serves := fmt.Sprintf("until then code %s, which it held before, still %s", d.Code, answer.Words)
@@ -389,7 +397,8 @@ func (r *ShortLinkReconciler) setKept(link *linkv1.ShortLink, d claim.Decision, 
 	}
 	var msg, fix string
 	if link.Spec.Code != "" {
-		msg = fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name); %s", d.Wanted, d.Rival, serves)
+		msg = fmt.Sprintf("code %q is %s by ShortLink %q, which takes precedence (older, or same age and smaller name); %s",
+			d.Wanted, r.heldOrClaimed(ctx, link.Namespace, d.Rival, d.Wanted), d.Rival, serves)
 		fix = fmt.Sprintf("waiting for code %s to be released; choose another spec.code, or set it back to %s, to resolve it now", d.Wanted, d.Code)
 	} else {
 		msg = fmt.Sprintf("all %d salted codes of spec.url are held by other links (salt 0 by ShortLink %q); %s", shortcode.MaxSalt+1, d.Rival, serves)

@@ -294,18 +294,18 @@ func printManifest(w io.Writer, link *linkv1.ShortLink, format string) error {
 // as kubectl apply does, on stderr: stdout is the short URL's.
 func apply(ctx context.Context, cl client.Client, link *linkv1.ShortLink, overwrite, dryRun bool, stderr io.Writer) error {
 	where := inNamespace(link.Namespace)
-	var writeOpts []client.CreateOption
-	var updateOpts []client.UpdateOption
+	createOpts := []client.CreateOption{client.FieldOwner(FieldManager)}
+	updateOpts := []client.UpdateOption{client.FieldOwner(FieldManager)}
 	done := ""
 	if dryRun {
-		writeOpts, updateOpts, done = []client.CreateOption{client.DryRunAll}, []client.UpdateOption{client.DryRunAll}, " (server dry run)"
+		createOpts, updateOpts, done = append(createOpts, client.DryRunAll), append(updateOpts, client.DryRunAll), " (server dry run)"
 	}
 	var existing linkv1.ShortLink
 	err := cl.Get(ctx, client.ObjectKeyFromObject(link), &existing)
 	switch {
 	case apierrors.IsNotFound(err) && !isResourceNotFound(err):
 		warnTakenCode(ctx, cl, link, stderr)
-		if err := cl.Create(ctx, link, append(writeOpts, client.FieldOwner(FieldManager))...); err != nil {
+		if err := cl.Create(ctx, link, createOpts...); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return notReadyErrorf("shortlink %s/%s was created by someone else meanwhile: run the command again to compare it", link.Namespace, link.Name)
 			}
@@ -329,7 +329,7 @@ func apply(ctx context.Context, cl client.Client, link *linkv1.ShortLink, overwr
 	}
 	existing.Spec = link.Spec
 	warnTakenCode(ctx, cl, &existing, stderr)
-	if err := cl.Update(ctx, &existing, append(updateOpts, client.FieldOwner(FieldManager))...); err != nil {
+	if err := cl.Update(ctx, &existing, updateOpts...); err != nil {
 		if apierrors.IsConflict(err) {
 			return notReadyErrorf("shortlink %s/%s changed while it was being overwritten: run the command again", link.Namespace, link.Name)
 		}
