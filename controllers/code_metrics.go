@@ -107,7 +107,14 @@ func (m *codeMetrics) observe(before, after *linkv1.ShortLink, d claim.Decision)
 		switch st.State {
 		case linkv1.StateInvalid:
 			m.invalid.Inc()
-		case linkv1.StateConflict:
+		case linkv1.StateConflict, linkv1.StateKept:
+			// A link that keeps its earlier code is in conflict too, unless
+			// it waits for a younger holder that is moving (as Pending);
+			// going from one of the two states to the other is the same
+			// conflict.
+			if d.Outcome == claim.Kept && d.Moving || was.State == linkv1.StateConflict || was.State == linkv1.StateKept {
+				break
+			}
 			kind := conflictHashed
 			if after.Spec.Code != "" {
 				kind = conflictCustom

@@ -79,18 +79,40 @@ var _ = Describe("The ShortLink CRD", func() {
 			"ttl must be a positive duration"),
 	)
 
-	It("refuses a ttl that is not a duration and an unknown field", func() {
+	// Issue 54: "ttl: 1w" was refused with the pattern's message and, beside
+	// it, CEL's "type conversion error from 'string' to
+	// 'google.protobuf.Duration'" of the range rule, which read a string
+	// that is no duration. Each bad value gets one message that says how to
+	// write it.
+	DescribeTable("refuses a duration that is not one with one clear message",
+		func(field, value, message string) {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "linkforge.io/v1alpha1", "kind": "ShortLink",
+				"metadata": map[string]any{"name": "raw", "namespace": ns},
+				"spec":     map[string]any{"url": "https://example.com", field: value},
+			}}
+			err := k8sClient.Create(suiteCtx, u)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+			Expect(err.Error()).To(ContainSubstring(message))
+			Expect(err.Error()).NotTo(SatisfyAny(ContainSubstring("conversion"), ContainSubstring("protobuf")))
+			Expect(err.(apierrors.APIStatus).Status().Details.Causes).To(HaveLen(1), "got %v", err)
+		},
+		Entry("ttl in weeks", "ttl", "1w", "ttl must be a duration such as 168h, 90m or 1h30m"),
+		Entry("ttl in days", "ttl", "7d", "there is no d or w: a day is 24h, a week 168h"),
+		Entry("ttl in words", "ttl", "one week", "ttl must be a duration such as 168h"),
+		Entry("a negative ttl", "ttl", "-1h", "ttl must be a duration such as 168h"),
+		Entry("a zero ttl", "ttl", "0s", "ttl must be a positive duration"),
+		Entry("idleTimeout in weeks", "idleTimeout", "2w", "idleTimeout must be a duration such as 720h, 30m or 1h30m"),
+		Entry("idleTimeout under a second", "idleTimeout", "500ms", "idleTimeout must be a duration of at least 1s"),
+	)
+
+	It("refuses an unknown field", func() {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "linkforge.io/v1alpha1", "kind": "ShortLink",
 			"metadata": map[string]any{"name": "raw", "namespace": ns},
-			"spec":     map[string]any{"url": "https://example.com", "ttl": "one week"},
+			"spec":     map[string]any{"url": "https://example.com", "urll": "typo"},
 		}}
-		err := k8sClient.Create(suiteCtx, u)
-		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
-		Expect(err.Error()).To(ContainSubstring("spec.ttl in body should match"))
-
-		u.Object["spec"] = map[string]any{"url": "https://example.com", "urll": "typo"}
-		err = k8sClient.Create(suiteCtx, u, &client.CreateOptions{FieldValidation: "Strict"})
+		err := k8sClient.Create(suiteCtx, u, &client.CreateOptions{FieldValidation: "Strict"})
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring(`unknown field "spec.urll"`))
 	})

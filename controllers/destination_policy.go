@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/explain"
 	"github.com/linkforge/linkforge/internal/hostpolicy"
 )
 
@@ -101,7 +102,8 @@ func denyList(d *linkv1.DestinationDenyList) hostpolicy.List {
 
 // namespaceHandler re-queues a namespace's links when its allowed hosts
 // change (or a new namespace has some: its links may have been judged
-// before the cache saw it).
+// before the cache saw it), and the links that do not redirect now when its
+// fallback annotations change: their Ready messages say what they answer.
 type namespaceHandler struct{ r *ShortLinkReconciler }
 
 var _ handler.TypedEventHandler[client.Object, reconcile.Request] = &namespaceHandler{}
@@ -120,8 +122,18 @@ func (h *namespaceHandler) Create(ctx context.Context, e event.CreateEvent, q wo
 func (h *namespaceHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	oldValue, hadList := allowedHosts(e.ObjectOld)
 	newValue, hasList := allowedHosts(e.ObjectNew)
-	if hadList != hasList || oldValue != newValue {
+	switch {
+	case hadList != hasList || oldValue != newValue:
 		h.r.enqueueLinks(ctx, q, e.ObjectNew.GetName(), nil)
+	case explain.NamespaceFallbacks(e.ObjectOld.GetAnnotations()) != explain.NamespaceFallbacks(e.ObjectNew.GetAnnotations()):
+		// What the Ready message says of a link that does not redirect now.
+		h.r.enqueueLinks(ctx, q, e.ObjectNew.GetName(), func(link *linkv1.ShortLink) bool {
+			switch link.Status.State {
+			case linkv1.StateExpired, linkv1.StateExhausted, linkv1.StateScheduled, linkv1.StateKept:
+				return true
+			}
+			return false
+		})
 	}
 }
 

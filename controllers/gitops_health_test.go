@@ -178,6 +178,15 @@ var _ = Describe("GitOps health", func() {
 		wanter.Spec.Code = "taken"
 		Expect(k8sClient.Create(suiteCtx, wanter)).To(Succeed())
 		eventuallyState(ns, "wanter", metav1.ConditionFalse, linkv1.ReasonCodeConflict, linkv1.StateConflict)
+		// Kept: a link whose spec.code moved to the taken code keeps the one
+		// it held, and serves there; its spec is not in effect, and it waits
+		// for holder, which takes precedence.
+		kept := newLink(ns, "kept", "https://example.com/kept")
+		kept.Spec.Code = "first"
+		Expect(k8sClient.Create(suiteCtx, kept)).To(Succeed())
+		eventuallyReady(ns, "kept")
+		setCode(ns, "kept", "taken")
+		eventuallyState(ns, "kept", metav1.ConditionFalse, linkv1.ReasonCodeConflict, linkv1.StateKept)
 
 		scheduled := newLink(ns, "scheduled", "https://example.com/scheduled")
 		later := metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))
@@ -241,6 +250,27 @@ var _ = Describe("GitOps health", func() {
 		})).To(Succeed())
 		reconcileUntil("older", linkv1.StatePending)
 
+		// Kept while moving: "kmove" held "mine" and now declares "pend2",
+		// which a younger link still holds: it keeps serving "mine" until
+		// that link moves.
+		kmove := newLink(idle, "kmove", "https://example.com/kmove")
+		kmove.Spec.Code = "mine"
+		Expect(k8sClient.Create(suiteCtx, kmove)).To(Succeed())
+		reconcileUntil("kmove", linkv1.StateActive)
+		Expect(k8sClient.Create(suiteCtx, newLink(idle, "kyoung", "https://example.com/kyoung"))).To(Succeed())
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			l := getLink(Default, idle, "kyoung")
+			l.Status.ObservedGeneration, l.Status.ConfirmedGeneration = l.Generation, l.Generation
+			l.Status.Code, l.Status.CanonicalURL, l.Status.State = "pend2", "https://example.com/kyoung", linkv1.StateActive
+			l.Status.Conditions = []metav1.Condition{{
+				Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, Reason: linkv1.ReasonCodeAssigned,
+				Message: "set by the test", ObservedGeneration: l.Generation, LastTransitionTime: metav1.Now(),
+			}}
+			return k8sClient.Status().Update(suiteCtx, l)
+		})).To(Succeed())
+		setCode(idle, "kmove", "pend2")
+		reconcileUntil("kmove", linkv1.StateKept)
+
 		By("reading each link with kstatus and with the README's Argo CD check")
 		for _, c := range []struct {
 			ns, name   string
@@ -253,6 +283,8 @@ var _ = Describe("GitOps health", func() {
 			{ns, "expired", kstatus.CurrentStatus, "Suspended", "answers 410 Gone"},
 			{ns, "exhausted", kstatus.CurrentStatus, "Suspended", "answers 410 Gone"},
 			{ns, "wanter", kstatus.FailedStatus, "Degraded", "waiting for the code to be released"},
+			{ns, "kept", kstatus.FailedStatus, "Degraded", "choose another spec.code, or set it back to first"},
+			{idle, "kmove", kstatus.InProgressStatus, "Progressing", `code pend2 is still held by younger ShortLink "kyoung"`},
 			{ns, "invalid", kstatus.FailedStatus, "Degraded", "fix spec.url"},
 			{idle, "older", kstatus.InProgressStatus, "Progressing", `still held by younger ShortLink "younger"`},
 			{idle, "unobserved", kstatus.InProgressStatus, "Progressing", "Waiting for the controller"},

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/explain"
 	"github.com/linkforge/linkforge/internal/hostpolicy"
 	"github.com/linkforge/linkforge/internal/intern"
 )
@@ -54,7 +55,7 @@ const GCPercent = 50
 // Annotations the manager reads; the cache keeps only these.
 var (
 	keptAnnotations      = []string{argoTrackingAnnotation}
-	namespaceAnnotations = []string{hostpolicy.AllowedHostsAnnotation}
+	namespaceAnnotations = []string{hostpolicy.AllowedHostsAnnotation, explain.NotFoundRedirectAnnotation, explain.GoneRedirectAnnotation}
 )
 
 // ManagerCacheTransform is the manager's informer transform: it keeps of a
@@ -64,8 +65,10 @@ var (
 // reaper_gitops.go), and drops the rest: managedFields, the kubectl
 // last-applied-configuration annotation (a second copy of the spec), other
 // labels and annotations, ownerReferences and finalizers. A Namespace keeps
-// its name, uid, resourceVersion and linkforge.io/allowed-hosts annotation
-// (the destination policy). Other objects lose their managedFields only.
+// its name, uid, resourceVersion, linkforge.io/allowed-hosts annotation
+// (the destination policy) and fallback annotations (what the Ready
+// messages say a finished or scheduled link answers). Other objects lose
+// their managedFields only.
 //
 // Nothing writes a cached object back whole: the reconciler sends a merge
 // patch of status computed between two copies of the cached object, and the
@@ -107,13 +110,16 @@ func ManagerCacheTransform() toolscache.TransformFunc {
 			c.Status = metav1.ConditionStatus(intern.String(string(c.Status)))
 		}
 		// And the strings a link repeats, once per link: the Ready message of
-		// an active link spells out its code and canonical URL ("code X
-		// redirects to URL"), and the canonical URL is often spec.url.
+		// an active link spells out its code and spec.url as the redirect
+		// sends it ("code X redirects to URL with 302 Found"), and the
+		// canonical URL is often spec.url.
 		st, spec := &link.Status, &link.Spec
-		st.CanonicalURL = sharedString(st.CanonicalURL, st.Conditions)
+		spec.URL = sharedString(spec.URL, st.Conditions)
 		st.Code = sharedString(st.Code, st.Conditions)
-		if spec.URL == st.CanonicalURL {
-			spec.URL = st.CanonicalURL
+		if st.CanonicalURL == spec.URL {
+			st.CanonicalURL = spec.URL
+		} else {
+			st.CanonicalURL = sharedString(st.CanonicalURL, st.Conditions)
 		}
 		if spec.Code == st.Code {
 			spec.Code = st.Code

@@ -89,16 +89,18 @@ func TestManagerCacheTransform(t *testing.T) {
 }
 
 // TestManagerCacheTransformNamespace: a Namespace keeps what the destination
-// policy reads, and nothing else.
+// policy and the Ready messages (its fallbacks) read, and nothing else.
 func TestManagerCacheTransformNamespace(t *testing.T) {
 	ns := &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7", Labels: map[string]string{"a": "b"},
-			Annotations:   map[string]string{"linkforge.io/allowed-hosts": "*.example.com", corev1.LastAppliedConfigAnnotation: "{}"},
+			Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com", corev1.LastAppliedConfigAnnotation: "{}",
+				"linkforge.io/gone-redirect": "https://example.com/gone", "linkforge.io/root-redirect": "https://example.com/"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
 		Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}},
 	}
 	o, _ := ManagerCacheTransform()(ns)
-	want := metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7", Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com"}}
+	want := metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7",
+		Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com", "linkforge.io/gone-redirect": "https://example.com/gone"}}
 	if got := o.(*corev1.Namespace); !reflect.DeepEqual(got.ObjectMeta, want) || len(got.Spec.Finalizers) != 0 {
 		t.Errorf("namespace: %+v", got)
 	}
@@ -130,9 +132,9 @@ func TestParseNamespaces(t *testing.T) {
 }
 
 // TestManagerCacheTransformSharesStrings: the cached link keeps its code and
-// canonical URL as substrings of the Ready message that spells them out, and
-// spec.url and spec.code as the status strings they equal; the values are
-// unchanged.
+// spec.url as substrings of the Ready message that spells them out, and
+// status.canonicalURL and spec.code as the strings they equal; the values
+// are unchanged.
 func TestManagerCacheTransformSharesStrings(t *testing.T) {
 	const url, code = "https://example.com/a", "abc123"
 	ready := func(msg string) []metav1.Condition {
@@ -142,19 +144,19 @@ func TestManagerCacheTransformSharesStrings(t *testing.T) {
 		name string
 		in   linkv1.ShortLink
 		// shared: which strings share the bytes of which.
-		canonicalInMessage, codeInMessage, urlIsCanonical, specCodeIsCode bool
+		urlInMessage, codeInMessage, canonicalIsURL, specCodeIsCode bool
 	}{{
-		name:               "active link: code and canonical URL from the message, spec.url from the canonical URL",
-		in:                 linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url}, Status: linkv1.ShortLinkStatus{Code: code, CanonicalURL: url, Conditions: ready("code " + code + " redirects to " + url)}},
-		canonicalInMessage: true, codeInMessage: true, urlIsCanonical: true,
+		name:         "active link: code and spec.url from the message, the canonical URL from spec.url",
+		in:           linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url}, Status: linkv1.ShortLinkStatus{Code: code, CanonicalURL: url, Conditions: ready("code " + code + " redirects to " + url + " with 302 Found")}},
+		urlInMessage: true, codeInMessage: true, canonicalIsURL: true,
 	}, {
-		name:               "custom code: spec.code shares status.code",
-		in:                 linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url + "?b=1&a=2", Code: code}, Status: linkv1.ShortLinkStatus{Code: code, CanonicalURL: url + "?a=2&b=1", Conditions: ready("code " + code + " redirects to " + url + "?a=2&b=1")}},
-		canonicalInMessage: true, codeInMessage: true, specCodeIsCode: true,
+		name:         "custom code: spec.code shares status.code; the canonical URL differs",
+		in:           linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url + "?b=1&a=2", Code: code}, Status: linkv1.ShortLinkStatus{Code: code, CanonicalURL: url + "?a=2&b=1", Conditions: ready("code " + code + " redirects to " + url + "?b=1&a=2 with 302 Found")}},
+		urlInMessage: true, codeInMessage: true, specCodeIsCode: true,
 	}, {
-		name:           "no condition yet: spec.url shares the canonical URL only",
+		name:           "no condition yet: the canonical URL shares spec.url only",
 		in:             linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url}, Status: linkv1.ShortLinkStatus{CanonicalURL: url}},
-		urlIsCanonical: true,
+		canonicalIsURL: true,
 	}, {
 		name: "a message that does not spell them out: nothing shared",
 		in:   linkv1.ShortLink{Spec: linkv1.ShortLinkSpec{URL: url}, Status: linkv1.ShortLinkStatus{Code: code, CanonicalURL: url + "/", Conditions: ready("waiting")}},
@@ -184,9 +186,9 @@ func TestManagerCacheTransformSharesStrings(t *testing.T) {
 				s, in      string
 				wantShared bool
 			}{
-				{"status.canonicalURL in the message", l.Status.CanonicalURL, msg, tc.canonicalInMessage},
+				{"spec.url in the message", l.Spec.URL, msg, tc.urlInMessage},
 				{"status.code in the message", l.Status.Code, msg, tc.codeInMessage},
-				{"spec.url as status.canonicalURL", l.Spec.URL, l.Status.CanonicalURL, tc.urlIsCanonical},
+				{"status.canonicalURL as spec.url", l.Status.CanonicalURL, l.Spec.URL, tc.canonicalIsURL},
 				{"spec.code as status.code", l.Spec.Code, l.Status.Code, tc.specCodeIsCode},
 			} {
 				if got := sharesBytes(c.s, c.in); got != c.wantShared {

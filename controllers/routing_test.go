@@ -126,7 +126,8 @@ var _ = Describe("Routing: rules, variants, expiredURL and forwardPath", func() 
 			Expect(l.Status.RuleCount).To(Equal(int32(4)))
 			Expect(l.Status.VariantCount).To(Equal(int32(1)))
 			Expect(meta.FindStatusCondition(l.Status.Conditions, linkv1.ConditionReady).Message).To(Equal(
-				fmt.Sprintf("code %s redirects to https://example.com/app, or by 4 rule(s) to their targets, split with 1 variant(s)", l.Status.Code)))
+				fmt.Sprintf("code %s redirects to https://example.com/app with 302 Found, or by 4 rule(s) to their targets, split with 1 variant(s), "+
+					"adding what follows the code in the short URL to the path", l.Status.Code)))
 
 			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				cur := getLink(Default, ns, "app")

@@ -6,6 +6,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/explain"
+	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -211,13 +214,12 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	*decided = decision
 
 	st.ObservedGeneration = gen
-	var result ctrl.Result
 	switch decision.Outcome {
 	case claim.Conflict:
 		r.setHold(link, "", 0)
 		st.ConfirmedGeneration = 0
 		st.State = linkv1.StateConflict
-		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, r.conflictMessage(link, decision))
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, r.conflictMessage(ctx, link, decision))
 		r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict, stalledConflictMessage(link))
 		r.removeCondition(link, linkv1.ConditionReconciling)
 		r.clearFinished(link)
@@ -233,8 +235,23 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 		return ctrl.Result{RequeueAfter: pendingRetry}, nil
 	}
 
-	r.setHold(link, decision.Code, decision.Salt)
-	st.ConfirmedGeneration = gen
+	return r.serve(ctx, link, decision, now, wasFinished), nil
+}
+
+// serve records a link that holds a confirmed code (Assigned, or Kept):
+// its hold, whether it has finished, and what it answers.
+func (r *ShortLinkReconciler) serve(ctx context.Context, link *linkv1.ShortLink, decision claim.Decision, now time.Time, wasFinished bool) ctrl.Result {
+	st := &link.Status
+	expiry, expires := link.Expiry()
+	var result ctrl.Result
+	salt := decision.Salt
+	if decision.Outcome == claim.Kept {
+		salt = int(st.Salt) // the code of an earlier spec, at its salt
+	}
+	r.setHold(link, decision.Code, salt)
+	// Confirmed for this spec, also for a kept code: the redirectors serve
+	// the current spec under it (and never a spec they have not checked).
+	st.ConfirmedGeneration = link.Generation
 	r.removeCondition(link, linkv1.ConditionReconciling)
 	r.removeCondition(link, linkv1.ConditionStalled)
 
@@ -249,25 +266,35 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 	} else {
 		r.removeCondition(link, linkv1.ConditionExhausted)
 	}
-	// A finished link is Ready: answering 410 Gone is the state its spec asks
-	// for, and Ready=False would read as "not reconciled yet" to kstatus (Flux
-	// health checks, wait: true) for as long as the link exists. The reason,
-	// the message and status.state say that it no longer redirects.
+	// What the redirectors answer for the link, in the words the CLI and
+	// the preview page use too (internal/explain): the fallbacks of its
+	// namespace matter only to a link that does not redirect now.
+	var fallbacks explain.Fallbacks
+	scheduled := link.Scheduled(now)
+	if expired || exhausted || idled || scheduled {
+		fallbacks = r.fallbacks(ctx, link.Namespace)
+	}
+	answer := explain.Describe(explain.FromShortLink(link), now, fallbacks)
+	// A finished link is Ready: answering 410 Gone (or redirecting to its
+	// expiredURL) is the state its spec asks for, and Ready=False would read
+	// as "not reconciled yet" to kstatus (Flux health checks, wait: true)
+	// for as long as the link exists. The reason, the message and
+	// status.state say that it has finished.
 	switch {
 	case expired:
 		st.State = linkv1.StateExpired
-		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, fmt.Sprintf("code %s expired at %s and answers 410 Gone, as its spec asks", decision.Code, expiry.UTC().Format(time.RFC3339)))
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, answer.Sentence(decision.Code))
 	case exhausted:
 		st.State = linkv1.StateExhausted
-		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExhausted, fmt.Sprintf("code %s served all %d uses and answers 410 Gone, as its spec asks", decision.Code, *link.Spec.MaxUses))
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExhausted, answer.Sentence(decision.Code))
 	case idled:
 		st.State = linkv1.StateExpired
-		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, fmt.Sprintf("code %s was not used for its idleTimeout of %s and answers 410 Gone, as its spec asks", decision.Code, link.Spec.IdleTimeout.Duration))
-	case link.Scheduled(now):
-		result.RequeueAfter = r.setScheduled(link, decision, now)
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonExpired, answer.Sentence(decision.Code))
+	case scheduled:
+		result.RequeueAfter = r.setScheduled(link, decision, answer, now)
 	default:
 		st.State = linkv1.StateActive
-		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonCodeAssigned, r.activeMessage(link, decision, canonical))
+		r.setReady(link, metav1.ConditionTrue, linkv1.ReasonCodeAssigned, r.activeMessage(link, decision, answer))
 		// Back at the first deadline; a use moves the idle one later, and
 		// the write that says so starts another reconcile.
 		switch {
@@ -277,7 +304,13 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 			result.RequeueAfter = idleAt.Sub(now)
 		}
 	}
-	return result, nil
+	if decision.Outcome == claim.Kept {
+		r.setKept(ctx, link, decision, answer)
+		if decision.Moving && (result.RequeueAfter == 0 || result.RequeueAfter > pendingRetry) {
+			result.RequeueAfter = pendingRetry
+		}
+	}
+	return result
 }
 
 // decide applies the ownership rule to the link, one decision at a time,
@@ -285,33 +318,56 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 func (r *ShortLinkReconciler) decide(link *linkv1.ShortLink, canonical string, now time.Time) (claim.Decision, error) {
 	candidates := r.candidates(link, canonical)
 	self := r.claimLink(link, canonical)
+	// The rivals of the code the link holds too: it may keep that code
+	// while its spec asks for another (claim.Kept).
+	codes := candidates
+	if self.Confirmed && self.Held != "" && !slices.Contains(candidates, self.Held) {
+		codes = append(slices.Clip(candidates), self.Held)
+	}
 	r.expectations.mu.Lock()
 	defer r.expectations.mu.Unlock()
-	rivals, err := r.rivals(link.Namespace, candidates)
+	rivals, err := r.rivals(link.Namespace, codes)
 	if err != nil {
 		return claim.Decision{}, err
 	}
-	rivals = r.expectations.lockedExpectedHolders(link.Namespace, candidates, rivals, now)
+	rivals = r.expectations.lockedExpectedHolders(link.Namespace, codes, rivals, now)
 	d := claim.Decide(self, candidates, rivals)
 	cached := self
 	self.Held, self.Confirmed = "", false
 	if d.Outcome != claim.Conflict {
 		// A copy: the code is a substring of all ten candidates, which the
 		// expectation would otherwise keep alive.
-		self.Held, self.Confirmed = strings.Clone(d.Code), d.Outcome == claim.Assigned
+		self.Held, self.Confirmed = strings.Clone(d.Code), d.Outcome == claim.Assigned || d.Outcome == claim.Kept
 	}
 	r.expectations.lockedExpect(client.ObjectKeyFromObject(link), self, cached, link.ResourceVersion, now)
 	return d, nil
 }
 
-func (r *ShortLinkReconciler) conflictMessage(link *linkv1.ShortLink, d claim.Decision) string {
+func (r *ShortLinkReconciler) conflictMessage(ctx context.Context, link *linkv1.ShortLink, d claim.Decision) string {
 	if !link.Dedup(!r.DisableDedup) {
 		return dedupOffConflictMessage(link, d)
 	}
 	if link.Spec.Code != "" {
-		return fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name)", link.Spec.Code, d.Rival)
+		return fmt.Sprintf("code %q is %s by ShortLink %q, which takes precedence (older, or same age and smaller name): %s",
+			link.Spec.Code, r.heldOrClaimed(ctx, link.Namespace, d.Rival, link.Spec.Code), d.Rival, servesNothingCustom)
 	}
-	return fmt.Sprintf("all %d salted codes are held by other links (salt 0 by ShortLink %q)", shortcode.MaxSalt+1, d.Rival)
+	return fmt.Sprintf("all %d salted codes are held by other links (salt 0 by ShortLink %q): this link serves nothing until one is free; set spec.code to give it a code of your choice",
+		shortcode.MaxSalt+1, d.Rival)
+}
+
+// servesNothingCustom ends the conflict message of a link whose custom
+// code is taken: what it does, and how to pick another code.
+const servesNothingCustom = "this link serves nothing until that code is free; choose another spec.code, or remove spec.code for a code computed from spec.url"
+
+// heldOrClaimed says whether the rival that blocks code holds it or only
+// claims it (its spec.code, while it waits for it itself), as the cache
+// shows it.
+func (r *ShortLinkReconciler) heldOrClaimed(ctx context.Context, namespace, rival, code string) string {
+	other := &linkv1.ShortLink{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: rival}, other); err == nil && other.Status.Code != code {
+		return "claimed"
+	}
+	return "held"
 }
 
 func stalledConflictMessage(link *linkv1.ShortLink) string {
@@ -319,6 +375,37 @@ func stalledConflictMessage(link *linkv1.ShortLink) string {
 		return "waiting for the code to be released; choose another spec.code to resolve it now"
 	}
 	return "waiting for one of the ten codes to be released; change spec.url (or set spec.code) to resolve it now"
+}
+
+// setKept records a link that keeps the code of an earlier spec while the
+// code its spec asks for is held by another link (claim.Kept): state Kept,
+// Ready=False naming that link and the code still served, and Stalled
+// while the holder takes precedence (the link waits for it to let go:
+// kstatus reads Failed, so a GitOps apply of a taken code fails instead of
+// passing while the short URL silently stays the old one) or Reconciling
+// while it is a younger link moving away (InProgress, as Pending). The
+// kept code answers as the rest of the status says (expiry, uses, ...).
+func (r *ShortLinkReconciler) setKept(ctx context.Context, link *linkv1.ShortLink, d claim.Decision, answer explain.Answer) {
+	st := &link.Status
+	st.State = linkv1.StateKept
+	serves := fmt.Sprintf("until then code %s, which it held before, still %s", d.Code, answer.Words)
+	if d.Moving {
+		msg := fmt.Sprintf("code %s is still held by younger ShortLink %q, which is moving to another code; %s", d.Wanted, d.Rival, serves)
+		r.setReady(link, metav1.ConditionFalse, linkv1.ReasonProgressing, msg)
+		r.setCondition(link, linkv1.ConditionReconciling, metav1.ConditionTrue, linkv1.ReasonProgressing, msg)
+		return
+	}
+	var msg, fix string
+	if link.Spec.Code != "" {
+		msg = fmt.Sprintf("code %q is %s by ShortLink %q, which takes precedence (older, or same age and smaller name); %s",
+			d.Wanted, r.heldOrClaimed(ctx, link.Namespace, d.Rival, d.Wanted), d.Rival, serves)
+		fix = fmt.Sprintf("waiting for code %s to be released; choose another spec.code, or set it back to %s, to resolve it now", d.Wanted, d.Code)
+	} else {
+		msg = fmt.Sprintf("all %d salted codes of spec.url are held by other links (salt 0 by ShortLink %q); %s", shortcode.MaxSalt+1, d.Rival, serves)
+		fix = "waiting for one of the ten codes to be released; change spec.url (or set spec.code) to resolve it now"
+	}
+	r.setReady(link, metav1.ConditionFalse, linkv1.ReasonCodeConflict, msg)
+	r.setCondition(link, linkv1.ConditionStalled, metav1.ConditionTrue, linkv1.ReasonCodeConflict, fix)
 }
 
 func (r *ShortLinkReconciler) candidates(link *linkv1.ShortLink, canonical string) []string {
@@ -340,21 +427,10 @@ func (r *ShortLinkReconciler) hashedCodes(canonical, namespace string) []string 
 // passed for the link being reconciled; rivals use their status, which is
 // what the redirectors serve.
 func (r *ShortLinkReconciler) claimLink(link *linkv1.ShortLink, canonical string) claim.Link {
-	var expiresAt, activatesAt *time.Time
-	if at, ok := link.Expiry(); ok {
-		expiresAt = &at
-	}
-	if at, ok := link.Activation(); ok {
-		activatesAt = &at
-	}
-	var idle *time.Duration
-	if link.Spec.IdleTimeout != nil {
-		idle = &link.Spec.IdleTimeout.Duration
-	}
 	return claim.Link{
 		Name:      link.Name,
 		Created:   link.CreationTimestamp.Time,
-		Target:    claim.TargetKey(canonical, expiresAt, activatesAt, idle, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery) + routingKey(link),
+		Target:    rules.Identity(link, canonical),
 		Custom:    link.Spec.Code,
 		Held:      link.Status.Code,
 		Confirmed: link.HoldsConfirmedCode(),
@@ -381,6 +457,18 @@ func (r *ShortLinkReconciler) rivals(namespace string, codes []string) ([]claim.
 		}
 	}
 	return out, nil
+}
+
+// fallbacks are the fallback redirects that the annotations of namespace
+// set, as the redirectors read them, for the messages (internal/explain).
+// The redirectors' own --gone-redirect and --not-found-redirect are
+// theirs: the manager does not know them.
+func (r *ShortLinkReconciler) fallbacks(ctx context.Context, namespace string) explain.Fallbacks {
+	var ns corev1.Namespace
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, &ns); err != nil {
+		return explain.Fallbacks{}
+	}
+	return explain.NamespaceFallbacks(ns.Annotations)
 }
 
 // setHold records the code the link holds (empty: none), its salt and its short URL.
@@ -525,8 +613,10 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 
 // inConflict reads the typed state the controller wrote, not a condition
 // reason: reasons are for people.
+// A link that keeps an earlier code waits for its candidates as one in
+// conflict does.
 func inConflict(link *linkv1.ShortLink) bool {
-	return link.Status.State == linkv1.StateConflict
+	return link.Status.State == linkv1.StateConflict || link.Status.State == linkv1.StateKept
 }
 
 // rivalsHandler enqueues the links that hold, declare or wait for a code that

@@ -12,6 +12,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/explain"
 )
 
 // This file holds the parts of the ShortLink reconciler for activation
@@ -19,17 +20,16 @@ import (
 
 // setScheduled records a link that holds its code but has not activated
 // yet: Ready=True with reason Scheduled (it is in the state its spec asks
-// for, so kstatus and GitOps tools read it as healthy), state Scheduled.
-// The code is confirmed, so every redirector has the link and starts
-// redirecting at activatesAt by its own clock; the controller is back at
-// that instant (the returned requeue), or at the expiry if it comes first,
-// only to write the state.
-func (r *ShortLinkReconciler) setScheduled(link *linkv1.ShortLink, d claim.Decision, now time.Time) time.Duration {
+// for, so kstatus and GitOps tools read it as healthy), state Scheduled,
+// and what it answers until then and after (answer). The code is
+// confirmed, so every redirector has the link and starts redirecting at
+// activatesAt by its own clock; the controller is back at that instant
+// (the returned requeue), or at the expiry if it comes first, only to
+// write the state.
+func (r *ShortLinkReconciler) setScheduled(link *linkv1.ShortLink, d claim.Decision, answer explain.Answer, now time.Time) time.Duration {
 	at, _ := link.Activation()
 	link.Status.State = linkv1.StateScheduled
-	r.setReady(link, metav1.ConditionTrue, linkv1.ReasonScheduled, fmt.Sprintf(
-		"code %s redirects from %s; until then it answers like an unknown code (404 Not Found)",
-		d.Code, at.UTC().Format(time.RFC3339)))
+	r.setReady(link, metav1.ConditionTrue, linkv1.ReasonScheduled, answer.Sentence(d.Code))
 	next := at
 	if expiry, ok := link.Expiry(); ok && expiry.Before(next) {
 		next = expiry // a ttl can end before the activation
@@ -37,9 +37,10 @@ func (r *ShortLinkReconciler) setScheduled(link *linkv1.ShortLink, d claim.Decis
 	return next.Sub(now)
 }
 
-// activeMessage is the Ready message of a link that redirects.
-func (r *ShortLinkReconciler) activeMessage(link *linkv1.ShortLink, d claim.Decision, canonical string) string {
-	msg := fmt.Sprintf("code %s redirects to %s%s", d.Code, canonical, routingSummary(link))
+// activeMessage is the Ready message of a link that redirects: what it
+// answers (internal/explain), with the Location the redirect sends.
+func (r *ShortLinkReconciler) activeMessage(link *linkv1.ShortLink, d claim.Decision, answer explain.Answer) string {
+	msg := answer.Sentence(d.Code)
 	if d.Twin != "" && !link.Dedup(!r.DisableDedup) {
 		// claim.Decide keeps a link with dedup off on the code it shared when
 		// every other code it may take is held (a custom code has none).
@@ -51,9 +52,9 @@ func (r *ShortLinkReconciler) activeMessage(link *linkv1.ShortLink, d claim.Deci
 // dedupOffConflictMessage is the CodeConflict message of a link with dedup off.
 func dedupOffConflictMessage(link *linkv1.ShortLink, d claim.Decision) string {
 	if link.Spec.Code != "" {
-		return fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name); dedup is off for this link, so it does not share the code even with a link of the same target", link.Spec.Code, d.Rival)
+		return fmt.Sprintf("code %q is held by ShortLink %q, which takes precedence (older, or same age and smaller name); dedup is off for this link, so it does not share the code even with a link of the same target: %s", link.Spec.Code, d.Rival, servesNothingCustom)
 	}
-	return fmt.Sprintf("all ten salted codes are held by other links (salt 0 by ShortLink %q); dedup is off for this link, so it shares none of them", d.Rival)
+	return fmt.Sprintf("all ten salted codes are held by other links (salt 0 by ShortLink %q); dedup is off for this link, so it shares none of them: this link serves nothing until one is free", d.Rival)
 }
 
 // emitScheduleEvents records the events of activation: a link that

@@ -70,17 +70,6 @@ func judgeTargets(p hostpolicy.Policy, canonical string, targets []routedTarget)
 	return hostpolicy.Verdict{Allowed: true}
 }
 
-// routingKey is the part of the link's dedup identity its routing adds
-// (rules.Key). A link whose routing does not canonicalize gets a key no
-// other link has: it holds no code anyway.
-func routingKey(link *linkv1.ShortLink) string {
-	key, err := rules.Key(&link.Spec)
-	if err != nil {
-		return "\x00invalid routing " + string(link.UID) + "/" + link.Name
-	}
-	return key
-}
-
 // routingHostMatches reports whether a host pattern list matches the host
 // of one of the link's targets besides spec.url (a deny list change
 // re-queues such a link).
@@ -95,19 +84,4 @@ func routingHostMatches(link *linkv1.ShortLink, changed hostpolicy.List) bool {
 		}
 	}
 	return false
-}
-
-// routingSummary is what the Ready message of an active link adds for its
-// rules and variants ("" for none).
-func routingSummary(link *linkv1.ShortLink) string {
-	r, v := len(link.Spec.Rules), len(link.Spec.Variants)
-	switch {
-	case r == 0 && v == 0:
-		return ""
-	case v == 0:
-		return fmt.Sprintf(", or by %d rule(s) to their targets", r)
-	case r == 0:
-		return fmt.Sprintf(", split with %d variant(s)", v)
-	}
-	return fmt.Sprintf(", or by %d rule(s) to their targets, split with %d variant(s)", r, v)
 }

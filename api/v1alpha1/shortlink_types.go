@@ -63,7 +63,7 @@ const (
 // LinkState is what a link does now, in one word: the controller's reading
 // of its typed status, for people (the State column of kubectl get) and for
 // scripts that list links.
-// +kubebuilder:validation:Enum=Active;Scheduled;Pending;Expired;Exhausted;Conflict;Invalid;Blocked
+// +kubebuilder:validation:Enum=Active;Scheduled;Pending;Kept;Expired;Exhausted;Conflict;Invalid;Blocked
 type LinkState string
 
 const (
@@ -75,10 +75,20 @@ const (
 	// StatePending: the link's code is still held by a younger link that is
 	// moving to another code; it does not redirect yet.
 	StatePending LinkState = "Pending"
+	// StateKept: the link's spec asks for a code it cannot take yet (held or
+	// declared by a link with precedence, or still held by a younger link
+	// that is moving), and it keeps the code it held before its spec
+	// changed (status.code), where the redirectors serve its current spec,
+	// until the wanted code is free: an edit of spec.code to a taken code
+	// does not take the link's short URL down. The Ready condition names
+	// the link that holds the wanted code and the code still served.
+	StateKept LinkState = "Kept"
 	// StateExpired: the link's expiry has passed, or it was not used for its
-	// idleTimeout; it answers 410 Gone.
+	// idleTimeout; it answers 410 Gone, or redirects to spec.expiredURL (or
+	// its namespace's gone fallback), as its Ready message says.
 	StateExpired LinkState = "Expired"
-	// StateExhausted: the link has served all of its maxUses; it answers 410 Gone.
+	// StateExhausted: the link has served all of its maxUses; it answers
+	// 410 Gone, or redirects as an expired link does.
 	StateExhausted LinkState = "Exhausted"
 	// StateConflict: another link takes precedence for every code this link
 	// may hold; it holds none.
@@ -132,13 +142,19 @@ type ShortLinkSpec struct {
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 
+	// The durations' format is checked by a rule of its own, and their range
+	// only for a value in that format: CEL's duration() of a string that is
+	// not one fails with a type conversion error, which the API server
+	// printed beside the format's message (issue 54).
+
 	// ttl is the link's lifetime counted from its creation, as a Go duration
-	// such as 168h or 90m. Mutually exclusive with expiresAt.
+	// such as 168h or 90m (units h, m, s, ms, us and ns; a week is 168h).
+	// Mutually exclusive with expiresAt.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be a positive duration such as 168h or 30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="ttl must be a duration such as 168h, 90m or 1h30m: numbers, each with a unit of h, m, s, ms, us or ns (there is no d or w: a day is 24h, a week 168h)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="ttl must be a positive duration such as 168h or 30m"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
 	// idleTimeout finishes the link once it has not been used for this long,
@@ -156,8 +172,8 @@ type ShortLinkSpec struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="idleTimeout must be a duration of at least 1s, such as 720h or 30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="idleTimeout must be a duration such as 720h, 30m or 1h30m: numbers, each with a unit of h, m, s, ms, us or ns (there is no d or w: a day is 24h, a week 168h)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="idleTimeout must be a duration of at least 1s, such as 720h or 30m"
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 
 	// maxUses is how many redirects the link serves before it answers 410 Gone.
@@ -268,9 +284,11 @@ type ShortLinkStatus struct {
 
 	// state is what the link does as of observedGeneration: Active (it
 	// redirects), Scheduled (it holds its code and redirects from
-	// spec.activatesAt on), Expired or Exhausted (it answers 410 Gone),
-	// Pending, Conflict, Invalid or Blocked (it holds no confirmed code and does not
-	// redirect).
+	// spec.activatesAt on), Kept (its spec asks for a code another link
+	// holds, and it keeps answering under the code it held before, see
+	// status.code), Expired or Exhausted (it has finished: it answers 410
+	// Gone, or redirects to spec.expiredURL), Pending, Conflict, Invalid or
+	// Blocked (it holds no confirmed code and does not redirect).
 	// Empty until the controller has seen the link. It is for people and listings: a finished link reads
 	// Ready=True (it is in the state its spec asks for), so Ready alone does
 	// not say whether it redirects. The redirectors and the reaper read
@@ -282,7 +300,8 @@ type ShortLinkStatus struct {
 
 	// code is the short code the link holds in its namespace; empty while it
 	// holds none (for example on CodeConflict, InvalidURL or
-	// DestinationNotAllowed).
+	// DestinationNotAllowed). In state Kept it is the code the link held
+	// before its spec asked for another, not spec.code.
 	// +optional
 	Code string `json:"code,omitempty"`
 
@@ -450,7 +469,7 @@ const PeerProtocolHMACv1 = "hmac-v1"
 // +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.status.code`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Ready=True: in the state the spec asks for, including finished (see State)"
-// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Active redirects; Scheduled redirects from spec.activatesAt on; Expired and Exhausted answer 410 Gone; Pending, Conflict, Invalid and Blocked do not redirect"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`,description="Active redirects; Scheduled redirects from spec.activatesAt on; Kept answers under the code it held before its spec asked for a taken one; Expired and Exhausted answer 410 Gone (or redirect to spec.expiredURL); Pending, Conflict, Invalid and Blocked do not redirect"
 // +kubebuilder:printcolumn:name="Activates",type=string,JSONPath=`.spec.activatesAt`,priority=1,description="spec.activatesAt: when the link starts redirecting (RFC 3339); empty if from the start"
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the link expires (RFC 3339); empty if never"
 // +kubebuilder:printcolumn:name="Uses",type=integer,JSONPath=`.status.uses`
@@ -460,6 +479,10 @@ const PeerProtocolHMACv1 = "hmac-v1"
 // +kubebuilder:printcolumn:name="Variants",type=integer,JSONPath=`.status.variantCount`,priority=1,description="How many weighted variants (spec.variants) split the clicks no rule matches"
 // +kubebuilder:printcolumn:name="Previews",type=integer,JSONPath=`.status.previewerFetches`,priority=1,description="status.previewerFetches: GETs from link previewers, crawlers, prefetchers and monitors, which are not uses"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// Who holds or asks for a code, without listing the namespace:
+// kubectl get sl --field-selector status.code=CODE (or spec.code=CODE).
+// +kubebuilder:selectablefield:JSONPath=`.spec.code`
+// +kubebuilder:selectablefield:JSONPath=`.status.code`
 type ShortLink struct {
 	metav1.TypeMeta `json:",inline"`
 	// +optional

@@ -41,7 +41,7 @@ const usage = `usage:
         [--dedup-policy IfSameTarget|Never] [--rule 'url=URL COND...']...
         [--variant 'url=URL weight=N']... [--expired-url URL] [--forward-path]
         [--card-title TEXT] [--card-description TEXT] [--card-image URL]
-        [--overwrite] [--timeout 30s] [--dry-run=client [-o yaml|json]]
+        [--overwrite] [--timeout 30s] [--dry-run=client|server [-o yaml|json]]
         create the ShortLink, wait until it is Ready and print its short URL
   linkforge get [NAME] [-A]
         show ShortLinks: short URL, code, target, uses/limit, expiry, state

@@ -97,18 +97,49 @@ const (
 	Pending
 	// Conflict: every candidate is held or declared by a link with precedence.
 	Conflict
+	// Kept: no candidate is the link's yet (each is held or declared by a
+	// link with precedence, or its custom code is still held by a younger
+	// link that is moving), but it holds a confirmed code that is not among
+	// them, left from an earlier spec (another custom code, or a URL with
+	// other hashed codes), and no other link wants that code: it keeps it,
+	// as a Deployment keeps its old ReplicaSet until the new one is ready,
+	// and moves once a candidate is free. Code is the kept code.
+	Kept
 )
+
+// String names the outcome, for messages and test failures.
+func (o Outcome) String() string {
+	switch o {
+	case Assigned:
+		return "Assigned"
+	case Pending:
+		return "Pending"
+	case Conflict:
+		return "Conflict"
+	case Kept:
+		return "Kept"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
 
 // Decision is the rule's answer for one link.
 type Decision struct {
 	Outcome Outcome
 	// Code and Salt are set for Assigned and Pending. Salt is the index of
-	// Code in the candidates.
+	// Code in the candidates. For Kept, Code is the code the link keeps
+	// (not a candidate: Salt is 0, the caller knows the salt it took it at).
 	Code string
 	Salt int
-	// Rival names the link that blocks the first candidate (Conflict) or that
-	// still holds Code (Pending).
+	// Rival names the link that blocks the first candidate (Conflict), that
+	// still holds Code (Pending), or that holds or declares Wanted (Kept).
 	Rival string
+	// Wanted is, for Kept, the candidate the link waits for: the first,
+	// or the one a younger Rival holds (Moving).
+	Wanted string
+	// Moving is set for Kept when Rival is younger and is moving off
+	// Wanted: the link takes it at once then. Otherwise Rival takes
+	// precedence, and the link waits for it to let go.
+	Moving bool
 	// Twin names a link with the same target that holds Code, confirmed,
 	// beside self (the one that precedes the others): one it shares Code
 	// with (dedup), or, with dedup off for either, one it held Code with
@@ -119,8 +150,8 @@ type Decision struct {
 
 // Decide returns the code self takes among candidates (its custom code alone,
 // or its hashed codes in salt order). rivals are the other links of the
-// namespace that hold or declare any of the candidates; self may be among
-// them and is ignored.
+// namespace that hold or declare any of the candidates or the code self
+// holds; self may be among them and is ignored.
 //
 // A candidate is blocked when a competitor that precedes self holds or
 // declares it. Competitors are the links with another target and, when
@@ -137,8 +168,51 @@ type Decision struct {
 // so turning dedup off for a link never moves another link's code. If
 // every other candidate is held (a custom code has none), it keeps sharing:
 // Twin names the link it shares with.
+//
+// A changed spec: a link whose confirmed code is no longer among its
+// candidates (spec.code changed, or the URL of a hashed link) takes a
+// candidate as any link does. While it cannot (Conflict, or Pending on a
+// custom code, which its declaration claims from the younger holder), it
+// keeps the code it holds (Kept) if no competitor that precedes it holds
+// or declares that code and no link of another target holds it: so the
+// code never serves two targets, and a link that wants it by precedence
+// gets it. A hashed link Pending on a new code does not keep its old one:
+// only its hold on the new code tells the younger holder to move. A link
+// that shared its code with a twin and whose target changed cannot keep
+// it (the twin holds it with the old target): the code stays the twin's,
+// which serves it as before, and the link is in Conflict.
 func Decide(self Link, candidates []string, rivals []Link) Decision {
 	d := &decider{self: self, rivals: rivals}
+	out := d.decide(candidates)
+	if out.Outcome == Conflict || out.Outcome == Pending && self.Custom != "" {
+		if kept, ok := d.keepEarlier(candidates, out); ok {
+			return kept
+		}
+	}
+	return out
+}
+
+// keepEarlier is Kept, when self may keep the code of an earlier spec
+// instead of out (Conflict, or Pending on its custom code).
+func (d *decider) keepEarlier(candidates []string, out Decision) (Decision, bool) {
+	s := &d.self
+	if !s.Confirmed || s.Held == "" || slices.Contains(candidates, s.Held) {
+		return Decision{}, false
+	}
+	if _, blocked := d.blockedBy(s.Held); blocked || d.waitFor(s.Held) != "" {
+		return Decision{}, false
+	}
+	kept := Decision{Outcome: Kept, Code: s.Held, Rival: out.Rival, Wanted: out.Code, Moving: out.Outcome == Pending}
+	if out.Outcome == Conflict && len(candidates) > 0 {
+		kept.Wanted = candidates[0]
+	}
+	kept.Twin = d.twinOf(s.Held)
+	return kept, true
+}
+
+// decide is the rule for the candidates alone.
+func (d *decider) decide(candidates []string) Decision {
+	self := d.self
 	d.leaving = d.mustLeave()
 	// The code to keep: the one self holds, else the one a link with the
 	// same target holds (duplicates share one code even when a lower salt
@@ -164,14 +238,20 @@ func Decide(self Link, candidates []string, rivals []Link) Decision {
 	if rival := d.waitFor(code); rival != "" {
 		return Decision{Outcome: Pending, Code: code, Salt: pick, Rival: rival}
 	}
-	out := Decision{Outcome: Assigned, Code: code, Salt: pick}
-	if twin := twinHolding(self, code, rivals); twin != nil {
-		out.Twin = twin.Name
-	} else if twin := firstOf(rivals, func(o *Link) bool { return o.Name != self.Name && d.heldTogether(o, code) }); twin != nil {
-		// Dedup is off for self or for twin, and self stays (see leaving).
-		out.Twin = twin.Name
+	return Decision{Outcome: Assigned, Code: code, Salt: pick, Twin: d.twinOf(code)}
+}
+
+// twinOf names the link of self's target that holds code beside self (see
+// Decision.Twin), or "".
+func (d *decider) twinOf(code string) string {
+	if twin := twinHolding(d.self, code, d.rivals); twin != nil {
+		return twin.Name
 	}
-	return out
+	if twin := firstOf(d.rivals, func(o *Link) bool { return o.Name != d.self.Name && d.heldTogether(o, code) }); twin != nil {
+		// Dedup is off for self or for twin, and self stays (see leaving).
+		return twin.Name
+	}
+	return ""
 }
 
 // decider is one Decide: self among its rivals.

@@ -148,6 +148,128 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideKeepsEarlierCode is a changed spec (issue 54): a link whose
+// confirmed code is no longer among its candidates keeps serving it while
+// it cannot take a candidate, unless another link wants it.
+func TestDecideKeepsEarlierCode(t *testing.T) {
+	// self held "landing" and its spec.code is now "handbook".
+	moved := Link{Name: "self", Created: at(10), Target: "T", Custom: "handbook", Held: "landing", Confirmed: true}
+	custom := []string{"handbook"}
+	tests := []struct {
+		name       string
+		self       Link
+		candidates []string
+		rivals     []Link
+		want       Decision
+	}{
+		{
+			name: "the new code is free: it moves", self: moved, candidates: custom,
+			want: Decision{Outcome: Assigned, Code: "handbook"},
+		},
+		{
+			name: "the new code is held by an older link: keeps its code", self: moved, candidates: custom,
+			rivals: []Link{{Name: "guide", Created: at(1), Target: "A", Custom: "handbook", Held: "handbook", Confirmed: true}},
+			want:   Decision{Outcome: Kept, Code: "landing", Rival: "guide", Wanted: "handbook"},
+		},
+		{
+			name: "the new code is only declared by an older link: keeps its code", self: moved, candidates: custom,
+			rivals: []Link{{Name: "guide", Created: at(1), Target: "A", Custom: "handbook"}},
+			want:   Decision{Outcome: Kept, Code: "landing", Rival: "guide", Wanted: "handbook"},
+		},
+		{
+			name: "the new code is held by a younger link: keeps its code while that one moves", self: moved, candidates: custom,
+			rivals: []Link{{Name: "young", Created: at(20), Target: "A", Custom: "handbook", Held: "handbook", Confirmed: true}},
+			want:   Decision{Outcome: Kept, Code: "landing", Rival: "young", Wanted: "handbook", Moving: true},
+		},
+		{
+			name: "a younger declaration of the kept code does not take it", self: moved, candidates: custom,
+			rivals: []Link{
+				{Name: "guide", Created: at(1), Target: "A", Custom: "handbook", Held: "handbook", Confirmed: true},
+				{Name: "late", Created: at(30), Target: "B", Custom: "landing"},
+			},
+			want: Decision{Outcome: Kept, Code: "landing", Rival: "guide", Wanted: "handbook"},
+		},
+		{
+			name: "an older link declares the kept code: lets it go", self: moved, candidates: custom,
+			rivals: []Link{
+				{Name: "guide", Created: at(1), Target: "A", Custom: "handbook", Held: "handbook", Confirmed: true},
+				{Name: "early", Created: at(2), Target: "B", Custom: "landing"},
+			},
+			want: Decision{Outcome: Conflict, Rival: "guide"},
+		},
+		{
+			name: "a link of another target holds the kept code, even younger and pending: lets it go", self: moved, candidates: custom,
+			rivals: []Link{
+				{Name: "guide", Created: at(1), Target: "A", Custom: "handbook", Held: "handbook", Confirmed: true},
+				{Name: "late", Created: at(30), Target: "B", Custom: "landing", Held: "landing"},
+			},
+			want: Decision{Outcome: Conflict, Rival: "guide"},
+		},
+		{
+			name: "shared with a twin, only the code changed: keeps sharing it", self: moved, candidates: custom,
+			rivals: []Link{
+				{Name: "guide", Created: at(1), Target: "A", Custom: "handbook", Held: "handbook", Confirmed: true},
+				{Name: "twin", Created: at(20), Target: "T", Custom: "landing", Held: "landing", Confirmed: true},
+			},
+			want: Decision{Outcome: Kept, Code: "landing", Rival: "guide", Wanted: "handbook", Twin: "twin"},
+		},
+		{
+			name: "shared with an older twin, and the target changed: the twin keeps the code", candidates: custom,
+			self: Link{Name: "self", Created: at(10), Target: "T-new", Custom: "handbook", Held: "landing", Confirmed: true},
+			rivals: []Link{
+				{Name: "guide", Created: at(1), Target: "A", Custom: "handbook", Held: "handbook", Confirmed: true},
+				{Name: "twin", Created: at(5), Target: "T", Custom: "landing", Held: "landing", Confirmed: true},
+			},
+			want: Decision{Outcome: Conflict, Rival: "guide"},
+		},
+		{
+			name: "shared with a younger twin, and the target changed: the twin keeps the code", candidates: custom,
+			self: Link{Name: "self", Created: at(10), Target: "T-new", Custom: "handbook", Held: "landing", Confirmed: true},
+			rivals: []Link{
+				{Name: "guide", Created: at(1), Target: "A", Custom: "handbook", Held: "handbook", Confirmed: true},
+				{Name: "twin", Created: at(20), Target: "T", Held: "landing", Confirmed: true},
+			},
+			want: Decision{Outcome: Conflict, Rival: "guide"},
+		},
+		{
+			name: "a pending hold is not kept", candidates: custom,
+			self:   Link{Name: "self", Created: at(10), Target: "T", Custom: "handbook", Held: "landing"},
+			rivals: []Link{{Name: "guide", Created: at(1), Target: "A", Custom: "handbook", Held: "handbook", Confirmed: true}},
+			want:   Decision{Outcome: Conflict, Rival: "guide"},
+		},
+		{
+			name: "a hashed link with a new URL whose ten codes are held by older links: keeps its code", candidates: hashed,
+			self: Link{Name: "self", Created: at(10), Target: "T-new", Held: "old", Confirmed: true},
+			rivals: func() []Link {
+				r := make([]Link, 0, len(hashed))
+				for i, c := range hashed {
+					r = append(r, Link{Name: "r" + c, Created: at(i), Target: "R" + c, Held: c, Confirmed: true})
+				}
+				return r
+			}(),
+			want: Decision{Outcome: Kept, Code: "old", Rival: "rc0", Wanted: "c0"},
+		},
+		{
+			name: "a hashed link with a new URL whose code a younger link holds: pending on it, which is what moves that link", candidates: hashed,
+			self:   Link{Name: "self", Created: at(10), Target: "T-new", Held: "old", Confirmed: true},
+			rivals: []Link{{Name: "young", Created: at(20), Target: "A", Held: "c0", Confirmed: true}},
+			want:   Decision{Outcome: Pending, Code: "c0", Rival: "young"},
+		},
+		{
+			name: "custom code removed, the hashed code is free: it moves", candidates: hashed,
+			self: Link{Name: "self", Created: at(10), Target: "T", Held: "landing", Confirmed: true},
+			want: Decision{Outcome: Assigned, Code: "c0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Decide(tt.self, tt.candidates, tt.rivals); got != tt.want {
+				t.Fatalf("Decide = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
 // A hand-over ends with exactly one holder whatever order the links are
 // decided in: run the rule to a fixed point from every starting order.
 func TestDecideConvergesToOldest(t *testing.T) {
@@ -163,7 +285,7 @@ func TestDecideConvergesToOldest(t *testing.T) {
 			for _, i := range order {
 				d := Decide(links[i], []string{"x"}, links)
 				switch d.Outcome {
-				case Assigned:
+				case Assigned, Kept:
 					links[i].Held, links[i].Confirmed = d.Code, true
 				case Pending:
 					links[i].Held, links[i].Confirmed = d.Code, false

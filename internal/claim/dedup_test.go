@@ -127,10 +127,12 @@ func TestDecideDedupOff(t *testing.T) {
 type namespace struct {
 	links []Link
 	cands [][]string
+	// hashedOf is each target's hashed codes.
+	hashedOf [3][]string
 }
 
 func (n *namespace) clone() *namespace {
-	return &namespace{links: slices.Clone(n.links), cands: n.cands}
+	return &namespace{links: slices.Clone(n.links), cands: slices.Clone(n.cands), hashedOf: n.hashedOf}
 }
 
 // decide applies one decision to link i and reports whether it changed it.
@@ -139,7 +141,7 @@ func (n *namespace) decide(i int) bool {
 	l := &n.links[i]
 	was := *l
 	switch d.Outcome {
-	case Assigned:
+	case Assigned, Kept:
 		l.Held, l.Confirmed = d.Code, true
 	case Pending:
 		l.Held, l.Confirmed = d.Code, false
@@ -241,7 +243,7 @@ func newNamespace(data []byte) *namespace {
 			}
 		}
 	}
-	n := &namespace{}
+	n := &namespace{hashedOf: hashedOf}
 	head := next()
 	count := 2 + int(head)%5
 	copies := head&0x80 != 0 // copies of one URL: one target, hashed codes, dedup off
@@ -268,6 +270,33 @@ func newNamespace(data []byte) *namespace {
 		n.cands = append(n.cands, cands)
 	}
 	return n
+}
+
+// respec changes link i's spec as b says, as an edit does, leaving what
+// it holds for the next decision: another custom code of its target, the
+// hashed codes of another target, or a custom code of another target.
+func (n *namespace) respec(i int, b byte) {
+	l := &n.links[i]
+	custom := []string{"k", "b"}[b>>2&1]
+	if custom == l.Custom {
+		custom = []string{"k", "b"}[1-b>>2&1]
+	}
+	if b%3 != 0 {
+		l.Target = fmt.Sprintf("T%d", (int(l.Target[1]-'0')+1+int(b>>3&1))%3)
+	}
+	switch b % 3 {
+	case 1:
+		l.Custom, n.cands[i] = "", n.hashedOf[l.Target[1]-'0']
+	default:
+		l.Custom, n.cands[i] = custom, []string{custom}
+	}
+}
+
+// heldByOther reports whether a link but the i-th holds code, confirmed.
+func (n *namespace) heldByOther(i int, code string) bool {
+	return slices.ContainsFunc(n.links, func(o Link) bool {
+		return o.Name != n.links[i].Name && o.Held == code && o.Confirmed
+	})
 }
 
 // precedenceOrder is the links in creation order (the rule's precedence).
@@ -334,6 +363,22 @@ func checkNamespace(t *testing.T, start *namespace, seed uint64) {
 		n.checkSettled(t, fmt.Sprintf("order %v", order), -1)
 		if got, want := n.holds(), ref.holds(); start.copiesOfOneURL() && !slices.Equal(got, want) {
 			t.Fatalf("order %v settles on %v, creation order on %v:\n%s", order, got, want, n)
+		}
+	}
+	// An edit of one link's code or target (issue 54): the namespace
+	// settles again, and the code the link held still answers: it holds
+	// it, or another link does (one that wanted it, or its twin), unless
+	// the link moved to a new code.
+	for i := range ref.links {
+		n := ref.clone()
+		was := n.links[i]
+		n.respec(i, byte(rng.Uint32()))
+		what := fmt.Sprintf("%s respecified to target %s, custom %q", was.Name, n.links[i].Target, n.links[i].Custom)
+		n.settle(t, rng.Perm(len(n.links)))
+		n.checkSettled(t, what, -1)
+		now := n.links[i]
+		if was.Held != "" && was.Confirmed && now.Held != was.Held && !slices.Contains(n.cands[i], now.Held) && !n.heldByOther(i, was.Held) {
+			t.Fatalf("%s: it let %s go for %q, and no link holds %s:\nbefore:\n%s\nafter:\n%s", what, was.Held, now.Held, was.Held, ref, n)
 		}
 	}
 	for flip := range ref.links {

@@ -11,6 +11,7 @@ func TestCluster(t *testing.T) {
 	t.Run("upgraded from the previous release with kubectl apply while its links are clicked", c.testUpgradeWithKubectl)
 	t.Run("the release's pods run as 65532 on a read-only root, restricted, probes passing", c.testPods)
 	t.Run("the samples redirect through the redirector Service", c.testSamples)
+	t.Run("a link's spec.code moved to a taken code keeps its short URL answering, clicked through the Service", c.testCodeChange)
 	t.Run("a limited link serves exactly maxUses through the Service", c.testMaxUses)
 	t.Run("a single-use link fetched by Slack's previewer, then clicked by its person, through the Service", c.testPreviewers)
 	t.Run("metrics scraped from the pods' ports", c.testMetrics)

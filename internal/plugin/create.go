@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -28,14 +30,18 @@ const createUsage = `create NAME URL [--code CODE] [--ttl DURATION | --expires-a
        [--status 301|302|307|308] [--forward-query] [--activates-at TIME] [--dedup-policy IfSameTarget|Never]
        [--rule 'url=URL COND...']... [--variant 'url=URL weight=N']... [--expired-url URL] [--forward-path]
        [--card-title TEXT] [--card-description TEXT] [--card-image URL]
-       [--overwrite] [--timeout 30s] [--dry-run=client [-o yaml|json]]
+       [--overwrite] [--timeout 30s] [--dry-run=client|server [-o yaml|json]]
 
 Creates the ShortLink NAME for URL, waits until the controller has made it
 Ready and prints its short URL. With --dry-run=client it only prints the
-manifest (for a GitOps repository) and talks to no cluster.
+manifest (for a GitOps repository) and talks to no cluster; with
+--dry-run=server the API server checks the write (its rules, admission
+policies) and keeps nothing.
 
 An existing ShortLink NAME with the same spec is left alone; one with another
-spec is refused unless --overwrite.
+spec is refused unless --overwrite. Before it writes, create warns when
+--code is held by another link: a new link would serve nothing, and an
+existing one keeps serving the code it holds until --code is free.
 ` + routingUsage
 
 // codePattern is spec.code's pattern in the CRD.
@@ -85,8 +91,8 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.StringVar((*string)(&o.card.Image), "card-image", "", "the URL of the card's image (http or https)")
 	f.BoolVar(&o.overwrite, "overwrite", false, "replace the spec of an existing ShortLink NAME that differs")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the link to be Ready; 0 does not wait")
-	f.StringVar(&o.dryRun, "dry-run", "none", `"client" prints the manifest and creates nothing`)
-	f.StringVarP(&o.output, "output", "o", "", "with --dry-run=client: yaml (default) or json")
+	f.StringVar(&o.dryRun, "dry-run", "none", `"client" prints the manifest and talks to no cluster; "server" has the API server check the write and keep nothing`)
+	f.StringVarP(&o.output, "output", "o", "", "with --dry-run: print the manifest, yaml (default) or json")
 
 	rest, err := cmd.parse(args)
 	if err != nil {
@@ -112,12 +118,13 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case "client":
 		link.Namespace = cmd.explicitNamespace()
 		return printManifest(stdout, link, o.output)
+	case "server":
 	case "none", "":
 		if o.output != "" {
-			return usageErrorf(cmd.name, "-o is for --dry-run=client (it prints the manifest); create prints the short URL")
+			return usageErrorf(cmd.name, "-o is for --dry-run (it prints the manifest); create prints the short URL")
 		}
 	default:
-		return usageErrorf(cmd.name, `invalid --dry-run %q: use "client" to print the manifest, or leave it out`, o.dryRun)
+		return usageErrorf(cmd.name, `invalid --dry-run %q: use "client" to print the manifest, "server" to have the API server check it, or leave it out`, o.dryRun)
 	}
 
 	cl, namespace, err := cmd.client()
@@ -125,8 +132,15 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	link.Namespace = namespace
-	if err := apply(ctx, cl, link, o.overwrite, stderr); err != nil {
+	dryRun := o.dryRun == "server"
+	if err := apply(ctx, cl, link, o.overwrite, dryRun, stderr); err != nil {
 		return err
+	}
+	if dryRun {
+		if o.output == "" {
+			return nil
+		}
+		return printManifest(stdout, link, o.output)
 	}
 	if o.timeout == 0 {
 		return nil
@@ -136,7 +150,9 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	_, _ = fmt.Fprintln(stdout, shortURL(ready, stderr))
-	if ready.Status.State == linkv1.StateScheduled {
+	if ready.Status.State != linkv1.StateActive {
+		// Ready, but it does not redirect now (not active yet, or
+		// finished as its spec asks): what a click gets.
 		_, _ = fmt.Fprintf(stderr, "note: %s\n", readyMessage(ready))
 	}
 	return nil
@@ -273,21 +289,29 @@ func printManifest(w io.Writer, link *linkv1.ShortLink, format string) error {
 }
 
 // apply creates link, or leaves an existing one with the same spec alone, or
-// replaces the spec of one that differs when overwrite is set. It reports
-// what it did as kubectl apply does, on stderr: stdout is the short URL's.
-func apply(ctx context.Context, cl client.Client, link *linkv1.ShortLink, overwrite bool, stderr io.Writer) error {
+// replaces the spec of one that differs when overwrite is set; with dryRun
+// the API server checks the write and keeps nothing. It reports what it did
+// as kubectl apply does, on stderr: stdout is the short URL's.
+func apply(ctx context.Context, cl client.Client, link *linkv1.ShortLink, overwrite, dryRun bool, stderr io.Writer) error {
 	where := inNamespace(link.Namespace)
+	createOpts := []client.CreateOption{client.FieldOwner(FieldManager)}
+	updateOpts := []client.UpdateOption{client.FieldOwner(FieldManager)}
+	done := ""
+	if dryRun {
+		createOpts, updateOpts, done = append(createOpts, client.DryRunAll), append(updateOpts, client.DryRunAll), " (server dry run)"
+	}
 	var existing linkv1.ShortLink
 	err := cl.Get(ctx, client.ObjectKeyFromObject(link), &existing)
 	switch {
 	case apierrors.IsNotFound(err) && !isResourceNotFound(err):
-		if err := cl.Create(ctx, link, client.FieldOwner(FieldManager)); err != nil {
+		warnTakenCode(ctx, cl, link, stderr)
+		if err := cl.Create(ctx, link, createOpts...); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return notReadyErrorf("shortlink %s/%s was created by someone else meanwhile: run the command again to compare it", link.Namespace, link.Name)
 			}
 			return writeError(err, "create", where)
 		}
-		_, _ = fmt.Fprintf(stderr, "shortlink.linkforge.io/%s created\n", link.Name)
+		_, _ = fmt.Fprintf(stderr, "shortlink.linkforge.io/%s created%s\n", link.Name, done)
 		return nil
 	case err != nil:
 		return clusterError(err, "get", where)
@@ -304,15 +328,100 @@ func apply(ctx context.Context, cl client.Client, link *linkv1.ShortLink, overwr
 			"Pick another NAME, or run again with --overwrite to replace its spec", link.Namespace, link.Name, strings.Join(diff, "\n  "))
 	}
 	existing.Spec = link.Spec
-	if err := cl.Update(ctx, &existing, client.FieldOwner(FieldManager)); err != nil {
+	warnTakenCode(ctx, cl, &existing, stderr)
+	if err := cl.Update(ctx, &existing, updateOpts...); err != nil {
 		if apierrors.IsConflict(err) {
 			return notReadyErrorf("shortlink %s/%s changed while it was being overwritten: run the command again", link.Namespace, link.Name)
 		}
 		return writeError(err, "update", where)
 	}
 	link.ObjectMeta = existing.ObjectMeta
-	_, _ = fmt.Fprintf(stderr, "shortlink.linkforge.io/%s configured\n", link.Name)
+	_, _ = fmt.Fprintf(stderr, "shortlink.linkforge.io/%s configured%s\n", link.Name, done)
 	return nil
+}
+
+// warnTakenCode warns, before link is written, when the code its spec asks
+// for is held or claimed by a link that takes precedence: a new link would
+// serve nothing (Conflict), an existing one keeps serving the code it holds
+// (Kept). It reads only the links with that code (field selectors
+// spec.code and status.code), and decides as the controller does
+// (claim.Decide), with the manager's default --dedup. It says nothing when
+// it cannot tell (no permission to list, a CRD without the selectable
+// fields): the controller's status says it after the write.
+func warnTakenCode(ctx context.Context, cl client.Client, link *linkv1.ShortLink, stderr io.Writer) {
+	code := link.Spec.Code
+	if code == "" || link.Status.Code == code {
+		return
+	}
+	// The links that hold or claim the code, and the code the link holds
+	// (which it keeps while no other link wants it).
+	seen := map[string]*linkv1.ShortLink{}
+	for _, c := range slices.Compact([]string{code, link.Status.Code}) {
+		for _, field := range []string{"spec.code", "status.code"} {
+			if c == "" {
+				continue
+			}
+			var list linkv1.ShortLinkList
+			if err := cl.List(ctx, &list, client.InNamespace(link.Namespace), client.MatchingFields{field: c}); err != nil {
+				return
+			}
+			for i := range list.Items {
+				if o := &list.Items[i]; o.Name != link.Name {
+					seen[o.Name] = o
+				}
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return
+	}
+	canonical, err := shortcode.Canonicalize(link.Spec.URL)
+	if err != nil {
+		return
+	}
+	self := claimView(link, canonical)
+	if link.CreationTimestamp.IsZero() {
+		self.Created = time.Now() // a new link is the youngest
+	}
+	rivals := make([]claim.Link, 0, len(seen))
+	for _, o := range seen {
+		rivals = append(rivals, claimView(o, o.Status.CanonicalURL))
+	}
+	d := claim.Decide(self, []string{code}, rivals)
+	rival := seen[d.Rival]
+	if rival == nil {
+		return
+	}
+	held := "claimed (its spec.code; it waits for it too)"
+	if rival.Status.Code == code {
+		held = "held"
+	}
+	switch {
+	case d.Outcome == claim.Conflict && link.Status.Code == "":
+		_, _ = fmt.Fprintf(stderr, "warning: code %q is %s by ShortLink %q (%s), which takes precedence (older, or same age and smaller name): "+
+			"this link will serve nothing until that code is free. Pick another --code, or leave --code out for a code computed from the URL\n",
+			code, held, rival.Name, rival.Spec.URL)
+	case d.Outcome == claim.Conflict || d.Outcome == claim.Kept && !d.Moving:
+		keeps := fmt.Sprintf("it keeps serving its code %s until then", link.Status.Code)
+		if d.Outcome == claim.Conflict {
+			keeps = fmt.Sprintf("it cannot keep its code %s either (another link holds or claims it), and will serve nothing", link.Status.Code)
+		}
+		_, _ = fmt.Fprintf(stderr, "warning: code %q is %s by ShortLink %q (%s), which takes precedence (older, or same age and smaller name): "+
+			"shortlink %s will not move to it while it is; %s. Pick another --code to move it now\n",
+			code, held, rival.Name, rival.Spec.URL, link.Name, keeps)
+	case d.Outcome == claim.Pending || d.Outcome == claim.Kept:
+		_, _ = fmt.Fprintf(stderr, "note: code %q is held by younger ShortLink %q (%s): this link takes it by precedence, and %s loses it\n",
+			code, rival.Name, rival.Spec.URL, rival.Name)
+	}
+}
+
+// claimView is a link as the ownership rule reads it, with the manager's
+// default --dedup (on) for a link without a dedupPolicy.
+func claimView(l *linkv1.ShortLink, canonical string) claim.Link {
+	return claim.Link{
+		Name: l.Name, Created: l.CreationTimestamp.Time, Target: rules.Identity(l, canonical),
+		Custom: l.Spec.Code, Held: l.Status.Code, Confirmed: l.HoldsConfirmedCode(), Exclusive: !l.Dedup(true),
+	}
 }
 
 // policyDenied is how the API server words a ValidatingAdmissionPolicy's
@@ -447,9 +556,11 @@ func readiness(link *linkv1.ShortLink, ref string) (done bool, err error) {
 	if ready.Status == metav1.ConditionTrue {
 		return true, nil
 	}
-	switch link.Status.State {
-	case linkv1.StatePending, "":
+	switch {
+	case link.Status.State == linkv1.StatePending || link.Status.State == "":
 		return false, nil // a younger holder is moving off the code
+	case link.Status.State == linkv1.StateKept && meta.IsStatusConditionTrue(link.Status.Conditions, linkv1.ConditionReconciling):
+		return false, nil // the same, while the link keeps serving its earlier code
 	}
 	return true, notReadyErrorf("%s is %s: %s", ref, link.Status.State, ready.Message)
 }

@@ -10,18 +10,22 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/explain"
+	"github.com/linkforge/linkforge/internal/rules"
 )
 
 const getUsage = `get [NAME] [-A]
 
 Lists the ShortLinks of the namespace (of all namespaces with -A), or shows
 the ShortLink NAME: short URL, code, target, uses/limit, last use, expiry
-and state.
+and state, and for NAME what a click on its short URL gets.
 `
 
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -69,8 +73,50 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		links = list.Items
 	}
-	printTable(stdout, links, *allNamespaces)
+	now := time.Now()
+	printTable(stdout, links, *allNamespaces, now)
+	if len(rest) == 1 {
+		printAnswer(ctx, cl, stdout, &links[0], now)
+	}
 	return nil
+}
+
+// printAnswer says what a click on the link's short URL gets, as the
+// redirectors answer it now (internal/explain), and where its rules and
+// split send the others.
+func printAnswer(ctx context.Context, cl client.Client, w io.Writer, l *linkv1.ShortLink, now time.Time) {
+	if l.Status.Code == "" {
+		_, _ = fmt.Fprintf(w, "\n%s\n", readyMessage(l))
+		return
+	}
+	a := describe(ctx, cl, l, now)
+	if a.State == explain.StateNotServed {
+		_, _ = fmt.Fprintf(w, "\n%s\n", readyMessage(l))
+		return
+	}
+	_, _ = fmt.Fprintf(w, "\n%s.\n", a.Sentence(l.Status.Code))
+	if a.State == string(linkv1.StateActive) && (len(l.Spec.Rules) > 0 || len(l.Spec.Variants) > 0) {
+		for _, line := range rules.Describe(&l.Spec) {
+			_, _ = fmt.Fprintf(w, "  %s\n", line)
+		}
+	}
+}
+
+// describe is what the redirectors answer for l at now (internal/explain),
+// with the fallbacks of its namespace's annotations when they matter and
+// the user may read the namespace (many may not: then they are unknown).
+func describe(ctx context.Context, cl client.Client, l *linkv1.ShortLink, now time.Time) explain.Answer {
+	x := explain.FromShortLink(l)
+	a := explain.Describe(x, now, explain.Fallbacks{})
+	if a.State == string(linkv1.StateActive) {
+		return a
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"})
+	if err := cl.Get(ctx, types.NamespacedName{Name: l.Namespace}, ns); err != nil {
+		return a
+	}
+	return explain.Describe(x, now, explain.NamespaceFallbacks(ns.Annotations))
 }
 
 // getLink reads one link; a missing one is exit status 1.
@@ -86,20 +132,19 @@ func getLink(ctx context.Context, cl client.Client, namespace, name string) (*li
 	return &link, nil
 }
 
-func printTable(w io.Writer, links []linkv1.ShortLink, withNamespace bool) {
+func printTable(w io.Writer, links []linkv1.ShortLink, withNamespace bool, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	if withNamespace {
 		_, _ = fmt.Fprint(tw, "NAMESPACE\t")
 	}
 	_, _ = fmt.Fprintln(tw, "NAME\tSHORT URL\tCODE\tTARGET\tUSES\tLAST USED\tEXPIRES\tSTATE")
-	now := time.Now()
 	for i := range links {
 		l := &links[i]
 		if withNamespace {
 			_, _ = fmt.Fprintf(tw, "%s\t", l.Namespace)
 		}
 		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			l.Name, orNone(linkURL(l)), orNone(l.Status.Code), l.Spec.URL, uses(l), lastUsed(l, now), expiry(l), state(l))
+			l.Name, orNone(linkURL(l)), orNone(l.Status.Code), l.Spec.URL, uses(l), lastUsed(l, now), expiry(l), liveState(l, now))
 	}
 	_ = tw.Flush()
 }
@@ -155,6 +200,21 @@ func expiry(l *linkv1.ShortLink) string {
 		return t.UTC().Format(time.RFC3339)
 	}
 	return at.UTC().Format(time.RFC3339)
+}
+
+// liveState is the link's state as the redirectors answer it now: the
+// controller writes Expired at the expiry, or Active at activatesAt, a
+// moment after they start to answer so (they read their clocks); the
+// states of a link they do not serve as its status says (Kept, Pending,
+// Conflict...) are the controller's.
+func liveState(l *linkv1.ShortLink, now time.Time) string {
+	switch l.Status.State {
+	case linkv1.StateActive, linkv1.StateScheduled:
+		if l.ServesConfirmedCode() {
+			return explain.Describe(explain.FromShortLink(l), now, explain.Fallbacks{}).State
+		}
+	}
+	return state(l)
 }
 
 func state(l *linkv1.ShortLink) string {

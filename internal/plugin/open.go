@@ -7,17 +7,20 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/explain"
 )
 
 const openUsage = `open NAME [--browser]
 
 Prints the short URL of the ShortLink NAME; with --browser, opens it too
 (with xdg-open, or open on macOS). The exit status is 1 when the link is not
-Active: it has no code yet, or it expired or ran out of uses.
+Active: it has no code yet, it keeps an earlier code, it is not active yet,
+or it expired or ran out of uses; the message says what a click gets then.
 `
 
 // browserCommand is the program that opens a URL; tests replace it.
@@ -53,6 +56,11 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return notReadyErrorf("%s has no short URL yet: %s", ref, readyMessage(link))
 	}
 	_, _ = fmt.Fprintln(stdout, u)
+	if a := describe(ctx, cl, link, time.Now()); a.State != string(linkv1.StateActive) && a.State != explain.StateNotServed {
+		// Finished, or not active yet, on the clock the redirectors read:
+		// what a click gets now.
+		return notReadyErrorf("%s is %s: %s", ref, a.State, a.Sentence(link.Status.Code))
+	}
 	if link.Status.State != linkv1.StateActive {
 		return notReadyErrorf("%s is %s: %s", ref, state(link), readyMessage(link))
 	}

@@ -233,9 +233,20 @@ func (c *command) parse(args []string) ([]string, error) {
 			c.printUsage()
 			return nil, errHelp
 		}
-		return nil, usageErrorf(c.name, "%v", err)
+		return nil, usageErrorf(c.name, "%s", flagError(err))
 	}
 	return all.Args(), nil
+}
+
+// flagError is pflag's message of a parse error, and for a duration flag
+// given something else ("--ttl 1w": time: unknown unit "w") how to write one.
+func flagError(err error) string {
+	var bad *pflag.InvalidValueError
+	if errors.As(err, &bad) && bad.GetFlag().Value.Type() == "duration" {
+		return fmt.Sprintf("invalid --%s %q: use a duration such as 168h, 90m or 1h30m: numbers, each with a unit of h, m, s, ms, us or ns (there is no d or w: a day is 24h, a week 168h)",
+			bad.GetFlag().Name, bad.GetValue())
+	}
+	return err.Error()
 }
 
 // explicitNamespace is -n as given, or empty.

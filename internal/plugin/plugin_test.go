@@ -318,8 +318,62 @@ func TestCreateReportsACodeHeldByAnotherLink(t *testing.T) {
 	freshNamespaces(t)
 	runVerb(t, adminKube, "create", "promo", "https://example.com/promo", "-n", linked, "--code", "sale").
 		expect(t, ExitOK, baseURL+"/linked/sale\n")
-	runVerb(t, adminKube, "create", "promo2", "https://example.com/other", "-n", linked, "--code", "sale").
-		expect(t, ExitNotReady, "", "shortlink linked/promo2 is Conflict: ", "promo")
+	// The same URL and parameters share the code (dedup): no warning.
+	res := runVerb(t, adminKube, "create", "promo-copy", "https://example.com/promo", "-n", linked, "--code", "sale")
+	res.expect(t, ExitOK, baseURL+"/linked/sale\n")
+	if strings.Contains(res.stderr, "warning") {
+		t.Errorf("a link that shares the code was warned:\n%s", res.stderr)
+	}
+
+	res = runVerb(t, adminKube, "create", "promo2", "https://example.com/other", "-n", linked, "--code", "sale")
+	res.expect(t, ExitNotReady, "", "shortlink linked/promo2 is Conflict: ", "promo")
+	// Issue 54: said before the write, not only after it.
+	warning := `warning: code "sale" is held by ShortLink "promo" (https://example.com/promo), which takes precedence`
+	res.expect(t, ExitNotReady, "", warning, "this link will serve nothing until that code is free", "Pick another --code")
+	if w, c := strings.Index(res.stderr, warning), strings.Index(res.stderr, "created"); w < 0 || c < w {
+		t.Errorf("the warning does not come before the write:\n%s", res.stderr)
+	}
+}
+
+// TestCreateKeepsTheCodeOfAnEditedLink: --overwrite of a link with another
+// --code that is taken warns before the write that the link keeps serving
+// the code it holds, and the link does (state Kept).
+func TestCreateKeepsTheCodeOfAnEditedLink(t *testing.T) {
+	freshNamespaces(t)
+	runVerb(t, adminKube, "create", "guide", "https://example.com/guide", "-n", linked, "--code", "handbook").
+		expect(t, ExitOK, baseURL+"/linked/handbook\n")
+	runVerb(t, adminKube, "create", "landing", "https://example.com/landing", "-n", linked, "--code", "landing").
+		expect(t, ExitOK, baseURL+"/linked/landing\n")
+
+	res := runVerb(t, adminKube, "create", "landing", "https://example.com/landing", "-n", linked, "--code", "handbook", "--overwrite")
+	res.expect(t, ExitNotReady, "",
+		`warning: code "handbook" is held by ShortLink "guide" (https://example.com/guide), which takes precedence`,
+		"shortlink landing will not move to it while it is; it keeps serving its code landing until then",
+		"shortlink.linkforge.io/landing configured", "shortlink linked/landing is Kept: ")
+	if l := getLinkT(t, linked, "landing"); l.Status.Code != "landing" || l.Status.State != linkv1.StateKept {
+		t.Errorf("status code %q, state %s; want landing, Kept", l.Status.Code, l.Status.State)
+	}
+}
+
+// TestCreateServerDryRun: --dry-run=server has the API server check the
+// write, warns as a write does, and keeps nothing.
+func TestCreateServerDryRun(t *testing.T) {
+	freshNamespaces(t)
+	runVerb(t, adminKube, "create", "guide", "https://example.com/guide", "-n", linked, "--code", "handbook").
+		expect(t, ExitOK, baseURL+"/linked/handbook\n")
+	res := runVerb(t, adminKube, "create", "promo", "https://example.com/sale", "-n", linked, "--code", "handbook", "--dry-run=server", "-o", "yaml")
+	res.expect(t, ExitOK, "*", `warning: code "handbook" is held by ShortLink "guide"`, "shortlink.linkforge.io/promo created (server dry run)")
+	if !strings.Contains(res.stdout, "redirectStatus: 302") || !strings.Contains(res.stdout, "namespace: linked") {
+		t.Errorf("stdout is not the manifest as the API server defaulted it:\n%s", res.stdout)
+	}
+	var l linkv1.ShortLink
+	if err := admin.Get(suiteCtx, types.NamespacedName{Namespace: linked, Name: "promo"}, &l); !apierrors.IsNotFound(err) {
+		t.Errorf("--dry-run=server created the link (get: %v)", err)
+	}
+	// The API server's rules apply: its CEL rule refuses this, not create's checks.
+	runVerb(t, adminKube, "create", "never", "https://example.com/never", "-n", linked, "--dry-run=server",
+		"--activates-at", "2031-01-01T00:00:00Z", "--expires-at", "2030-01-01T00:00:00Z").
+		expect(t, ExitNotReady, "", "the API server refused the ShortLink", "activatesAt must be before expiresAt")
 }
 
 func TestCreateDryRunPrintsAManifestAndCreatesNothing(t *testing.T) {
@@ -404,9 +458,15 @@ func TestGet(t *testing.T) {
 
 	res := runVerb(t, adminKube, "get", "listed", "-n", linked)
 	res.expect(t, ExitOK, "*")
-	lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+	table, answer, _ := strings.Cut(res.stdout, "\n\n")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("want a header and one row, got %q", res.stdout)
+	}
+	// Then what a click gets (internal/explain).
+	if want := "code " + code + " redirects to " + target + " with 302 Found until 2031-01-01T00:00:00Z, for at most 5 uses; " +
+		"link previewers (chat apps, crawlers) get a card (its namespace's, or a neutral one), not a redirect, and spend no use.\n"; answer != want {
+		t.Errorf("answer %q, want %q", answer, want)
 	}
 	if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME SHORT URL CODE TARGET USES LAST USED EXPIRES STATE" {
 		t.Errorf("header %q", lines[0])
@@ -427,7 +487,8 @@ func TestGet(t *testing.T) {
 	}
 	res = runVerb(t, adminKube, "get", "listed", "-n", linked)
 	res.expect(t, ExitOK, "*")
-	lines = strings.Split(strings.TrimSpace(res.stdout), "\n")
+	table, _, _ = strings.Cut(res.stdout, "\n\n")
+	lines = strings.Split(strings.TrimSpace(table), "\n")
 	wantRow = []string{"listed", baseURL + "/linked/" + code, code, target, "1/5", "90m", "ago", "2031-01-01T00:00:00Z", "Active"}
 	if got := strings.Fields(lines[len(lines)-1]); strings.Join(got, " ") != strings.Join(wantRow, " ") {
 		t.Errorf("row %q, want %q", got, wantRow)
@@ -474,6 +535,48 @@ func TestOpen(t *testing.T) {
 	runVerb(t, adminKube, "open", "nosuchlink", "-n", linked).expect(t, ExitNotReady, "", "not found")
 }
 
+// TestOpenAndGetSayWhatAClickGets: issue 54's link, expired with an
+// expiredURL, redirects there: create, open and get say so, not 410.
+func TestOpenAndGetSayWhatAClickGets(t *testing.T) {
+	freshNamespaces(t)
+	const target, ended = "https://example.com/sale", "https://example.com/sale-is-over"
+	want := wantURL(t, target)
+	says := "code " + strings.TrimPrefix(want, baseURL+"/linked/") + " expired at 2020-01-01T00:00:00Z and redirects to " + ended + " with 302 Found, its spec.expiredURL"
+	runVerb(t, adminKube, "create", "sale", target, "-n", linked, "--expires-at", "2020-01-01T00:00:00Z", "--expired-url", ended).
+		expect(t, ExitOK, want+"\n", "note: "+says)
+	runVerb(t, adminKube, "open", "sale", "-n", linked).
+		expect(t, ExitNotReady, want+"\n", "shortlink linked/sale is Expired: "+says)
+	res := runVerb(t, adminKube, "get", "sale", "-n", linked)
+	res.expect(t, ExitOK, "*")
+	if !strings.Contains(res.stdout, "\n\n"+says+".\n") || strings.Contains(res.stdout, "410") {
+		t.Errorf("get does not say what a click gets:\n%s", res.stdout)
+	}
+
+	// A status the controller wrote before the expiry (it is behind, or
+	// down): the redirectors read the expiry on their clock, and so do
+	// open and get.
+	stale := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: nocontroller},
+		Spec: linkv1.ShortLinkSpec{URL: target, ExpiresAt: &metav1.Time{Time: time.Now().Add(-time.Minute)}, ExpiredURL: ended}}
+	if err := admin.Create(suiteCtx, stale); err != nil {
+		t.Fatal(err)
+	}
+	stale.Status.State, stale.Status.Code = linkv1.StateActive, "stalecode"
+	stale.Status.ObservedGeneration, stale.Status.ConfirmedGeneration = stale.Generation, stale.Generation
+	meta.SetStatusCondition(&stale.Status.Conditions, metav1.Condition{
+		Type: linkv1.ConditionReady, Status: metav1.ConditionTrue, Reason: linkv1.ReasonCodeAssigned,
+		Message: "code stalecode redirects to " + target, ObservedGeneration: stale.Generation,
+	})
+	if err := admin.Status().Update(suiteCtx, stale); err != nil {
+		t.Fatal(err)
+	}
+	runVerb(t, adminKube, "open", "stale", "-n", nocontroller).
+		expect(t, ExitNotReady, "/nocontroller/stalecode\n", "shortlink nocontroller/stale is Expired: code stalecode expired at ", "redirects to "+ended)
+	res = runVerb(t, adminKube, "get", "-n", nocontroller)
+	if row := strings.Fields(strings.TrimSpace(res.stdout)); len(row) == 0 || row[len(row)-1] != "Expired" {
+		t.Errorf("get lists the link as %q, want Expired:\n%s", row, res.stdout)
+	}
+}
+
 // Without a controller, create times out; once a status says Ready (as a
 // manager without --redirect-base-url writes it), the short URL is a path.
 func TestWithoutControllerAndWithoutBaseURL(t *testing.T) {
@@ -517,7 +620,7 @@ func TestInvalidURL(t *testing.T) {
 	// Past the client-side check, the API server's CEL rule refuses it too.
 	link := &linkv1.ShortLink{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: linked}, Spec: linkv1.ShortLinkSpec{URL: "ftp://example.com/file"}}
 	var stderr bytes.Buffer
-	code := report(apply(suiteCtx, admin, link, false, &stderr), &stderr)
+	code := report(apply(suiteCtx, admin, link, false, false, &stderr), &stderr)
 	if code != ExitNotReady || !strings.Contains(stderr.String(), "the API server refused the ShortLink") ||
 		!strings.Contains(stderr.String(), "url must be an absolute URL starting with http:// or https://") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
@@ -628,6 +731,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"create", "a", "https://example.com/", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"create", "a", "https://example.com/", "--ttl", "1h", "--expires-at", "2030-01-01T00:00:00Z"}, "at most one of --ttl and --expires-at"},
 		{[]string{"create", "a", "https://example.com/", "--ttl", "-1h"}, "invalid --ttl -1h0m0s"},
+		{[]string{"create", "a", "https://example.com/", "--ttl", "1w"}, `invalid --ttl "1w": use a duration such as 168h, 90m or 1h30m`},
+		{[]string{"create", "a", "https://example.com/", "--timeout", "soon"}, `invalid --timeout "soon": use a duration such as 168h`},
 		{[]string{"create", "a", "https://example.com/", "--expires-at", "tomorrow"}, `invalid --expires-at "tomorrow"`},
 		{[]string{"create", "a", "https://example.com/", "--max-uses", "0"}, "invalid --max-uses 0"},
 		{[]string{"create", "a", "https://example.com/", "--status", "200"}, "invalid --status 200"},
@@ -637,8 +742,8 @@ func TestUsage(t *testing.T) {
 		{[]string{"create", "a", "https://example.com/", "--card-title", "two\nlines"}, `invalid --card-title "two\nlines": no control characters`},
 		{[]string{"create", "a", "https://example.com/", "--card-description", strings.Repeat("x", 501)}, "invalid --card-description: use 1 to 500 characters"},
 		{[]string{"create", "a", "https://example.com/", "--card-image", "javascript:alert(1)"}, `invalid --card-image "javascript:alert(1)"`},
-		{[]string{"create", "a", "https://example.com/", "--dry-run=server"}, `invalid --dry-run "server"`},
-		{[]string{"create", "a", "https://example.com/", "-o", "yaml"}, "-o is for --dry-run=client"},
+		{[]string{"create", "a", "https://example.com/", "--dry-run=all"}, `invalid --dry-run "all"`},
+		{[]string{"create", "a", "https://example.com/", "-o", "yaml"}, "-o is for --dry-run"},
 		{[]string{"create", "a", "https://example.com/", "--dry-run=client", "-o", "wide"}, `invalid -o "wide"`},
 		{[]string{"get", "a", "b"}, "get takes at most one NAME, got 2"},
 		{[]string{"get", "a", "-A"}, "get NAME looks in one namespace"},

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/linkforge/linkforge/internal/explain"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -17,10 +18,10 @@ const (
 	RootRedirectAnnotation = "linkforge.io/root-redirect"
 	// NotFoundRedirectAnnotation: an unknown code of the namespace (or one
 	// not active yet), and any other path on its vanity host.
-	NotFoundRedirectAnnotation = "linkforge.io/not-found-redirect"
+	NotFoundRedirectAnnotation = explain.NotFoundRedirectAnnotation
 	// GoneRedirectAnnotation: an expired or exhausted code of the namespace
 	// (410 Gone otherwise).
-	GoneRedirectAnnotation = "linkforge.io/gone-redirect"
+	GoneRedirectAnnotation = explain.GoneRedirectAnnotation
 )
 
 // namespaceAnnotations are the annotations of a Namespace the redirector reads.

@@ -305,7 +305,7 @@ func TestPreview(t *testing.T) {
 	for _, want := range []string{
 		`<meta name="robots" content="noindex, nofollow">`,
 		`<a href="https://example.com/a?x=1&amp;y=%272%27" rel="nofollow noopener noreferrer">https://example.com/a?x=1&amp;y=&#39;2&#39;</a>`,
-		"State: <strong>Active</strong>. It answers 308 Permanent Redirect until 2026-06-01T13:00:00Z; its number of uses is limited.",
+		"State: <strong>Active</strong>. It redirects to https://example.com/a?x=1&amp;y=&#39;2&#39; with 308 Permanent Redirect until 2026-06-01T13:00:00Z, for at most 10 uses.",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q:\n%s", want, page)

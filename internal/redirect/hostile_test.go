@@ -212,7 +212,7 @@ func TestPreviewOfAFinishedLinkBehindAGoneFallback(t *testing.T) {
 	h.add(link("team-b", "old", "old", "https://example.com/b-old", decided(linkv1.ReasonExpired)))
 	for _, target := range []string{"/team-a/old+", "/team-a/used+", "/team-a/deleted+"} {
 		g := h.get("GET", "", target)
-		if g.status != http.StatusGone || bytes.Contains(g.body, []byte("secret")) || !bytes.Contains(g.body, []byte("redirects to the page its namespace shows for finished links")) {
+		if g.status != http.StatusGone || bytes.Contains(g.body, []byte("secret")) || !bytes.Contains(g.body, []byte("redirects to https://a.example/expired with 302 Found, the fallback page for finished links")) {
 			t.Errorf("%s: %d, shows its old destination or does not say where it goes:\n%s", target, g.status, g.body)
 		}
 	}

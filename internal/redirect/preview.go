@@ -3,10 +3,10 @@ package redirect
 import (
 	"errors"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/explain"
 	"github.com/linkforge/linkforge/internal/pages"
 )
 
@@ -41,66 +41,41 @@ func headersOf(hs ...pages.Header) []header {
 }
 
 // previewAnswer answers the preview of e, named by rt and path (without
-// its "+"); for HEAD without rendering it.
+// its "+"); for HEAD without rendering it. What it says of the link is
+// internal/explain's description, as the manager's status and the CLI say it.
 func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, now int64) answer {
-	d := pages.Preview{Path: path, Destination: e.Location, State: "Active", Redirects: true}
 	status := respOK
-	switch {
-	case e.is(flagTombstone):
-		d.State, d.Detail, d.Redirects = "Removed", "It expired or served all of its uses and was deleted; it answers 410 Gone.", false
+	if e.is(flagTombstone) || e.gone(now) {
 		status = respPreviewGone
-	case e.gone(now) && e.is(flagExpires) && now >= e.until:
-		d.State, d.Redirects = "Expired", false
-		d.Detail = "It expired at " + time.Unix(0, e.until).UTC().Format(time.RFC3339) + " and answers 410 Gone."
-		status = respPreviewGone
-	case e.gone(now) && e.is(flagMaxUses):
-		d.State, d.Detail, d.Redirects = "Exhausted", "It served all of its uses, or was not used for its idle timeout, and answers 410 Gone.", false
-		status = respPreviewGone
-	case e.gone(now):
-		// Finished without a limit or a passed expiry: the controller
-		// finished it for want of use (spec.idleTimeout).
-		d.State, d.Detail, d.Redirects = "Expired", "It was not used for its idle timeout and answers 410 Gone.", false
-		status = respPreviewGone
-	default:
-		d.Detail = "It answers " + strconv.Itoa(e.Status()) + " " + http.StatusText(e.Status())
-		if e.is(flagExpires) {
-			d.Detail += " until " + time.Unix(0, e.until).UTC().Format(time.RFC3339)
-		}
-		if e.is(flagMaxUses) {
-			d.Detail += "; its number of uses is limited"
-		}
-		if e.is(flagForwardQuery) {
-			d.Detail += "; it adds the query string of the short link to this URL"
-		}
-		d.Detail += "."
 	}
-	expiredURL := ""
-	if c := e.routing(); c != nil {
-		expiredURL = c.ExpiredURL()
-		if !e.is(flagTombstone) {
+	a := answer{resp: status, contentType: contentTypeHTML, cacheControl: ccNoStore, extra: previewHeaders}
+	if head {
+		return a // the headers of the page, without describing or rendering it (nor a length)
+	}
+	ans := explain.Describe(e.explained(), time.Unix(0, now), r.explainFallbacks(rt.ns))
+	d := pages.Preview{Path: path, State: ans.State, Detail: "It " + ans.Words + "."}
+	switch ans.State {
+	case string(linkv1.StateActive):
+		d.Destination, d.Redirects = ans.Destination, true
+		if c := e.routing(); c != nil {
 			d.Routing = e.more.describe
 		}
-	}
-	switch {
-	case !d.Redirects && expiredURL != "":
-		// spec.expiredURL takes the finished link's clicks, ahead of any
-		// fallback: the page names it.
-		d.Destination, d.Redirects = expiredURL, true
-		d.Detail = strings.Replace(d.Detail, "answers 410 Gone", "redirects to the page it names for when it has finished", 1)
-		d.Routing = nil
-	case !d.Redirects && r.fallbackLocation(fallbackGone, rt.ns) != "":
-		// The link redirects to the gone fallback, which hides where it went.
-		d.Destination = ""
-		d.Detail = strings.Replace(d.Detail, "answers 410 Gone", "redirects to the page its namespace shows for finished links", 1)
+	default: // finished (a link not active yet answers 404 before this)
+		switch {
+		case ans.Destination != "":
+			// spec.expiredURL takes the finished link's clicks, ahead of
+			// any fallback: the page names it.
+			d.Destination, d.Redirects = ans.Destination, true
+		case ans.Location == "":
+			// 410: the page names where it went.
+			d.Destination = e.Location
+		}
+		// A gone fallback hides where it went, as its redirect does.
 	}
 	if c := e.card(); c != nil {
 		d.Card = &c.data
 	} else if e.is(flagMaxUses) {
 		d.Card = r.namespaceCardOf(e.Namespace)
-	}
-	a := answer{resp: status, contentType: contentTypeHTML, cacheControl: ccNoStore, extra: previewHeaders}
-	if head {
-		return a // the headers of the page, without rendering it (nor a length)
 	}
 	page, err := d.Render(r.render)
 	var busy pages.BusyError
@@ -120,4 +95,41 @@ func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, no
 // budget, in whole seconds rounded up.
 func busyRetryAfter(busy pages.BusyError) string {
 	return retryAfterSeconds(int64((busy.RetryAfter + time.Second - 1) / time.Second))
+}
+
+// explained is e as internal/explain reads it: what the index holds of the
+// link, so that the preview describes what this redirector answers.
+func (e *Link) explained() explain.Link {
+	x := explain.Link{Code: e.Code, Serves: true, Status: e.Status(), Location: e.Location, ForwardQuery: e.is(flagForwardQuery)}
+	if c := e.routing(); c != nil {
+		x.ExpiredURL, x.ForwardPath, x.Rules, x.Variants = c.ExpiredURL(), c.ForwardPath(), c.Rules(), c.Variants()
+	}
+	if e.is(flagTombstone) {
+		x.Finish = explain.Removed // until is the tombstone's end, not an expiry
+		return x
+	}
+	if e.is(flagExpires) {
+		x.ExpiresAt = time.Unix(0, e.until)
+	}
+	if e.is(flagActivates) {
+		x.ActivatesAt = time.Unix(0, e.activates)
+	}
+	x.MaxUses, x.Card = e.maxUsesLimit(), e.is(flagCard)
+	if e.is(flagFinished) {
+		switch {
+		case x.MaxUses > 0 && e.statusUses >= x.MaxUses:
+			x.Finish = explain.Exhausted
+		case e.is(flagIdleTimeout):
+			x.Finish = explain.Idle
+		default:
+			x.Finish = explain.Exhausted
+		}
+	}
+	return x
+}
+
+// explainFallbacks are the fallbacks that apply to namespace ns: its
+// annotations', else the redirector's own.
+func (r *Redirector) explainFallbacks(ns string) explain.Fallbacks {
+	return explain.Fallbacks{NotFound: r.fallbackLocation(fallbackNotFound, ns), Gone: r.fallbackLocation(fallbackGone, ns)}
 }

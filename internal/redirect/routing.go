@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/linkforge/linkforge/internal/agent"
+	"github.com/linkforge/linkforge/internal/location"
 	"github.com/linkforge/linkforge/internal/rules"
 )
 
@@ -134,7 +135,7 @@ func (m *agentMemo) lookup(userAgent []byte) (agent.Agent, uint32) {
 // false for a forwarded path that names no link after all (forwardedRest).
 // A previewer's click never goes through the split: the variant it would
 // get is replaced by spec.url, so that status.variantUses counts people.
-func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64, previewer bool) (location, target string, slot int, chosen choice, ok bool) {
+func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64, previewer bool) (loc, target string, slot int, chosen choice, ok bool) {
 	c := e.more.routing
 	ch := rules.Choice{URL: e.Location, Rule: -1, Variant: -1}
 	if !c.Plain() {
@@ -183,15 +184,15 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 			return "", "", -1, choice{}, false
 		}
 	}
-	location = target
+	loc = target
 	if e.is(flagForwardQuery) && rawQuery != "" {
-		location = forwardQuery(target, rawQuery)
+		loc = forwardQuery(target, rawQuery)
 	}
 	chosen = choice{rule: uint8(ch.Rule + 1), variant: uint8(ch.Variant + 1)}
 	if c.Split(ch) && !previewer {
-		return location, target, rules.SplitSlot(ch), chosen, true
+		return loc, target, rules.SplitSlot(ch), chosen, true
 	}
-	return location, target, -1, chosen, true
+	return loc, target, -1, chosen, true
 }
 
 // forwardedTarget is target with the path after the code appended
@@ -211,7 +212,7 @@ func forwardQuery(target, rawQuery string) string {
 	if frag >= 0 {
 		beforeFrag = target[:frag]
 	}
-	return withQuery(target, frag, strings.IndexByte(beforeFrag, '?') >= 0, rawQuery)
+	return location.WithQuery(target, frag, strings.IndexByte(beforeFrag, '?') >= 0, rawQuery)
 }
 
 // splitClicked counts a GET sent to slot of its link's split (none if

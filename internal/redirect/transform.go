@@ -14,6 +14,7 @@ import (
 	"github.com/linkforge/linkforge/internal/claim"
 	"github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/intern"
+	"github.com/linkforge/linkforge/internal/location"
 	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/uses"
 )
@@ -194,7 +195,7 @@ func (l *Link) target(rawQuery string) string {
 	if l.flags&flagForwardQuery == 0 || rawQuery == "" {
 		return l.Location
 	}
-	return withQuery(l.Location, strings.IndexByte(l.Location, '#'), l.flags&flagHasQuery != 0, rawQuery)
+	return location.WithQuery(l.Location, strings.IndexByte(l.Location, '#'), l.flags&flagHasQuery != 0, rawQuery)
 }
 
 func (l *Link) claim() claim.Link {

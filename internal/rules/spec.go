@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/claim"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -50,6 +52,32 @@ func cardImage(spec *linkv1.ShortLinkSpec) string {
 		return ""
 	}
 	return string(spec.Card.Image)
+}
+
+// Identity is link's target as the ownership rule reads it
+// (claim.Link.Target): what a redirect of it does, by which links share a
+// code. canonical is its
+// canonical URL: the one computed now for the link being decided, its
+// status.canonicalURL for the others (what the redirectors serve). A link
+// whose routing does not canonicalize gets a target no other link has: it
+// holds no code anyway.
+func Identity(link *linkv1.ShortLink, canonical string) string {
+	var expiresAt, activatesAt *time.Time
+	if at, ok := link.Expiry(); ok {
+		expiresAt = &at
+	}
+	if at, ok := link.Activation(); ok {
+		activatesAt = &at
+	}
+	var idle *time.Duration
+	if link.Spec.IdleTimeout != nil {
+		idle = &link.Spec.IdleTimeout.Duration
+	}
+	key, err := Key(&link.Spec)
+	if err != nil {
+		key = "\x00invalid routing " + string(link.UID) + "/" + link.Name
+	}
+	return claim.TargetKey(canonical, expiresAt, activatesAt, idle, link.Spec.MaxUses, int32(link.RedirectStatusCode()), link.Spec.ForwardQuery) + key
 }
 
 // Key is the part of a link's dedup identity that its routing adds to
