@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/linkforge/linkforge/internal/uses"
 )
 
 // ValidAddress reports whether addr is a host:port and nothing more, so
@@ -54,10 +56,39 @@ type dialer struct {
 	resolver   net.Resolver
 }
 
+// dialTimeout bounds a dial that fasthttp asks for without a timeout of
+// its own (timeout <= 0): the connection it dials for a forward that
+// waited for a free one (HostClient.dialConnFor), whose deadline it does
+// not pass on. That forward gives up waiting after the client's
+// MaxConnWaitTimeout anyway; the dial goes on for at most this long (no
+// forward waits longer: uses.ForwardTimeout), and its connection, if any,
+// joins the pool. Before, the zero timeout was an expired context, the
+// dial failed at once and a live holder read as unreachable (issue 52).
+const dialTimeout = uses.ForwardTimeout
+
+// dialError is a failed dial: nothing was sent, and nothing answers at
+// the address (or it may not be asked). Client.TakeFrom tells it from our
+// own limits (no free connection) by this type.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
 func (d *dialer) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := d.dialBounded(addr, timeout)
+	if err != nil {
+		return nil, &dialError{err}
+	}
+	return c, nil
+}
+
+func (d *dialer) dialBounded(addr string, timeout time.Duration) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
+	}
+	if timeout <= 0 {
+		timeout = dialTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -89,41 +89,81 @@ func newNonce() string {
 
 func unixMillis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
-// replays remembers the MACs of the requests a holder accepted within the
-// last MaxSkew*2, in two generations, so that a request captured on the
-// wire is served once. It holds at most 2*maxRemembered MACs; past that,
-// requests are refused until the generation turns (the forwarder then
-// reserves through the API server instead: nothing is lost).
+// replays judges a request's time and remembers the MACs of the requests
+// a holder accepted, so that a request captured on the wire is served
+// once. Both run on the newest clock reading seen (newest): a reading
+// behind it (a clock stepped back) moves neither the window nor the
+// memory's expiry back, so a request forgotten because it is too old
+// stays too old (before, a clock stepped back after two generations
+// served a captured request again). A request is fresh within skew of
+// newest; the memory keeps a MAC for more than 2*skew of newest (two
+// generations of 2*skew), past which its request is stale. It holds at
+// most 2*maxRemembered MACs; past that, requests are answered busy until
+// the generation turns, and a request answered busy is never taken
+// later either (floor): its capture cannot be served once the memory
+// has room again.
 type replays struct {
 	mu       sync.Mutex
 	cur, old map[string]struct{}
-	turned   time.Time
-	every    time.Duration
+	turned   time.Time // newest when the generation last turned
+	newest   time.Time
+	skew     time.Duration
+	// floor is the latest time of a request answered busy: a request sent
+	// at or before it is answered busy too.
+	floor time.Time
 }
 
 const maxRemembered = 1 << 17
 
-func newReplays(every time.Duration, now time.Time) *replays {
-	return &replays{cur: map[string]struct{}{}, old: map[string]struct{}{}, turned: now, every: every}
+func newReplays(skew time.Duration, now time.Time) *replays {
+	now = now.Round(0) // the wall clock: the time requests carry
+	return &replays{cur: map[string]struct{}{}, old: map[string]struct{}{}, turned: now, newest: now, skew: skew}
 }
 
-// first reports whether mac was not seen before, and remembers it.
-func (r *replays) first(mac string, now time.Time) bool {
+// verdict is what replays make of a request.
+type verdict int
+
+const (
+	admitted verdict = iota
+	stale            // its time is beyond skew of the newest reading
+	replayed         // its MAC was seen before
+	busy             // the memory is full (or was when a later request came)
+)
+
+// admit judges the request with MAC mac sent at sent, read at now, and
+// remembers it if it is admitted. offset is how far its time is ahead of
+// the newest reading (negative: behind).
+func (r *replays) admit(mac string, sent, now time.Time) (v verdict, offset time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now.Sub(r.turned) >= r.every {
-		// A request older than a generation is refused by its time.
-		r.old, r.cur, r.turned = r.cur, make(map[string]struct{}, len(r.cur)), now
+	if now = now.Round(0); now.After(r.newest) {
+		r.newest = now
+	}
+	if r.newest.Sub(r.turned) > 2*r.skew {
+		// What the old generation holds is stale by now: a request's time
+		// is within skew of newest when it is remembered, and newest has
+		// moved more than 2*skew since.
+		r.old, r.cur, r.turned = r.cur, make(map[string]struct{}, len(r.cur)), r.newest
+	}
+	offset = sent.Sub(r.newest)
+	switch {
+	case offset > r.skew || offset < -r.skew:
+		return stale, offset
+	case !r.floor.IsZero() && !sent.After(r.floor):
+		return busy, offset
 	}
 	if _, ok := r.cur[mac]; ok {
-		return false
+		return replayed, offset
 	}
 	if _, ok := r.old[mac]; ok {
-		return false
+		return replayed, offset
 	}
 	if len(r.cur) >= maxRemembered {
-		return false
+		if sent.After(r.floor) {
+			r.floor = sent
+		}
+		return busy, offset
 	}
 	r.cur[mac] = struct{}{}
-	return true
+	return admitted, offset
 }

@@ -15,16 +15,26 @@
 //
 //   - A request names the holder it is for (the reservation's holder), a
 //     fresh nonce and the sender's time, under an HMAC-SHA256 of the key. A
-//     holder serves only requests for itself, within MaxSkew of its clock,
-//     never the same one twice (a replayed request is refused), and only
-//     with a valid MAC: only a redirector of the installation can spend a
-//     use through the peer port.
-//   - An answer carries an HMAC of the holder's name, the request's nonce
-//     and path and the result. The client believes nothing else: an
-//     impostor, a replica restarted under another name, or a late answer
-//     to another request is "unreachable", and the click falls back to
-//     reserving through the API server, which then asks the holder to
-//     return its quota (uses).
+//     holder serves only requests for itself, within MaxSkew of its clock
+//     (the newest reading it has seen: a clock stepped back reopens
+//     nothing), never the same one twice (a replayed request is refused),
+//     and only with a valid MAC: only a redirector of the installation can
+//     spend a use through the peer port.
+//   - An answer to a request with a valid MAC carries an HMAC of the
+//     holder's name, the request's nonce and path and the result: served,
+//     refused, gone, unknown, or why it was not taken (busy: the replay
+//     memory is full; misaddressed; stale). The client believes nothing
+//     else, and tells apart (Client.TakeFrom) what sent nothing the holder
+//     could take (not forwarded: our own connections busy, the holder's
+//     port at its connection limits), what may have reached it (lost: an
+//     impostor's answer, one changed on the way, none in time), and a
+//     holder that cannot be reached at all (unreachable: nothing answers
+//     at its address, or the replica there proves it cannot take our
+//     requests), which alone is asked, through the API server, to return
+//     its quota (uses).
+//
+// The peer port's connections are bounded so that clients without the key
+// cannot hold them (ServerOptions, FirstByteTimeout).
 //
 // What the key cannot stop: a replica of the installation lying (it writes
 // status too, so it could anyway), and a request whose answer is lost after

@@ -59,6 +59,13 @@ func testKey(t testing.TB) *Key {
 // serve runs a peer port for holder on a free loopback port.
 func serve(t testing.TB, taker Taker, o ServerOptions) string {
 	t.Helper()
+	_, addr := serveServer(t, taker, o)
+	return addr
+}
+
+// serveServer is serve, and the server.
+func serveServer(t testing.TB, taker Taker, o ServerOptions) (*Server, string) {
+	t.Helper()
 	ln, err := Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +83,7 @@ func serve(t testing.TB, taker Taker, o ServerOptions) string {
 			t.Errorf("peer server: %v", err)
 		}
 	})
-	return ln.Addr().String()
+	return s, ln.Addr().String()
 }
 
 // serveRaw runs a plain fasthttp server (an impostor) on a free port.
@@ -101,9 +108,11 @@ func withDeadline(t testing.TB) context.Context {
 }
 
 // The client believes only the holder: a request to the right address
-// under another name, an answer from a server without the key (whatever it
-// says), a replayed answer, and a holder of another installation are all
-// unreachable, and none of them counts a use as served.
+// under another name is unreachable (the replica there proves it is not
+// that holder), and an answer from a server without the key (whatever it
+// says), a replayed answer, and a holder of another installation are lost
+// (the request was written: whoever answered may have served it); none of
+// them counts a use as served.
 func TestClientBelievesOnlyTheHolder(t *testing.T) {
 	key := testKey(t)
 	q := &quota{n: 1}
@@ -158,8 +167,8 @@ func TestClientBelievesOnlyTheHolder(t *testing.T) {
 		},
 	} {
 		impostor := serveRaw(t, h)
-		if got := c.TakeFrom(ctx, uses.Holder{Name: "a", Peer: impostor}, link); got != uses.Unreachable {
-			t.Errorf("an impostor answering %s: %v, want unreachable", name, got)
+		if got := c.TakeFrom(ctx, uses.Holder{Name: "a", Peer: impostor}, link); got != uses.Lost {
+			t.Errorf("an impostor answering %s: %v, want lost", name, got)
 		}
 	}
 
@@ -170,8 +179,8 @@ func TestClientBelievesOnlyTheHolder(t *testing.T) {
 	q.mu.Unlock()
 	before := q.takenSoFar()
 	stranger := NewClient(ClientOptions{Keyring: StaticKeyring(testKey(t)), AllowLocal: true})
-	if got := stranger.TakeFrom(ctx, a, link); got != uses.Unreachable {
-		t.Errorf("a client with another key: %v, want unreachable", got)
+	if got := stranger.TakeFrom(ctx, a, link); got != uses.Lost {
+		t.Errorf("a client with another key: %v, want lost (refused without a MAC it can check)", got)
 	}
 	if q.takenSoFar() != before {
 		t.Error("a client with another key spent a use")
@@ -227,27 +236,31 @@ func TestServerAuthenticatesCallers(t *testing.T) {
 		name string
 		r    req
 		want int
+		// signed: the refusal carries this holder's MAC (the request's
+		// was valid), so the forwarder can believe it.
+		signed bool
 	}{
-		{"a GET", signed(func(r *req) { r.method = "GET" }), 405},
-		{"no prefix", signed(func(r *req) { r.path = "/ns/code1/42" }), 400},
-		{"too few parts", signed(func(r *req) { r.path = pathPrefix + "ns/code1" }), 400},
-		{"too many parts", signed(func(r *req) { r.path = path + "/x" }), 400},
-		{"an empty code", signed(func(r *req) { r.path = pathPrefix + "ns//42" }), 400},
-		{"a uid that is no number", signed(func(r *req) { r.path = pathPrefix + "ns/code1/abc" }), 400},
-		{"a uid out of range", signed(func(r *req) { r.path = pathPrefix + "ns/code1/99999999999999999999999" }), 400},
-		{"no headers", signed(func(r *req) { r.omit = true }), 401},
-		{"no MAC", signed(func(r *req) { r.mac = "-" }), 401},
-		{"another key's MAC", signed(func(r *req) { r.mac = testKey(t).requestMAC(r.to, r.nonce, r.at, r.path) }), 401},
-		{"a MAC of another path", signed(func(r *req) { r.mac = key.requestMAC(r.to, r.nonce, r.at, pathPrefix+"ns/code2/42") }), 401},
-		{"an answer's MAC", signed(func(r *req) { r.mac = key.answerMAC(r.to, r.nonce, r.path, "served") }), 401},
-		{"for another holder", signed(func(r *req) { r.to = "b" }), 421},
-		{"too old", signed(func(r *req) { r.at = unixMillis(now.Add(-31 * time.Second)) }), 401},
-		{"too far ahead", signed(func(r *req) { r.at = unixMillis(now.Add(31 * time.Second)) }), 401},
-		{"a time that is no number", signed(func(r *req) { r.at = "soon" }), 401},
-		{"replayed", replayed, 401},
+		{"a GET", signed(func(r *req) { r.method = "GET" }), 405, false},
+		{"no prefix", signed(func(r *req) { r.path = "/ns/code1/42" }), 400, false},
+		{"too few parts", signed(func(r *req) { r.path = pathPrefix + "ns/code1" }), 400, false},
+		{"too many parts", signed(func(r *req) { r.path = path + "/x" }), 400, false},
+		{"an empty code", signed(func(r *req) { r.path = pathPrefix + "ns//42" }), 400, false},
+		{"a uid that is no number", signed(func(r *req) { r.path = pathPrefix + "ns/code1/abc" }), 400, false},
+		{"a uid out of range", signed(func(r *req) { r.path = pathPrefix + "ns/code1/99999999999999999999999" }), 400, false},
+		{"no headers", signed(func(r *req) { r.omit = true }), 401, false},
+		{"no MAC", signed(func(r *req) { r.mac = "-" }), 401, false},
+		{"another key's MAC", signed(func(r *req) { r.mac = testKey(t).requestMAC(r.to, r.nonce, r.at, r.path) }), 401, false},
+		{"a MAC of another path", signed(func(r *req) { r.mac = key.requestMAC(r.to, r.nonce, r.at, pathPrefix+"ns/code2/42") }), 401, false},
+		{"an answer's MAC", signed(func(r *req) { r.mac = key.answerMAC(r.to, r.nonce, r.path, "served") }), 401, false},
+		{"for another holder", signed(func(r *req) { r.to = "b" }), 421, true},
+		{"too old", signed(func(r *req) { r.at = unixMillis(now.Add(-31 * time.Second)) }), 401, true},
+		{"too far ahead", signed(func(r *req) { r.at = unixMillis(now.Add(31 * time.Second)) }), 401, true},
+		{"a time that is no number", signed(func(r *req) { r.at = "soon" }), 400, false},
+		{"replayed", replayed, 401, false},
 	} {
-		if got, mac := send(tc.r); got != tc.want || mac != "" {
-			t.Errorf("%s: %d (MAC %q), want %d without a MAC", tc.name, got, mac, tc.want)
+		got, mac := send(tc.r)
+		if got != tc.want || (mac != "") != tc.signed {
+			t.Errorf("%s: %d (MAC %q), want %d, signed %v", tc.name, got, mac, tc.want, tc.signed)
 		}
 	}
 	if q.takenSoFar() != 1 {
@@ -264,13 +277,14 @@ func TestServerAuthenticatesCallers(t *testing.T) {
 	}
 }
 
-// No key read yet: the server refuses, and the client forwards nothing.
+// No key read yet: the server refuses (503: nothing taken, not
+// unreachable), and the client forwards nothing.
 func TestNoKeyNoPeers(t *testing.T) {
 	q := &quota{n: 1}
 	addr := serve(t, q, ServerOptions{Keyring: &Keyring{}})
 	key := testKey(t)
 	c := NewClient(ClientOptions{Keyring: StaticKeyring(key), AllowLocal: true})
-	if got := c.TakeFrom(withDeadline(t), uses.Holder{Name: "a", Peer: addr}, link); got != uses.Unreachable || q.takenSoFar() != 0 {
+	if got := c.TakeFrom(withDeadline(t), uses.Holder{Name: "a", Peer: addr}, link); got != uses.NotForwarded || q.takenSoFar() != 0 {
 		t.Errorf("a holder without its key: %v, %d taken", got, q.takenSoFar())
 	}
 	none := NewClient(ClientOptions{Keyring: &Keyring{}, AllowLocal: true})
@@ -403,25 +417,48 @@ func TestPeerPortHostileClients(t *testing.T) {
 	}
 }
 
+// The replay memory holds at most maxRemembered MACs a generation: past
+// that, requests are busy, and a request answered busy is busy for good
+// (its capture is not served once there is room).
 func TestReplayMemoryIsBounded(t *testing.T) {
-	now := time.Unix(0, 0)
-	r := newReplays(time.Minute, now)
+	const skew = 30 * time.Second
+	now := time.Unix(1_800_000_000, 0)
+	r := newReplays(skew, now)
 	for i := range maxRemembered {
-		if !r.first(fmt.Sprint(i), now) {
-			t.Fatalf("%d refused", i)
+		if v, _ := r.admit(fmt.Sprint(i), now, now); v != admitted {
+			t.Fatalf("%d: %v", i, v)
 		}
 	}
-	if r.first("one more", now) {
-		t.Error("remembered past the bound")
+	if v, _ := r.admit("one more", now, now); v != busy {
+		t.Errorf("remembered past the bound: %v", v)
 	}
-	if r.first("0", now.Add(time.Minute)) {
-		t.Error("forgot a MAC within two generations")
+	later := now.Add(2*skew + time.Millisecond)
+	if v, _ := r.admit("one more", now, later); v == admitted {
+		t.Error("a request answered busy was taken once the generation turned")
 	}
-	if !r.first("one more", now.Add(time.Minute)) {
-		t.Error("refused after the generation turned")
+	if v, _ := r.admit("new", later, later); v != admitted || len(r.cur) != 1 || len(r.old) != maxRemembered {
+		t.Errorf("a new request after the generation turned: %v (%d and %d remembered)", v, len(r.cur), len(r.old))
 	}
-	if !r.first("0", now.Add(2*time.Minute)) || len(r.cur)+len(r.old) > 2*maxRemembered {
-		t.Error("kept a MAC past two generations")
+}
+
+// A MAC is remembered for as long as its request is fresh on the newest
+// clock reading, and forgotten once it is stale.
+func TestReplayMemoryKeepsWhatIsFresh(t *testing.T) {
+	const skew = 30 * time.Second
+	now := time.Unix(1_800_000_000, 0)
+	r := newReplays(skew, now)
+	// The last moment of a generation: the request is fresh past its turn.
+	sent := now.Add(2*skew - time.Second)
+	if v, _ := r.admit("x", sent, sent); v != admitted {
+		t.Fatalf("%v", v)
+	}
+	turned := now.Add(2*skew + time.Second)
+	if v, _ := r.admit("x", sent, turned); v != replayed {
+		t.Errorf("a replay within the skew, after a turn: %v, want replayed", v)
+	}
+	gone := turned.Add(2*skew + time.Second)
+	if v, _ := r.admit("x", sent, gone); v != stale || len(r.cur)+len(r.old) != 0 {
+		t.Errorf("two turns later: %v, %d remembered, want stale and none", v, len(r.cur)+len(r.old))
 	}
 }
 
@@ -437,12 +474,12 @@ func TestClientRefusesRewrittenAnswers(t *testing.T) {
 		rewrite func(*fasthttp.Response)
 		want    uses.Forwarded // the status alone is not believed either way
 	}{
-		{"the result header", func(r *fasthttp.Response) { r.Header.Set(headerUse, "served") }, uses.Unreachable},
+		{"the result header", func(r *fasthttp.Response) { r.Header.Set(headerUse, "served") }, uses.Lost},
 		{"the status", func(r *fasthttp.Response) { r.SetStatusCode(fasthttp.StatusNoContent) }, uses.ForwardRefused},
 		{"both", func(r *fasthttp.Response) {
 			r.Header.Set(headerUse, "served")
 			r.SetStatusCode(fasthttp.StatusNoContent)
-		}, uses.Unreachable},
+		}, uses.Lost},
 	} {
 		mitm := serveRaw(t, func(ctx *fasthttp.RequestCtx) {
 			req := &fasthttp.Request{}

@@ -15,7 +15,13 @@ type Holder struct {
 type Forwarded int
 
 const (
-	// NotForwarded: nothing was sent (no peer key yet, no valid address).
+	// NotForwarded: nothing the holder could have taken was sent, and
+	// nothing says it cannot be reached: no peer key yet, no valid
+	// address, our own connections to it all busy (waiting for one is
+	// bounded), or an answer that came before the request was read (its
+	// peer port at its connection limits: fasthttp's 503 or 429) or that
+	// says it took nothing (busy: its replay memory is full; no key yet).
+	// The holder is not asked to return its quota.
 	NotForwarded Forwarded = iota
 	// ForwardServed: the holder served it from its quota, and counts it.
 	ForwardServed
@@ -23,14 +29,19 @@ const (
 	ForwardRefused
 	// ForwardGone: the holder answered that the link no longer answers.
 	ForwardGone
-	// Unreachable: no authenticated answer came, and nothing the holder
-	// could have served was sent (a connection refused, an impostor's
-	// answer): the holder served nothing. The holder is then asked to
-	// return its quota through the API server.
+	// Unreachable: the holder cannot be reached at all, and served
+	// nothing: nothing answers at its address (a connection refused, no
+	// route, a dial timeout, an address not to be asked), or the replica
+	// there proves with the key that it is not that holder, or that the
+	// two clocks are too far apart for any request to be taken. Only then
+	// is the holder asked to return its quota through the API server.
 	Unreachable
-	// Lost: no authenticated answer came in time after the request may
-	// have reached the holder, which may have served it: a use counted
-	// there and served to nobody (uses_forwards_total{result="lost"}).
+	// Lost: the request was written to the holder and no authenticated
+	// answer came: none in time, the connection broke, or an answer that
+	// does not verify (an impostor's, one changed on the way). The holder
+	// may have served it: a use counted there and served to nobody
+	// (uses_forwards_total{result="lost"}). At most MaxConnsPerHost of
+	// package peer are in flight to one holder at once.
 	Lost
 )
 
@@ -47,10 +58,10 @@ type Forwarder interface {
 	TakeFrom(ctx context.Context, to Holder, v LinkVersion) Forwarded
 }
 
-// forwardTimeout bounds a forwarded use: a peer is a round trip inside the
+// ForwardTimeout bounds a forwarded use: a peer is a round trip inside the
 // cluster away, and a click falls back to reserving after it, within the
-// same ReserveTimeout.
-const forwardTimeout = 500 * time.Millisecond
+// same ReserveTimeout. The peer port's bounds derive from it (package peer).
+const ForwardTimeout = 500 * time.Millisecond
 
 // forward asks the replica the informer shows holding c's link's quota to
 // serve the use, by deadline at the latest, unless it refused this link
@@ -66,7 +77,7 @@ func (u *Uses) forward(c *Counter, at int64, deadline time.Time) bool {
 	if !ok || v.NoReservations || v.Peer.Peer == "" || v.Peer.Name == u.opts.Holder {
 		return false
 	}
-	if d := time.Now().Add(forwardTimeout); d.Before(deadline) {
+	if d := time.Now().Add(ForwardTimeout); d.Before(deadline) {
 		deadline = d
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)

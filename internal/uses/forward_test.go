@@ -190,7 +190,7 @@ func (silent) TakeFrom(ctx context.Context, _ Holder, _ LinkVersion) Forwarded {
 // holder that never answers and a frozen API server cost one bound, not
 // the forward's 500 ms plus the reservation's timeout.
 func TestTakeWaitsAtMostTheReserveTimeout(t *testing.T) {
-	// Without the shared bound the forward alone took forwardTimeout
+	// Without the shared bound the forward alone took ForwardTimeout
 	// (500 ms), past five times this one.
 	const bound = 50 * time.Millisecond
 	api := newFakeAPI(1)

@@ -222,7 +222,7 @@ const (
 // from the quota of the replica the informer shows holding it (Forwarder),
 // else from quota it reserves. Only the forward and the reservation leave
 // the request path's atomics; together they wait at most ReserveTimeout
-// (the forward at most forwardTimeout of it), and concurrent requests share
+// (the forward at most ForwardTimeout of it), and concurrent requests share
 // the reservation.
 func (u *Uses) Take(c *Counter, now time.Time) Verdict {
 	at := u.mono(now)
