@@ -470,7 +470,7 @@ func TestEvaluateDoesNotAllocate(t *testing.T) {
 	}
 	var dst []byte
 	if n := testing.AllocsPerRun(100, func() {
-		dst = AppendPath(dst[:0], "https://example.com/docs?x=1", []byte("/a/b%20c/../d"))
+		dst, _ = AppendPath(dst[:0], "https://example.com/docs?x=1", []byte("/a/b%20c/../d"))
 	}); n != 0 {
 		t.Errorf("%v allocations per AppendPath into a buffer that fits", n)
 	}
@@ -594,4 +594,43 @@ func TestEvaluateHostileFacts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzQueryWithout: the target's query keeps, in order, exactly its pairs
+// whose names (decoded) the request's query does not carry, and is the
+// target itself when it keeps them all.
+func FuzzQueryWithout(f *testing.F) {
+	f.Add("utm_source=link&a=1", "utm_source=x")
+	f.Add("a=1&&a+b=2&%61=3", "a%20b&a")
+	f.Add("x", "")
+	f.Fuzz(func(t *testing.T, target, request string) {
+		got := QueryWithout(target, request)
+		names := map[string]bool{}
+		for _, p := range strings.Split(request, "&") {
+			if p != "" {
+				k, _, _ := strings.Cut(p, "=")
+				names[string(appendDecoded(nil, k))] = true
+			}
+		}
+		var want []string
+		dropped := false
+		for _, p := range strings.Split(target, "&") {
+			k, _, _ := strings.Cut(p, "=")
+			if p != "" && names[string(appendDecoded(nil, k))] {
+				dropped = true
+				continue
+			}
+			want = append(want, p)
+		}
+		if !dropped {
+			if got != target {
+				t.Fatalf("QueryWithout(%q, %q) = %q, want it unchanged", target, request, got)
+			}
+			return
+		}
+		// Empty pairs are no parameters: where they stay does not matter.
+		if g, w := nonEmpty(strings.Split(got, "&")), nonEmpty(want); !slices.Equal(g, w) {
+			t.Fatalf("QueryWithout(%q, %q) = %q, pairs %q, want %q", target, request, got, g, w)
+		}
+	})
 }
