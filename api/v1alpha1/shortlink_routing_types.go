@@ -67,10 +67,12 @@ type RedirectRule struct {
 	// +kubebuilder:validation:MaxItems=4
 	Devices []DeviceClass `json:"devices,omitempty"`
 
-	// languages matches when the client's preferred language (the
-	// Accept-Language entry with the highest q, the first of equals) falls
-	// under one of these language ranges: "de" matches de, de-DE and de-AT;
-	// "pt-BR" only pt-BR and its subtags. Case-insensitive.
+	// languages matches when a language the client accepts falls under one
+	// of these language ranges: "de" matches de, de-DE and de-AT; "pt-BR"
+	// only pt-BR and its subtags; case-insensitive, and de_DE reads as
+	// de-DE. The client accepts the entries of its Accept-Language with
+	// the highest q and those with q >= 0.9 (an entry with an invalid q is
+	// ignored, as RFC 9110 reads it; see docs/api.md, "Rules").
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1

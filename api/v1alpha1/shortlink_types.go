@@ -189,14 +189,19 @@ type ShortLinkSpec struct {
 	// +kubebuilder:validation:Enum=301;302;307;308
 	RedirectStatus int32 `json:"redirectStatus,omitempty"`
 
-	// forwardQuery appends the query string of the request to the target URL.
+	// forwardQuery appends the query string of the request to the target
+	// URL. A parameter both carry is sent once, with the request's values
+	// (the target's pairs of that name are dropped; names compare
+	// percent-decoded).
 	// +optional
 	ForwardQuery bool `json:"forwardQuery,omitempty"`
 
 	// forwardPath appends what follows the code in the short URL
 	// (/<namespace>/<code>/rest/of/path) to the target's path, whichever
 	// target the click goes to: dot segments cannot climb above the
-	// target's path, and the scheme and host never change. The QR code
+	// target's path in any spelling a server honours (..;, %2e, encoded
+	// twice, overlong UTF-8, look-alikes: docs/api.md), and the scheme and
+	// host never change. The QR code
 	// (/qr) and preview (+) paths keep their meaning and take precedence.
 	// +optional
 	ForwardPath bool `json:"forwardPath,omitempty"`

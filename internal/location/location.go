@@ -7,7 +7,11 @@
 // needs no escaping.
 package location
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/linkforge/linkforge/internal/rules"
+)
 
 // uriByte[c] is true for the bytes a URI may hold literally (RFC 3986:
 // unreserved, gen-delims, sub-delims, and '%' as the start of a
@@ -103,10 +107,15 @@ func Of(specURL string) string {
 	return escapeURI(strings.TrimSpace(specURL), true)
 }
 
-// WithQuery appends a request's raw query to a target URL: after the target's
-// own query with '&', or as a new query with '?', and before the target's
-// fragment. fragAt is the index of the target's '#' (-1 without one) and
-// hasQuery says whether the target has a '?' before it.
+// WithQuery appends a request's raw query to a target URL (spec.forwardQuery):
+// after the target's own query with '&', or as a new query with '?', and
+// before the target's fragment. A name both carry is sent once, with the
+// request's values: the target's pairs of that name are dropped
+// (rules.QueryWithout), so that a link shared with ?utm_source=newsletter
+// counts as the newsletter's, not as the source its target names; a name
+// the request repeats stays repeated, as the client sent it. fragAt is the
+// index of the target's '#' (-1 without one) and hasQuery says whether the
+// target has a '?' before it.
 func WithQuery(target string, fragAt int, hasQuery bool, rawQuery string) string {
 	if rawQuery == "" {
 		return target
@@ -118,6 +127,10 @@ func WithQuery(target string, fragAt int, hasQuery bool, rawQuery string) string
 	}
 	sep := "?"
 	if hasQuery {
+		q := strings.IndexByte(base, '?')
+		if own := rules.QueryWithout(base[q+1:], rawQuery); len(own) != len(base)-q-1 {
+			base = base[:q+1] + own
+		}
 		sep = "&"
 		if last := base[len(base)-1]; last == '?' || last == '&' {
 			sep = ""

@@ -45,6 +45,16 @@ func TestWithQuery(t *testing.T) {
 		{"https://e.com/p?a=1&", "b=2", "https://e.com/p?a=1&b=2"},
 		{"https://e.com/p?a=1", "", "https://e.com/p?a=1"},
 		{"https://e.com/p", "q=a b&r=\u00e9", "https://e.com/p?q=a%20b&r=%C3%A9"},
+		// A name both carry is sent once, with the request's values (issue 53).
+		{"https://e.com/p?utm_source=link&a=1", "utm_source=newsletter", "https://e.com/p?a=1&utm_source=newsletter"},
+		{"https://e.com/p?a=1&utm_source=link#f", "utm_source=x&b=2", "https://e.com/p?a=1&utm_source=x&b=2#f"},
+		{"https://e.com/p?utm_source=link", "utm_source=x", "https://e.com/p?utm_source=x"},
+		{"https://e.com/p?a=1&a=2&b=3", "a=9", "https://e.com/p?b=3&a=9"},
+		{"https://e.com/p?tag=x", "tag=a&tag=b", "https://e.com/p?tag=a&tag=b"},
+		{"https://e.com/p?utm%5Fsource=link&flag&c", "utm_source=x&flag=1", "https://e.com/p?c&utm_source=x&flag=1"},
+		{"https://e.com/p?a+b=1&ab=2", "a%20b=3", "https://e.com/p?ab=2&a%20b=3"},
+		{"https://e.com/p?a=1&&b=2", "b", "https://e.com/p?a=1&b"},
+		{"https://e.com/p?a=1", "a", "https://e.com/p?a"},
 	} {
 		loc := Of(tc.target)
 		frag := -1

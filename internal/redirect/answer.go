@@ -150,9 +150,9 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	// the click went through the split.
 	location, target, slot, chosen := "", e.Location, -1, choice{}
 	if e.is(flagRouted) {
-		var ok bool
-		if location, target, slot, chosen, ok = r.routedClick(e, rt, rawQuery, at, now, false); !ok {
-			return clickOf(r.notFound(rt), rt, nil) // the path names no link after all
+		var ok routed
+		if location, target, slot, chosen, ok = r.routedClick(e, rt, rawQuery, at, now, false); ok != routedOK {
+			return r.unrouted(rt, ok)
 		}
 	}
 	if method == methodGet && r.opts.Uses != nil && e.counter != nil {
@@ -242,9 +242,9 @@ func (r *Redirector) previewerAnswer(rt route, e *Link, method, rawQuery string,
 	}
 	location, target, chosen := "", e.Location, choice{}
 	if e.is(flagRouted) {
-		var ok bool
-		if location, target, _, chosen, ok = r.routedClick(e, rt, rawQuery, at, now, true); !ok {
-			return clickOf(r.notFound(rt), rt, nil)
+		var ok routed
+		if location, target, _, chosen, ok = r.routedClick(e, rt, rawQuery, at, now, true); ok != routedOK {
+			return r.unrouted(rt, ok)
 		}
 	}
 	return redirectTo(e, location, target, rawQuery, chosen, now)

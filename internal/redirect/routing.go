@@ -3,6 +3,7 @@ package redirect
 import (
 	"hash/maphash"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -132,10 +133,12 @@ func (m *agentMemo) lookup(userAgent []byte) (agent.Agent, uint32) {
 // target it chose without the query it may forward (the click event's),
 // the index of its destination in the split (rules.SplitSlot) if it went
 // through the split, else -1, and the rule or variant that chose it. ok is
-// false for a forwarded path that names no link after all (forwardedRest).
+// routedNoLink for a forwarded path that names no link after all
+// (forwardedRest), routedBadPath for one encoded too many times over
+// (rules.AppendPath).
 // A previewer's click never goes through the split: the variant it would
 // get is replaced by spec.url, so that status.variantUses counts people.
-func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64, previewer bool) (loc, target string, slot int, chosen choice, ok bool) {
+func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64, previewer bool) (loc, target string, slot int, chosen choice, ok routed) {
 	c := e.more.routing
 	ch := rules.Choice{URL: e.Location, Rule: -1, Variant: -1}
 	if !c.Plain() {
@@ -180,8 +183,8 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 	}
 	target = ch.URL
 	if rt.forward {
-		if target, ok = forwardedTarget(ch.URL, rt, at); !ok {
-			return "", "", -1, choice{}, false
+		if target, ok = forwardedTarget(ch.URL, rt, at); ok != routedOK {
+			return "", "", -1, choice{}, ok
 		}
 	}
 	loc = target
@@ -190,19 +193,43 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 	}
 	chosen = choice{rule: uint8(ch.Rule + 1), variant: uint8(ch.Variant + 1)}
 	if c.Split(ch) && !previewer {
-		return loc, target, rules.SplitSlot(ch), chosen, true
+		return loc, target, rules.SplitSlot(ch), chosen, routedOK
 	}
-	return loc, target, -1, chosen, true
+	return loc, target, -1, chosen, routedOK
+}
+
+// routed is whether a routed click has a target.
+type routed uint8
+
+const (
+	routedOK      routed = iota
+	routedNoLink         // a forwarded path that names no link after all: 404
+	routedBadPath        // a forwarded path encoded too many times over: 400
+)
+
+// respBadPath answers a forwarded path that rules.AppendPath refuses.
+var respBadPath = newCanned(http.StatusBadRequest, "400 Bad Request: the path after the short link's code is percent-encoded more than 4 times over\n")
+
+// unrouted answers a click whose routing found no target (ok of routedClick).
+func (r *Redirector) unrouted(rt route, ok routed) answer {
+	if ok == routedBadPath {
+		return answer{resp: respBadPath, cacheControl: ccNoStore}
+	}
+	return clickOf(r.notFound(rt), rt, nil) // the path names no link after all
 }
 
 // forwardedTarget is target with the path after the code appended
-// (spec.forwardPath); ok is false when the path names no link after all.
-func forwardedTarget(target string, rt route, at requestClock) (string, bool) {
+// (spec.forwardPath), or why there is none.
+func forwardedTarget(target string, rt route, at requestClock) (string, routed) {
 	rest, ok := forwardedRest(at, rt)
 	if !ok {
-		return "", false
+		return "", routedNoLink
 	}
-	return string(rules.AppendPath(make([]byte, 0, len(target)+len(rest)+8), target, sbytes(rest))), true
+	b, ok := rules.AppendPath(make([]byte, 0, len(target)+2*len(rest)+8), target, sbytes(rest))
+	if !ok {
+		return "", routedBadPath
+	}
+	return string(b), routedOK
 }
 
 // forwardQuery is target with the request's query added (spec.forwardQuery).

@@ -169,6 +169,7 @@ func TestForwardPath(t *testing.T) {
 		l.Spec.ForwardPath, l.Spec.ForwardQuery = true, true
 	}))
 	h.add(link("ns", "plain", "plain", "https://example.com/p"))
+	h.add(link("ns", "utm", "utm", "https://example.com/p?utm_source=link&a=1", func(l *linkv1.ShortLink) { l.Spec.ForwardQuery = true }))
 	for _, c := range []struct {
 		host, target string
 		status       int
@@ -188,6 +189,13 @@ func TestForwardPath(t *testing.T) {
 		{"x", "/ns/docs/%zz/%", 400, ""},                                                  // a broken escape: not a URL
 		{"x", "/ns/docs/" + strings.Repeat("a/", 2000), 302, "https://docs.example.com/v2/" + strings.Repeat("a/", 2000) + "?lang=en"},
 		{"x", "/ns/docs/\\evil.example/x", 302, "https://docs.example.com/v2/evil.example/x?lang=en"},
+		// Every spelling of a dot segment that lenient servers honour (issue 53).
+		{"x", "/ns/docs/..;/admin", 302, "https://docs.example.com/v2/admin?lang=en"},
+		{"x", "/ns/docs/%252e%252e/%c0%ae%c0%ae/%ef%bc%8e%ef%bc%8e/%25u002e%25u002e/x", 302, "https://docs.example.com/v2/x?lang=en"},
+		{"x", "/ns/docs/a%252f..%252f..%252fadmin", 302, "https://docs.example.com/v2/admin?lang=en"},
+		{"x", "/ns/docs/%252525252e%252525252e/x", 400, ""}, // encoded five times over
+		{"x", "/ns/q/a?x=1", 302, "https://docs.example.com/q/a?x=1"},
+		{"x", "/ns/utm?utm_source=newsletter&b=2", 302, "https://example.com/p?a=1&utm_source=newsletter&b=2"},
 		{"x", "/ns/plain/extra", 404, ""},
 		{"x", "/ns/missing/extra", 404, ""},
 		{"x", "/ns%2Fdocs/x", 404, ""},
@@ -199,6 +207,9 @@ func TestForwardPath(t *testing.T) {
 		status, loc := ctx.Response.StatusCode(), string(ctx.Response.Header.Peek("Location"))
 		if status != c.status || loc != c.want {
 			t.Errorf("%s %s: %d %q, want %d %q", c.host, c.target, status, loc, c.status, c.want)
+		}
+		if body := string(ctx.Response.Body()); c.status == 400 && strings.Contains(c.target, "%2525") && !strings.Contains(body, "percent-encoded more than 4 times") {
+			t.Errorf("%s: body %q does not say why", c.target, body)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,7 +132,7 @@ func holdsOneByOne(r *specRule, f *Facts) bool {
 			return false
 		}
 	}
-	if len(r.languages) > 0 && !matchesAnyRange(PreferredLanguage(f.AcceptLanguage), r.languages) {
+	if len(r.languages) > 0 && !acceptsByRFC(string(f.AcceptLanguage), r.languages) {
 		return false
 	}
 	if r.devices != 0 && r.devices&(1<<Classify(f.UserAgent)) == 0 {
@@ -142,4 +144,80 @@ func holdsOneByOne(r *specRule, f *Facts) bool {
 		}
 	}
 	return true
+}
+
+// The Accept-Language grammar of RFC 9110 (section 12.4.2, 12.5.4), as
+// written there: what acceptsByRFC reads independently of language.go.
+var (
+	rfcQvalue = regexp.MustCompile(`^(0(\.[0-9]{0,3})?|1(\.0{0,3})?)$`)
+	rfcTag    = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+)
+
+// acceptsByRFC is the reference of the languages condition (docs/api.md):
+// the entries with a valid weight and a language tag, of which those with
+// the highest q and those with q >= 0.9 are accepted (none with q=0), '_'
+// read as '-'; a range matches a tag equal to it or that it starts,
+// followed by '-'.
+func acceptsByRFC(header string, ranges []string) bool {
+	type entry struct {
+		tag string
+		q   float64
+	}
+	var entries []entry
+	top := 0.0
+entries:
+	for _, e := range strings.Split(header, ",") {
+		parts := strings.Split(e, ";")
+		tag := strings.Trim(parts[0], " \t")
+		if !rfcTag.MatchString(tag) {
+			continue
+		}
+		q, weights := 1.0, 0
+		for _, p := range parts[1:] {
+			name, value, _ := strings.Cut(p, "=")
+			if !strings.EqualFold(strings.Trim(name, " \t"), "q") {
+				continue
+			}
+			weights++
+			v := strings.Trim(value, " \t")
+			if weights > 1 || !rfcQvalue.MatchString(v) {
+				continue entries
+			}
+			q, _ = strconv.ParseFloat(v, 64)
+		}
+		entries = append(entries, entry{strings.ReplaceAll(strings.ToLower(tag), "_", "-"), q})
+		top = max(top, q)
+	}
+	for _, e := range entries {
+		if e.q == 0 || e.q < top && e.q < 0.9 {
+			continue
+		}
+		for _, r := range ranges {
+			if e.tag == r || strings.HasPrefix(e.tag, r+"-") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// FuzzAcceptLanguage: for any header, the languages condition agrees with
+// the reference read of RFC 9110 (acceptsByRFC), without allocating.
+func FuzzAcceptLanguage(f *testing.F) {
+	for _, tc := range acceptLanguageCases {
+		f.Add(tc.header, tc.ranges[0])
+	}
+	f.Fuzz(func(t *testing.T, header, rng string) {
+		if !validRange(rng) {
+			return
+		}
+		ranges := []string{strings.ToLower(rng), "de"}
+		b := []byte(header)
+		if got, want := acceptsAnyRange(b, ranges), acceptsByRFC(header, ranges); got != want {
+			t.Fatalf("%q accepts one of %v: %v, the reference says %v", header, ranges, got, want)
+		}
+		if n := testing.AllocsPerRun(3, func() { acceptsAnyRange(b, ranges) }); n != 0 {
+			t.Fatalf("%v allocations", n)
+		}
+	})
 }

@@ -1,87 +1,148 @@
 package rules
 
-// PreferredLanguage is the language tag an Accept-Language header prefers:
-// the entry with the highest q (the first of equals), "*" and q=0 entries
-// left out; nil when there is none. It returns a sub-slice of header and
-// does not allocate. A malformed q counts as 1, as most servers read it.
-func PreferredLanguage(header []byte) []byte {
-	// What browsers send: a first entry without parameters (q=1), which
-	// nothing after it beats.
-	end := 0
-	for end < len(header) && header[end] != ',' && header[end] != ';' {
-		end++
-	}
-	if end == len(header) || header[end] == ',' {
-		if tag := trimSpace(header[:end]); len(tag) > 1 || len(tag) == 1 && tag[0] != '*' {
-			return tag
-		}
-	}
-	var best []byte
-	bestQ := -1
+// The languages condition reads Accept-Language as RFC 9110 (section
+// 12.5.4) defines it: a list of language ranges, each with an optional
+// weight, "q=" and a qvalue from 0 to 1 with at most three decimals (1
+// without one):
+//
+//   - An entry whose weight is not a valid qvalue ("q=.9", "q=0.0000",
+//     "q=1.5", "q=high", a second q) is ignored, as is one whose range is
+//     not a language tag (letters, digits and '-'); '_' is read as '-'
+//     (de_DE is de-DE), as Java and POSIX locales write it. Other
+//     parameters than q are ignored.
+//   - "*" and entries with q=0 name no language a rule could match.
+//   - The client accepts the entries with the highest q of its header
+//     and every entry with q >= AcceptThreshold (0.9): "fr-CH, de;q=0.9"
+//     accepts fr-CH and de; "en;q=0.8, de;q=0.5" accepts en alone.
+//
+// A rule's languages hold when one of its ranges matches an accepted
+// entry by RFC 4647 basic filtering (matchesRange). Rules are tried in
+// order, so a client accepting two languages goes to the first rule that
+// names one of them.
+
+// AcceptThreshold is the q, in thousandths, from which an Accept-Language
+// entry is accepted even when another has a higher one: 0.9, what a
+// browser gives the first language after the one a person put first
+// ("de-CH,de;q=0.9,en;q=0.8"), and what Shlink matches.
+const AcceptThreshold = 900
+
+// qInvalid is the quality of an entry that is ignored.
+const qInvalid = -1
+
+// acceptFloor is the lowest q, in thousandths, that an entry of header
+// needs to be accepted: the highest q of its entries that name a language,
+// or AcceptThreshold if that is higher; 0 when no entry can be accepted.
+func acceptFloor(header []byte) int {
+	top := 0
 	for len(header) > 0 {
-		var entry []byte
-		entry, header = cut(header, ',')
-		tag, params := cut(entry, ';')
-		tag = trimSpace(tag)
-		if len(tag) == 0 || len(tag) == 1 && tag[0] == '*' {
-			continue
-		}
-		if q := quality(params); q > bestQ {
-			best, bestQ = tag, q
-			if q == 1000 {
-				break // nothing later wins over a first q=1, which browsers send first
+		var q int
+		_, q, header = nextLanguage(header)
+		if q > top {
+			top = q
+			if top >= AcceptThreshold {
+				return AcceptThreshold // none can be higher than what is accepted anyway
 			}
 		}
 	}
-	if bestQ <= 0 {
-		return nil
-	}
-	return best
+	return top
 }
 
-// quality reads q from an entry's parameters, in thousandths (RFC 9110: at
-// most three decimals).
+// nextLanguage reads the first entry of an Accept-Language header: its
+// tag (spaces trimmed) and its q in thousandths, qInvalid for an entry
+// that is ignored, "*" or empty; rest is what follows its ','.
+func nextLanguage(header []byte) (tag []byte, q int, rest []byte) {
+	entry, rest := cut(header, ',')
+	tag, params := cut(entry, ';')
+	tag = trimSpace(tag)
+	if !languageTag(tag) {
+		return tag, qInvalid, rest
+	}
+	return tag, quality(params), rest
+}
+
+// languageTag reports whether tag reads as a language tag (letters,
+// digits, '-' or '_'; "*" is not one).
+func languageTag(tag []byte) bool {
+	if len(tag) == 0 {
+		return false
+	}
+	for _, c := range tag {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// quality reads the weight of an entry's parameters, in thousandths: 1000
+// without one, qInvalid for an invalid or repeated one. The name q is read
+// in any case, with spaces around the parameter and its '=' ignored.
 func quality(params []byte) int {
+	q := 1000
+	seen := false
 	for len(params) > 0 {
 		var p []byte
 		p, params = cut(params, ';')
-		p = trimSpace(p)
-		if len(p) < 2 || lowerASCII(p[0]) != 'q' || p[1] != '=' {
+		name, value := cut(p, '=')
+		if name = trimSpace(name); len(name) != 1 || lowerASCII(name[0]) != 'q' {
 			continue
 		}
-		return parseQ(trimSpace(p[2:]))
+		if seen {
+			return qInvalid
+		}
+		seen = true
+		if q = parseQ(trimSpace(value)); q < 0 {
+			return qInvalid
+		}
 	}
-	return 1000
+	return q
 }
 
+// parseQ reads a qvalue in thousandths (RFC 9110: "0" [ "." 0*3DIGIT ] or
+// "1" [ "." 0*3("0") ]), qInvalid if v is not one.
 func parseQ(v []byte) int {
 	if len(v) == 0 || v[0] != '0' && v[0] != '1' {
-		return 1000
+		return qInvalid
 	}
 	q := int(v[0]-'0') * 1000
 	if len(v) == 1 {
 		return q
 	}
-	if v[1] != '.' {
-		return 1000
+	if v[1] != '.' || len(v) > 5 {
+		return qInvalid
 	}
 	scale := 100
 	for _, c := range v[2:] {
-		if c < '0' || c > '9' || scale == 0 {
-			return 1000
+		if c < '0' || c > '9' {
+			return qInvalid
 		}
 		q += int(c-'0') * scale
 		scale /= 10
 	}
-	return min(q, 1000)
+	if q > 1000 {
+		return qInvalid
+	}
+	return q
 }
 
-// matchesAnyRange reports whether tag falls under one of the lower-case
-// ranges (matchesRange).
-func matchesAnyRange(tag []byte, ranges []string) bool {
-	for _, r := range ranges {
-		if matchesRange(tag, r) {
-			return true
+// acceptsAnyRange reports whether an entry header accepts falls under
+// one of the lower-case ranges: the reference the packed rules agree with.
+func acceptsAnyRange(header []byte, ranges []string) bool {
+	floor := acceptFloor(header)
+	if floor <= 0 {
+		return false
+	}
+	for rest := header; len(rest) > 0; {
+		var tag []byte
+		var q int
+		tag, q, rest = nextLanguage(rest)
+		if q < floor {
+			continue
+		}
+		for _, r := range ranges {
+			if matchesRange(tag, r) {
+				return true
+			}
 		}
 	}
 	return false
@@ -89,9 +150,26 @@ func matchesAnyRange(tag []byte, ranges []string) bool {
 
 // matchesRange reports whether tag falls under the lower-case range rng by
 // RFC 4647 basic filtering: equal, or rng followed by '-' starts the tag;
-// ASCII case ignored. No tag falls under any range.
+// ASCII case ignored, '_' read as '-'. No tag falls under any range.
 func matchesRange(tag []byte, rng string) bool {
-	return len(tag) > 0 && hasPrefixFold(tag, rng) && (len(tag) == len(rng) || tag[len(rng)] == '-')
+	if len(tag) == 0 || len(tag) < len(rng) {
+		return false
+	}
+	for i := 0; i < len(rng); i++ {
+		if tagByte(tag[i]) != rng[i] {
+			return false
+		}
+	}
+	return len(tag) == len(rng) || tagByte(tag[len(rng)]) == '-'
+}
+
+// tagByte is a byte of a language tag as ranges are written: lower case,
+// '_' as '-'.
+func tagByte(c byte) byte {
+	if c == '_' {
+		return '-'
+	}
+	return lowerASCII(c)
 }
 
 // validRange: 1-8 letters, then '-' and 1-8 letters or digits, repeated.
@@ -126,19 +204,6 @@ func cut(s []byte, sep byte) (before, after []byte) {
 		}
 	}
 	return s, nil
-}
-
-// hasPrefixFold reports whether s starts with the lower-case ASCII prefix.
-func hasPrefixFold(s []byte, prefix string) bool {
-	if len(s) < len(prefix) {
-		return false
-	}
-	for i := 0; i < len(prefix); i++ {
-		if lowerASCII(s[i]) != prefix[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func lowerASCII(c byte) byte {

@@ -491,7 +491,7 @@ func Evaluate(f *Facts, c *Compiled) Choice {
 // firstMatch is the index of the first rule whose conditions hold, or -1.
 // The rules that may match are those of the client's device class
 // (byDevice), less those whose time window is closed and those whose
-// languages the client does not prefer, each read once for all the rules
+// languages the client does not accept, each read once for all the rules
 // that have them; each of the rest is then tried in order for its other
 // conditions. (Reading every kind of condition so, with sets of rules,
 // cost more than trying a rule: only these three pay.)
@@ -513,14 +513,7 @@ func (c *Compiled) firstMatch(f *Facts) int {
 		}
 	}
 	if set := running & c.localized; set != 0 {
-		lang, held := PreferredLanguage(f.AcceptLanguage), ruleSet(0)
-		ranges := c.conds[:c.nRanges]
-		for i := range ranges {
-			if matchesRange(lang, ranges[i].name) {
-				held |= ranges[i].rules
-			}
-		}
-		running &^= set &^ held
+		running &^= set &^ c.acceptedRanges(f.AcceptLanguage)
 	}
 	for ; running != 0; running &= running - 1 {
 		if i := bits.TrailingZeros16(uint16(running)); c.othersHold(&c.rules[i], f) {
@@ -528,6 +521,31 @@ func (c *Compiled) firstMatch(f *Facts) int {
 		}
 	}
 	return -1
+}
+
+// acceptedRanges are the rules one of whose language ranges matches an
+// entry of the Accept-Language header that the client accepts (language.go),
+// each range checked once for all the rules that name it.
+func (c *Compiled) acceptedRanges(header []byte) ruleSet {
+	floor := acceptFloor(header)
+	if floor <= 0 {
+		return 0
+	}
+	var held ruleSet
+	ranges := c.conds[:c.nRanges]
+	for len(header) > 0 {
+		var tag []byte
+		var q int
+		if tag, q, header = nextLanguage(header); q < floor {
+			continue
+		}
+		for i := range ranges {
+			if matchesRange(tag, ranges[i].name) {
+				held |= ranges[i].rules
+			}
+		}
+	}
+	return held
 }
 
 // othersHold reports whether the rule's conditions that firstMatch does

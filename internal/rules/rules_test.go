@@ -38,25 +38,62 @@ func (h fakeHeaders) Peek(key string) []byte {
 	return nil
 }
 
-func TestPreferredLanguage(t *testing.T) {
-	for _, tc := range []struct{ header, want string }{
-		{"", ""},
-		{"de", "de"},
-		{"de-DE,de;q=0.9,en;q=0.8", "de-DE"},
-		{"en;q=0.5, fr-CA;q=0.9 , de;q=0.7", "fr-CA"},
-		{"en-US,en;q=0.9", "en-US"},
-		{"*;q=1, it;q=0.2", "it"},
-		{"*", ""},
-		{"de;q=0, fr;q=0.000", ""},
-		{"de;q=0.5, fr;q=0.5", "de"},
-		{"de;q=1.0;x=y, fr", "de"},
-		{"de;Q=0.1, fr;q=0.2", "fr"},
-		{"de;q=bad, fr;q=0.9", "de"},
-		{",,, ;q=1, pt-BR", "pt-BR"},
-		{"es;q=0.1234, ca;q=0.123", "es"},
-	} {
-		if got := string(PreferredLanguage([]byte(tc.header))); got != tc.want {
-			t.Errorf("PreferredLanguage(%q) = %q, want %q", tc.header, got, tc.want)
+// acceptLanguageCases are the Accept-Language headers of docs/api.md's
+// table (and issue 53's), with the ranges a rule names and whether it
+// matches: RFC 9110's weights, the entries accepted (the highest q, and q
+// >= 0.9), '_' read as '-'.
+var acceptLanguageCases = []struct {
+	header string
+	ranges []string
+	match  bool
+}{
+	{"de-DE,de;q=0.9,en;q=0.8", []string{"de"}, true},
+	{"de-DE,de;q=0.9,en;q=0.8", []string{"en"}, false},
+	{"en;q=0.8, de;q=.9", []string{"de"}, false}, // ".9" is no qvalue: de is ignored
+	{"en;q=0.8, de;q=.9", []string{"en"}, true},
+	{"en;q=0.5, de;q=0.0000", []string{"de"}, false}, // four decimals: ignored
+	{"en;q=0.5, de;q=0.0000", []string{"en"}, true},
+	{"fr-CH, de;q=0.9", []string{"de"}, true}, // q >= 0.9
+	{"fr-CH, de;q=0.9", []string{"fr"}, true},
+	{"fr-CH, de;q=0.89", []string{"de"}, false},
+	{"de_DE", []string{"de"}, true},
+	{"de_DE", []string{"de-de"}, true},
+	{"en-US,en;q=0.9,de;q=0.8", []string{"de"}, false},
+	{"en;q=0.3, de;q=0.5, fr;q=0.5", []string{"fr"}, true}, // the highest q, shared
+	{"en;q=0.3, de;q=0.5, fr;q=0.5", []string{"en"}, false},
+	{"de;q=1.5, fr;q=0.2", []string{"de"}, false}, // above 1: ignored
+	{"de;q=1.5, fr;q=0.2", []string{"fr"}, true},
+	{"de;q=1.000", []string{"de"}, true},
+	{"de;q=1.001", []string{"de"}, false},
+	{"de;q=0.5;q=0.9", []string{"de"}, false}, // two weights: ignored
+	{"de;q=high, fr;q=0.1", []string{"fr"}, true},
+	{"de;Q=0.1, fr;q=0.2", []string{"de"}, false},
+	{"de;q=1.0;x=y, fr", []string{"de"}, true}, // other parameters are ignored
+	{"de;q=0, fr;q=0.000", []string{"de", "fr"}, false},
+	{"*", []string{"de"}, false},
+	{"*;q=1, it;q=0.2", []string{"it"}, true}, // "*" names no language
+	{",,, ;q=1, pt-BR", []string{"pt"}, true},
+	{"es;q=0.1234, ca;q=0.123", []string{"es"}, false},
+	{"es;q=0.1234, ca;q=0.123", []string{"ca"}, true},
+	{"d e, de@x, \xe2\x82de;q=1, en;q=0.1", []string{"de"}, false},
+	{"deu", []string{"de"}, false},
+	{"", []string{"de"}, false},
+}
+
+func TestAcceptLanguage(t *testing.T) {
+	for _, tc := range acceptLanguageCases {
+		if got := acceptsAnyRange([]byte(tc.header), tc.ranges); got != tc.match {
+			t.Errorf("%q accepts one of %v: %v, want %v", tc.header, tc.ranges, got, tc.match)
+		}
+		if ref := acceptsByRFC(tc.header, tc.ranges); ref != tc.match {
+			t.Errorf("the reference reads %q against %v as %v, want %v", tc.header, tc.ranges, ref, tc.match)
+		}
+		// Through a compiled rule, as a click reads it.
+		langs := make([]string, len(tc.ranges))
+		copy(langs, tc.ranges)
+		c := mustCompile(t, &linkv1.ShortLinkSpec{URL: "https://example.com/", Rules: []linkv1.RedirectRule{{URL: "https://example.com/l", Languages: langs}}})
+		if got := Evaluate(&Facts{AcceptLanguage: []byte(tc.header)}, c).Rule == 0; got != tc.match {
+			t.Errorf("a rule of %v for %q: matched %v, want %v", tc.ranges, tc.header, got, tc.match)
 		}
 	}
 }
@@ -167,7 +204,8 @@ func TestEvaluate(t *testing.T) {
 		{"iOS", func(f *Facts) { f.UserAgent = []byte(iphoneUA) }, 4, "https://apps.apple.com/app/x"},
 		{"Android", func(f *Facts) { f.UserAgent = []byte(pixelUA) }, 5, "https://play.google.com/store/apps/details?id=x"},
 		{"German", func(f *Facts) { f.AcceptLanguage = []byte("de-AT,de;q=0.9,en;q=0.5") }, 6, "https://example.de/"},
-		{"German is not preferred", func(f *Facts) { f.AcceptLanguage = []byte("en-US,de;q=0.9") }, -1, ""},
+		{"German at q=0.9 is accepted", func(f *Facts) { f.AcceptLanguage = []byte("en-US,de;q=0.9") }, 6, "https://example.de/"},
+		{"German below q=0.9 is not", func(f *Facts) { f.AcceptLanguage = []byte("en-US,de;q=0.8") }, -1, ""},
 		{"Android before German", func(f *Facts) { f.UserAgent = []byte(pixelUA); f.AcceptLanguage = []byte("de") }, 5, "https://play.google.com/store/apps/details?id=x"},
 		{"both conditions of a rule", func(f *Facts) { f.RawQuery = []byte("ref=x") }, 7, "https://example.com/ref"},
 		{"one of two conditions", func(f *Facts) { f.RawQuery = []byte("ref=x"); f.UserAgent = []byte("-") }, -1, ""}, // no device, no bot
@@ -432,7 +470,7 @@ func TestEvaluateDoesNotAllocate(t *testing.T) {
 	}
 	var dst []byte
 	if n := testing.AllocsPerRun(100, func() {
-		dst = AppendPath(dst[:0], "https://example.com/docs?x=1", []byte("/a/b%20c/../d"))
+		dst, _ = AppendPath(dst[:0], "https://example.com/docs?x=1", []byte("/a/b%20c/../d"))
 	}); n != 0 {
 		t.Errorf("%v allocations per AppendPath into a buffer that fits", n)
 	}
@@ -556,4 +594,43 @@ func TestEvaluateHostileFacts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzQueryWithout: the target's query keeps, in order, exactly its pairs
+// whose names (decoded) the request's query does not carry, and is the
+// target itself when it keeps them all.
+func FuzzQueryWithout(f *testing.F) {
+	f.Add("utm_source=link&a=1", "utm_source=x")
+	f.Add("a=1&&a+b=2&%61=3", "a%20b&a")
+	f.Add("x", "")
+	f.Fuzz(func(t *testing.T, target, request string) {
+		got := QueryWithout(target, request)
+		names := map[string]bool{}
+		for _, p := range strings.Split(request, "&") {
+			if p != "" {
+				k, _, _ := strings.Cut(p, "=")
+				names[string(appendDecoded(nil, k))] = true
+			}
+		}
+		var want []string
+		dropped := false
+		for _, p := range strings.Split(target, "&") {
+			k, _, _ := strings.Cut(p, "=")
+			if p != "" && names[string(appendDecoded(nil, k))] {
+				dropped = true
+				continue
+			}
+			want = append(want, p)
+		}
+		if !dropped {
+			if got != target {
+				t.Fatalf("QueryWithout(%q, %q) = %q, want it unchanged", target, request, got)
+			}
+			return
+		}
+		// Empty pairs are no parameters: where they stay does not matter.
+		if g, w := nonEmpty(strings.Split(got, "&")), nonEmpty(want); !slices.Equal(g, w) {
+			t.Fatalf("QueryWithout(%q, %q) = %q, pairs %q, want %q", target, request, got, g, w)
+		}
+	})
 }
