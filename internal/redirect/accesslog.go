@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -47,12 +48,14 @@ func newAccessLog(w io.Writer, buffer int, dropped prometheus.Counter) *accessLo
 	return l
 }
 
-// record queues the access-log record of the request in ctx. It copies what
-// it keeps: ctx's buffers are reused by the next request.
-func (l *accessLog) record(ctx *fasthttp.RequestCtx, status int, loc string, start time.Time) {
+// record queues the access-log record of the request in ctx from client
+// (Redirector.client: remote is the client address, as rules and events
+// read it, not the socket's). It copies what it keeps: ctx's buffers are
+// reused by the next request.
+func (l *accessLog) record(ctx *fasthttp.RequestCtx, client netip.Addr, status int, loc string, start time.Time) {
 	rec := accessRecord{
 		Time:       start.UTC().Format(time.RFC3339Nano),
-		Remote:     ctx.RemoteAddr().String(),
+		Remote:     client.String(),
 		Method:     string(ctx.Method()),
 		Host:       string(ctx.Request.Header.Host()),
 		URI:        string(ctx.Request.Header.RequestURI()),
