@@ -34,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/clientaddr"
 	"github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/peer"
 	"github.com/linkforge/linkforge/internal/redirect"
@@ -74,6 +75,7 @@ func run() error {
 		peerOpts        peerFlags
 		countryHeader   string
 		clientHeader    string
+		trustedProxies  string
 	)
 	flag.StringVar(&bindAddr, "bind-address", ":8080", "Address of the redirect server.")
 	flag.DurationVar(&srvOpts.HeaderTimeout, "header-timeout", srvOpts.HeaderTimeout,
@@ -134,7 +136,9 @@ func run() error {
 	flag.StringVar(&countryHeader, "country-header", "",
 		"Request header that holds the client's country (ISO 3166-1 alpha-2), for the countries conditions of spec.rules, e.g. CF-IPCountry or X-Country-Code. Name only a header that the ingress or CDN in front of the redirector sets and overwrites: a client can send any header. Empty (the default): no header is read and countries conditions never hold.")
 	flag.StringVar(&clientHeader, "client-address-header", "",
-		"Request header that identifies the client for the variant split (spec.variants), with its User-Agent, e.g. X-Real-IP as the ingress sets it. Empty (the default): the peer's IP address, which behind a proxy is the proxy's, so the split then goes by User-Agent alone. It only picks a variant: a client that sets it picks its own, as it could by changing its User-Agent.")
+		"Request header in which the proxies of --trusted-proxies name the client, e.g. X-Forwarded-For or X-Real-IP as the ingress sets it: read only from a trusted peer, from the right, skipping trusted proxies. The one client address it gives is what the variant split, click events and the access log read. Empty (the default): the client is the peer (behind a proxy, the proxy).")
+	flag.StringVar(&trustedProxies, "trusted-proxies", "",
+		"Comma-separated CIDRs (or addresses) of the proxies in front of the redirector, e.g. the ingress controller's pod network 10.244.0.0/16: the only peers whose --client-address-header is read, and the hops skipped in it. Needs --client-address-header, and it needs this.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof); \"0\" disables them.")
 	flag.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	var eventFlags events.Flags
@@ -157,7 +161,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(checkRenderFlags(renderSlots, renderShare), checkRequestFlags(countryHeader, clientHeader)); err != nil {
+	proxies, err := clientAddressFlags(clientHeader, trustedProxies)
+	if err := errors.Join(checkRenderFlags(renderSlots, renderShare), checkRequestFlags(countryHeader, clientHeader), err); err != nil {
 		return err
 	}
 	eventsCfg, err := clickEventsConfig(&eventFlags)
@@ -221,6 +226,7 @@ func run() error {
 		RenderCPUShare:      renderShare,
 		CountryHeader:       countryHeader,
 		ClientAddressHeader: clientHeader,
+		TrustedProxies:      proxies,
 	}
 	if accessLog {
 		opts.AccessLog = os.Stdout
@@ -586,6 +592,22 @@ func checkRenderFlags(slots int, share float64) error {
 // checkRequestFlags checks the flags that name request headers.
 func checkRequestFlags(countryHeader, clientHeader string) error {
 	return checkHeaderFlags(map[string]string{"country-header": countryHeader, "client-address-header": clientHeader})
+}
+
+// clientAddressFlags reads --trusted-proxies and checks it goes with
+// --client-address-header: a header read from any peer would let every
+// client choose its address, and proxies without a header name nothing.
+func clientAddressFlags(header, proxies string) (clientaddr.Proxies, error) {
+	p, err := clientaddr.ParseProxies(proxies)
+	switch {
+	case err != nil:
+		return p, fmt.Errorf("--trusted-proxies: %w", err)
+	case header != "" && p.Empty():
+		return p, fmt.Errorf("--client-address-header=%s needs --trusted-proxies: the CIDRs of the proxies that set it (e.g. the ingress controller's pods); it is read from those peers only, so that no client can choose its own address (docs/serving.md, \"The client address\")", header)
+	case header == "" && !p.Empty():
+		return p, fmt.Errorf("--trusted-proxies=%s needs --client-address-header: the header in which those proxies name the client, e.g. X-Forwarded-For", proxies)
+	}
+	return p, nil
 }
 
 // checkHeaderFlags refuses a header name flag (by flag name) that is not

@@ -192,11 +192,15 @@ func TestBadURLFlags(t *testing.T) {
 		// A fallback on the redirector's own host loops (issue 40).
 		"--public-base-url=https://go.example.com|--not-found-redirect=https://go.example.com/team-a/missing": `not_found redirect: "https://go.example.com/team-a/missing" points back at the redirector`,
 		"--public-base-url=https://go.example.com|--root-redirect=http://GO.example.com:8080/":                `root redirect: "http://GO.example.com:8080/" points back at the redirector`,
-		"--render-cpu-share=0":                  `--render-cpu-share=0 must be more than 0 and at most 1`,
-		"--render-concurrency=-1":               `--render-concurrency=-1 must not be negative`,
-		"--country-header=X Country":            `--country-header="X Country" is not a header name`,
-		"--client-address-header=X-Real-IP:":    `--client-address-header="X-Real-IP:" is not a header name`,
-		"--client-address-header=X-Real-IP\r\n": `is not a header name`,
+		"--render-cpu-share=0":       `--render-cpu-share=0 must be more than 0 and at most 1`,
+		"--render-concurrency=-1":    `--render-concurrency=-1 must not be negative`,
+		"--country-header=X Country": `--country-header="X Country" is not a header name`,
+		"--client-address-header=X-Real-IP:|--trusted-proxies=10.0.0.0/8":    `--client-address-header="X-Real-IP:" is not a header name`,
+		"--client-address-header=X-Real-IP\r\n|--trusted-proxies=10.0.0.0/8": `is not a header name`,
+		// One client address: a header read only from proxies the operator names (issue 53).
+		"--client-address-header=X-Forwarded-For":                           `--client-address-header=X-Forwarded-For needs --trusted-proxies`,
+		"--trusted-proxies=10.0.0.0/8":                                      `--trusted-proxies=10.0.0.0/8 needs --client-address-header`,
+		"--client-address-header=X-Forwarded-For|--trusted-proxies=ingress": `--trusted-proxies: "ingress" is neither a CIDR such as 10.0.0.0/8 nor an IP address`,
 		// Click events (docs/events.md).
 		"--events-cloudevents-url=ftp://events.example.com":            `click events: --events-cloudevents-url: "ftp://events.example.com": want an http or https URL`,
 		"--events-otlp-endpoint=https://user:pw@otel.example.com":      `holds a user or password: give credentials in a Secret's file`,

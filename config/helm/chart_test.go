@@ -838,7 +838,9 @@ func TestClickEvents(t *testing.T) {
 
 // TestRoutingHeaders: the routing values give the redirector's
 // --country-header (read by the countries conditions of rules and sent in
-// click events) and --client-address-header, and nothing by default.
+// click events), --client-address-header and --trusted-proxies, and
+// nothing by default; a header without trusted proxies, or proxies
+// without a header, fail with a message.
 func TestRoutingHeaders(t *testing.T) {
 	root := moduleRoot(t)
 	helm := testenv.HelmBinary(t, root)
@@ -847,7 +849,7 @@ func TestRoutingHeaders(t *testing.T) {
 		ct := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 		var out []string
 		for _, a := range ct["args"].([]any) {
-			if s := a.(string); strings.HasPrefix(s, "--country-header") || strings.HasPrefix(s, "--client-address-header") {
+			if s := a.(string); strings.HasPrefix(s, "--country-header") || strings.HasPrefix(s, "--client-address-header") || strings.HasPrefix(s, "--trusted-proxies") {
 				out = append(out, s)
 			}
 		}
@@ -858,10 +860,20 @@ func TestRoutingHeaders(t *testing.T) {
 	}
 	got := headerArgs(helmTemplate(t, helm, root,
 		"--set", "redirector.countryHeader=CF-IPCountry",
-		"--set", "redirector.clientAddressHeader=X-Real-IP",
+		"--set", "redirector.clientAddressHeader=X-Forwarded-For",
+		"--set", "redirector.trustedProxies={10.244.0.0/16,192.0.2.10}",
 		"--set", "redirector.events.otlp.endpoint=http://otel:4318"))
-	if want := []string{"--country-header=CF-IPCountry", "--client-address-header=X-Real-IP"}; !slices.Equal(got, want) {
+	if want := []string{"--country-header=CF-IPCountry", "--client-address-header=X-Forwarded-For", "--trusted-proxies=10.244.0.0/16,192.0.2.10"}; !slices.Equal(got, want) {
 		t.Errorf("header flags %v, want %v", got, want)
+	}
+	for set, want := range map[string]string{
+		"redirector.clientAddressHeader=X-Real-IP": "redirector.clientAddressHeader needs redirector.trustedProxies",
+		"redirector.trustedProxies={10.0.0.0/8}":   "redirector.trustedProxies needs redirector.clientAddressHeader",
+	} {
+		out, err := exec.Command(helm, "template", release, filepath.Join(root, "config", "helm", "linkforge"), "--set", set).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("helm template --set %s: %v, %s; want a failure with %q", set, err, tail(string(out), 300), want)
+		}
 	}
 }
 

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"net"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -66,7 +66,7 @@ func browserTarget(l *linkv1.ShortLink) (string, error) {
 	f := rules.Facts{
 		UserAgent: []byte(hitpath.BrowserUserAgent), AcceptLanguage: []byte(hitpath.BrowserAcceptLanguage),
 		RawQuery: []byte(hitpath.BrowserQuery), Headers: noHeaders{}, Now: time.Now(),
-		ClientAddr: net.IPv4(127, 0, 0, 1).To4(),
+		Client: netip.AddrFrom4([4]byte{127, 0, 0, 1}),
 	}
 	return rules.Evaluate(&f, c).URL, nil
 }

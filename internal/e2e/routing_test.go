@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,12 +29,16 @@ func TestRouting(t *testing.T) {
 	g := newG(t)
 	bin, tmp, cp := newCluster(t)
 	kc := installOperator(t, cp, tmp)
-	// The redirector trusts no client-address header here: the clients of
-	// the split differ by User-Agent.
+	// The test's client is the proxy in front (127.0.0.1, trusted): the
+	// clients of the split differ by the address it appends to
+	// X-Forwarded-For. Click events go to sink, whole addresses kept.
+	sink := newClickSink(t)
 	pr := startPair(t, g, bin, tmp, kc,
 		func(string) []string { return []string{"--metrics-bind-address", "0"} },
 		func(string) []string {
-			return []string{"--peer-bind-address", "0", "--uses-flush-interval", "1s", "--gone-redirect", "https://example.com/gone"}
+			return []string{"--peer-bind-address", "0", "--uses-flush-interval", "1s", "--gone-redirect", "https://example.com/gone",
+				"--client-address-header", "X-Forwarded-For", "--trusted-proxies", "127.0.0.1",
+				"--events-cloudevents-url", sink.URL + "/events", "--events-flush-interval", "100ms", "--events-keep-client-address"}
 		})
 	base, redirectAddr, redirectProbes := pr.base, pr.redirectAddr, pr.redirectProbes
 	e := &env{t: t, cp: cp, redirect: base, redirectProbes: redirectProbes}
@@ -72,18 +77,19 @@ spec: {url: 'https://docs.example.com/v2?lang=en', forwardPath: true}
 	code := func(name string) string {
 		return e.mustKubectl("get", "shortlink", "-n", ns, name, "-o", "jsonpath={.status.code}")
 	}
-	click := func(path string, header ...string) (string, error) {
+	clickWith := func(client *http.Client, path string, header ...string) (string, error) {
 		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}
-		resp, err := noFollow.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return "", err
 		}
 		_ = resp.Body.Close()
 		return fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("Location")), nil
 	}
+	click := func(path string, header ...string) (string, error) { return clickWith(noFollow, path, header...) }
 
 	t.Run("iOS, Android, German and ?beta=1 clicks each to their own target, the others to spec.url", func(t *testing.T) {
 		g := newG(t)
@@ -129,11 +135,11 @@ spec: {url: 'https://docs.example.com/v2?lang=en', forwardPath: true}
 		for w := range workers {
 			wg.Go(func() {
 				for i := w; i < clients; i += workers {
-					ua := fmt.Sprintf("%s client/%d", e2eDesktop, i)
-					got, err := click(ab, "User-Agent", ua)
+					client := fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)
+					got, err := click(ab, "User-Agent", e2eDesktop, "X-Forwarded-For", client)
 					var again string
 					if err == nil && i%10 == 0 { // a tenth click again: the same variant
-						again, err = click(ab, "User-Agent", ua)
+						again, err = click(ab, "User-Agent", e2eDesktop, "X-Forwarded-For", client)
 					}
 					mu.Lock()
 					switch {
@@ -182,6 +188,50 @@ spec: {url: 'https://docs.example.com/v2?lang=en', forwardPath: true}
 			return strings.Join(parts, " "), nil
 		}).Should(Equal(want))
 		t.Logf("status.variantUses: %s", want)
+	})
+
+	t.Run("behind a trusted proxy, the split and the click events see the client X-Forwarded-For names", func(t *testing.T) {
+		g := newG(t)
+		ab := "/" + ns + "/" + code("ab")
+		// A peer the redirector does not trust (127.0.0.2, its own
+		// loopback): its header is ignored.
+		untrusted := &http.Client{
+			CheckRedirect: noFollow.CheckRedirect,
+			Transport:     &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext},
+		}
+		g.Eventually(func() (string, error) { return click(ab, "User-Agent", e2eDesktop, "X-Forwarded-For", "192.0.2.1") }).Should(HavePrefix("302 "))
+		// 50 clients, each through the proxy as X-Forwarded-For names it,
+		// then with an entry of its own left of the proxy's: the same
+		// variant, the same address in its events.
+		want := map[string]int{}
+		for i := range 50 {
+			client := fmt.Sprintf("203.0.113.%d", i+1)
+			plain, err := click(ab, "User-Agent", e2eDesktop, "X-Forwarded-For", client)
+			g.Expect(err).NotTo(HaveOccurred())
+			spoofed, err := click(ab, "User-Agent", e2eDesktop, "X-Forwarded-For", "198.51.100.66, "+client)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(spoofed).To(Equal(plain), "client %s", client)
+			want[client] = 2
+		}
+		g.Expect(clickWith(untrusted, ab, "User-Agent", e2eDesktop, "X-Forwarded-For", "203.0.113.200")).To(HavePrefix("302 "))
+		want["127.0.0.2"] = 1
+		// The events of these clicks, by address (the other subtests'
+		// clients are from 10.0.0.0/8 and 192.0.2.1).
+		got := map[string]int{}
+		g.Eventually(func() map[string]int {
+			all, _ := sink.received(0)
+			clear(got)
+			for _, ev := range all {
+				var d struct {
+					ClientAddress string `json:"clientAddress"`
+				}
+				if err := json.Unmarshal(ev.Data(), &d); err == nil && (strings.HasPrefix(d.ClientAddress, "203.0.113.") || d.ClientAddress == "127.0.0.2" || d.ClientAddress == "198.51.100.66") {
+					got[d.ClientAddress]++
+				}
+			}
+			return got
+		}).Should(Equal(want))
+		t.Logf("click events by client address: %d clients through the proxy, 2 from an untrusted peer whose header was ignored", len(want)-1)
 	})
 
 	t.Run("an expired link sends its clicks to its expiredURL, not the gone fallback", func(t *testing.T) {

@@ -57,12 +57,14 @@ func newAccessLog(w io.Writer, buffer int, keepClient bool, dropped prometheus.C
 	return l
 }
 
-// record queues the access-log record of the request in ctx. It copies what
-// it keeps: ctx's buffers are reused by the next request.
-func (l *accessLog) record(ctx *fasthttp.RequestCtx, status int, loc string, start time.Time) {
+// record queues the access-log record of the request in ctx from client
+// (Redirector.client: remote is the client address, as rules and events
+// read it, not the socket's). It copies what it keeps: ctx's buffers are
+// reused by the next request.
+func (l *accessLog) record(ctx *fasthttp.RequestCtx, client netip.Addr, status int, loc string, start time.Time) {
 	rec := accessRecord{
 		Time:       start.UTC().Format(time.RFC3339Nano),
-		Remote:     loggedAddress(ctx.RemoteAddr(), l.keepClient),
+		Remote:     loggedClient(client, l.keepClient),
 		Method:     string(ctx.Method()),
 		Host:       string(ctx.Request.Header.Host()),
 		URI:        string(ctx.Request.Header.RequestURI()),
@@ -129,8 +131,17 @@ func loggedAddress(a net.Addr, keep bool) string {
 		return a.String()
 	}
 	ip, _ := netip.AddrFromSlice(tcp.IP)
-	if ip = events.ReduceClientAddress(ip); !ip.IsValid() {
+	return loggedClient(ip.Unmap(), false)
+}
+
+// loggedClient is the client address (Redirector.client) as the access log
+// writes it: its network (events.ReduceClientAddress), or whole with keep.
+func loggedClient(client netip.Addr, keep bool) string {
+	if !keep {
+		client = events.ReduceClientAddress(client)
+	}
+	if !client.IsValid() {
 		return ""
 	}
-	return ip.String()
+	return client.String()
 }

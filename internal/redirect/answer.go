@@ -1,6 +1,7 @@
 package redirect
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/linkforge/linkforge/internal/agent"
@@ -37,6 +38,9 @@ type answer struct {
 	chosen choice
 	link   *Link
 	target string
+	// client is the client's address if answering it read it (a split
+	// reads it), so that the request reads it once (Redirector.client).
+	client netip.Addr
 }
 
 // choice is the rule and the variant of a routed link that chose a click's
@@ -149,10 +153,11 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	// variants, a forwarded path); slot is the split's destination, if
 	// the click went through the split.
 	location, target, slot, chosen := "", e.Location, -1, choice{}
+	var client netip.Addr
 	if e.is(flagRouted) {
 		var ok routed
-		if location, target, slot, chosen, ok = r.routedClick(e, rt, rawQuery, at, now, false); ok != routedOK {
-			return r.unrouted(rt, ok)
+		if location, target, slot, chosen, client, ok = r.routedClick(e, rt, rawQuery, at, now, false); ok != routedOK {
+			return r.unrouted(rt, ok, client)
 		}
 	}
 	if method == methodGet && r.opts.Uses != nil && e.counter != nil {
@@ -168,10 +173,12 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 			switch r.opts.Uses.Take(e.counter, start) {
 			case uses.Exhausted:
 				e.counter.CountSplit(slot, -1)
-				return clickOf(r.gone(rt, e, method, path, now), rt, e)
+				a := clickOf(r.gone(rt, e, method, path, now), rt, e)
+				a.client = client
+				return a
 			case uses.Unavailable:
 				e.counter.CountSplit(slot, -1)
-				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter()), click: clickLink, link: e}
+				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter()), click: clickLink, link: e, client: client}
 			}
 		}
 	}
@@ -181,7 +188,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		location = e.target(rawQuery)
 	}
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location,
-		click: clickLink, chosen: chosen, link: e, target: target}
+		click: clickLink, chosen: chosen, link: e, target: target, client: client}
 }
 
 // previewView answers the preview page ("+") of e. The page names the
@@ -243,9 +250,13 @@ func (r *Redirector) previewerAnswer(rt route, e *Link, method, rawQuery string,
 	location, target, chosen := "", e.Location, choice{}
 	if e.is(flagRouted) {
 		var ok routed
-		if location, target, _, chosen, ok = r.routedClick(e, rt, rawQuery, at, now, true); ok != routedOK {
-			return r.unrouted(rt, ok)
+		var client netip.Addr
+		if location, target, _, chosen, client, ok = r.routedClick(e, rt, rawQuery, at, now, true); ok != routedOK {
+			return r.unrouted(rt, ok, client)
 		}
+		a := redirectTo(e, location, target, rawQuery, chosen, now)
+		a.client = client
+		return a
 	}
 	return redirectTo(e, location, target, rawQuery, chosen, now)
 }

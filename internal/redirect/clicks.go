@@ -55,6 +55,6 @@ func (r *Redirector) click(ctx *fasthttp.RequestCtx, method, path string, a *ans
 	if r.countryHeader != "" {
 		rec.SetCountry(h.PeekCanonical(sbytes(r.countryHeader)))
 	}
-	rec.SetClientIP(ctx.RemoteIP())
+	rec.Client = r.client(ctx, a) // the one client address (clientAddress)
 	r.opts.ClickEvents.Offer(&rec)
 }

@@ -134,7 +134,7 @@ func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
 	writeAnswer(ctx, &a)
 	r.metrics.count(a.resp.status)
 	if r.accessLog != nil {
-		r.accessLog.record(ctx, a.resp.status, a.location, at.Time())
+		r.accessLog.record(ctx, r.client(ctx, &a), a.resp.status, a.location, at.Time())
 	}
 }
 

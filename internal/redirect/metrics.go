@@ -8,6 +8,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/agent"
+	"github.com/linkforge/linkforge/internal/clientaddr"
 )
 
 // metrics of the redirect path. Counters are resolved once, so a request
@@ -35,6 +36,10 @@ type metrics struct {
 	// them (agent.Agent.Reads), by agent.Class and answer (0 a redirect,
 	// 1 a card): a person's GET pays for no metric here.
 	previewerFetches [8][2]prometheus.Counter
+	// fromProxies counts the client addresses read for requests from a
+	// trusted proxy, by clientaddr.Result (peer unused) and, last, those
+	// of chunked requests (clientChunked).
+	fromProxies [len(clientaddr.Results) + 1]prometheus.Counter
 }
 
 // splitMetricSlots are the destinations of a split: spec.url and the variants.
@@ -117,10 +122,22 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready f
 		m.refused[code] = refused.WithLabelValues(strconv.Itoa(code))
 	}
 	m.split = newSplitMetric(reg)
+	fromProxies := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNamespace,
+		Subsystem: metricsSubsystem,
+		Name:      "client_addresses_from_proxies_total",
+		Help:      "Requests from a trusted proxy (--trusted-proxies), by where their client address came from: header (--client-address-header), or the proxy's own address because the header was missing, invalid, or the request chunked (a trailer could add to it).",
+	}, []string{"result"})
+	for i, name := range clientaddr.Results {
+		if clientaddr.Result(i) != clientaddr.Peer {
+			m.fromProxies[i] = fromProxies.WithLabelValues(name)
+		}
+	}
+	m.fromProxies[clientChunked] = fromProxies.WithLabelValues("chunked")
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(requests, m.accessLogDropped, fallbacks, qrCodes, renderRefused, refused, previewers,
+	reg.MustRegister(requests, m.accessLogDropped, fallbacks, qrCodes, renderRefused, refused, previewers, fromProxies,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace,
 			Subsystem: metricsSubsystem,

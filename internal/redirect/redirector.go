@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
+	"github.com/linkforge/linkforge/internal/clientaddr"
 	clickevents "github.com/linkforge/linkforge/internal/events"
 	"github.com/linkforge/linkforge/internal/pages"
 	"github.com/linkforge/linkforge/internal/uses"
@@ -98,13 +99,16 @@ type Options struct {
 	// read, and countries conditions never hold. Only a header that the
 	// proxy overwrites is trustworthy: a client can send any.
 	CountryHeader string
-	// ClientAddressHeader names the request header that identifies the
-	// client for the variant split (with its User-Agent), such as
-	// X-Real-IP set by the ingress; empty: the peer's IP address, which
-	// behind a proxy is the proxy's (then the split goes by User-Agent
-	// alone). It only picks a variant: a client that sets it chooses its
-	// own, as it could by changing its User-Agent.
+	// ClientAddressHeader names the request header in which the proxies
+	// in front (TrustedProxies) name the client, such as X-Forwarded-For
+	// or X-Real-IP as the ingress sets it: read only from a trusted peer,
+	// as a list from the right (internal/clientaddr). Empty: the client is
+	// the peer. The one client address of a request is what the split,
+	// click events and the access log read (clientAddress).
 	ClientAddressHeader string
+	// TrustedProxies are the peers whose ClientAddressHeader is read, and
+	// the proxies skipped in it; none: the header is never read.
+	TrustedProxies clientaddr.Proxies
 	// ClickEvents, when set, gets a click event of every answered request
 	// of a link (clicks.go); nil: none.
 	ClickEvents *clickevents.Pipeline
@@ -163,8 +167,9 @@ type Redirector struct {
 	linkInformers          int
 
 	accessLog *accessLog
-	// refusedLog samples the log lines of refused requests.
-	refusedLog sampler
+	// refusedLog samples the log lines of refused requests;
+	// clientHeaderLog those of invalid client-address headers.
+	refusedLog, clientHeaderLog sampler
 
 	warnMu sync.Mutex
 	warned map[string]string // namespace/annotation -> the invalid value warned about
@@ -174,15 +179,16 @@ type Redirector struct {
 // informers given to WatchShortLinks and WatchNamespaces have synced.
 func New(opts Options) *Redirector {
 	r := &Redirector{
-		clock:         opts.Clock,
-		log:           opts.Log,
-		opts:          opts,
-		index:         NewIndex(opts.TombstoneTTL),
-		linkInformers: 1,
-		refusedLog:    sampler{every: refusedLogEvery},
-		agents:        newAgentMemo(),
-		countryHeader: canonicalHeader(opts.CountryHeader),
-		clientHeader:  canonicalHeader(opts.ClientAddressHeader),
+		clock:           opts.Clock,
+		log:             opts.Log,
+		opts:            opts,
+		index:           NewIndex(opts.TombstoneTTL),
+		linkInformers:   1,
+		refusedLog:      sampler{every: refusedLogEvery},
+		clientHeaderLog: sampler{every: refusedLogEvery},
+		agents:          newAgentMemo(),
+		countryHeader:   canonicalHeader(opts.CountryHeader),
+		clientHeader:    canonicalHeader(opts.ClientAddressHeader),
 	}
 	r.domains = NewDomains(r.domainConflict)
 	r.fallbacks = newFallbackTable()

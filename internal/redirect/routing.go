@@ -2,9 +2,10 @@ package redirect
 
 import (
 	"hash/maphash"
-	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/linkforge/linkforge/internal/agent"
+	"github.com/linkforge/linkforge/internal/clientaddr"
 	"github.com/linkforge/linkforge/internal/location"
 	"github.com/linkforge/linkforge/internal/rules"
 )
@@ -49,24 +51,67 @@ func (h *canonicalHeaders) Peek(name string) []byte {
 	return (*fasthttp.RequestHeader)(h).PeekCanonical(sbytes(name))
 }
 
-// clientAddr is the client's address as the variant split reads it: the
-// value of --client-address-header when the operator names one and the
-// request has it, else the peer's IP address (its port changes with every
-// connection, so it is left out).
-func (r *Redirector) clientAddr(ctx *fasthttp.RequestCtx) []byte {
-	if r.clientHeader != "" {
-		if v := ctx.Request.Header.PeekCanonical(sbytes(r.clientHeader)); len(v) > 0 {
-			return v
+// clientAddress is the request's client address, the one every reader of
+// one uses: the variant split, click events and the access log
+// (internal/clientaddr; docs/serving.md, "The client address"). It is
+// read at most once per request: routedClick returns what it read, the
+// answer carries it, and handle reads it only if the answer has none
+// (Redirector.client). The peer, unless it is a trusted proxy
+// (Options.TrustedProxies) and the operator names the header it sets:
+// then the header's values, read from the right. A chunked request's
+// header is not read: fasthttp lists the fields of a trailer section
+// after the header's own lines, and a client's trailer would be read
+// first.
+func (r *Redirector) clientAddress(ctx *fasthttp.RequestCtx) netip.Addr {
+	peer := clientaddr.FromSlice(ctx.RemoteIP())
+	if r.clientHeader == "" || !r.opts.TrustedProxies.Trusts(peer) {
+		return peer
+	}
+	h := &ctx.Request.Header
+	if h.ContentLength() == -1 {
+		r.metrics.fromProxies[clientChunked].Inc()
+		return peer
+	}
+	values := h.PeekAll(r.clientHeader)
+	a, res := r.opts.TrustedProxies.Client(peer, values)
+	r.metrics.fromProxies[res].Inc()
+	if res == clientaddr.Invalid {
+		r.invalidClientHeader(peer, values)
+	}
+	return a
+}
+
+// clientChunked is fromProxies' index of chunked requests.
+const clientChunked = len(clientaddr.Results)
+
+// invalidClientHeader logs, sampled, a trusted proxy's header that holds
+// no address where it should.
+func (r *Redirector) invalidClientHeader(peer netip.Addr, values [][]byte) {
+	unlogged, ok := r.clientHeaderLog.allow(time.Now())
+	if !ok {
+		return
+	}
+	var v []byte
+	for i, line := range values {
+		if i > 0 {
+			v = append(v, ", "...)
 		}
+		v = append(v, line...)
 	}
-	ip := ctx.RemoteIP()
-	if len(ip) == net.IPv4len {
-		return ip // what a TCP connection over IPv4 gives
+	if len(v) > maxLoggedReason {
+		v = append(v[:maxLoggedReason], "..."...)
 	}
-	if v4 := ip.To4(); v4 != nil {
-		return v4
+	r.log.Info("a trusted proxy sent a client-address header that is not a list of addresses: the client is taken to be the last trusted address read (docs/serving.md, \"The client address\")",
+		"header", r.clientHeader, "value", strconv.QuoteToASCII(string(v)), "proxy", peer.String(), "unloggedBefore", unlogged)
+}
+
+// client is the request's client address, read once (clientAddress): the
+// one the answer carries, else read now and kept in it.
+func (r *Redirector) client(ctx *fasthttp.RequestCtx, a *answer) netip.Addr {
+	if !a.client.IsValid() {
+		a.client = r.clientAddress(ctx)
 	}
-	return ip
+	return a.client
 }
 
 // requestTime is the time of a request as answer reads it: the
@@ -132,13 +177,14 @@ func (m *agentMemo) lookup(userAgent []byte) (agent.Agent, uint32) {
 // routedClick is where a click on routed link e goes: its Location, the
 // target it chose without the query it may forward (the click event's),
 // the index of its destination in the split (rules.SplitSlot) if it went
-// through the split, else -1, and the rule or variant that chose it. ok is
+// through the split, else -1, the rule or variant that chose it, and the
+// client's address if the routing read it (else the zero Addr). ok is
 // routedNoLink for a forwarded path that names no link after all
 // (forwardedRest), routedBadPath for one encoded too many times over
 // (rules.AppendPath).
 // A previewer's click never goes through the split: the variant it would
 // get is replaced by spec.url, so that status.variantUses counts people.
-func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64, previewer bool) (loc, target string, slot int, chosen choice, ok routed) {
+func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestClock, now int64, previewer bool) (loc, target string, slot int, chosen choice, client netip.Addr, ok routed) {
 	c := e.more.routing
 	ch := rules.Choice{URL: e.Location, Rule: -1, Variant: -1}
 	if !c.Plain() {
@@ -173,7 +219,8 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 				f.Country = h.PeekCanonical(sbytes(r.countryHeader))
 			}
 			if reads&rules.FactClient != 0 {
-				f.ClientAddr = r.clientAddr(ctx)
+				client = r.clientAddress(ctx)
+				f.Client = client
 			}
 		}
 		ch = rules.Evaluate(&f, c)
@@ -184,7 +231,7 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 	target = ch.URL
 	if rt.forward {
 		if target, ok = forwardedTarget(ch.URL, rt, at); ok != routedOK {
-			return "", "", -1, choice{}, ok
+			return "", "", -1, choice{}, client, ok
 		}
 	}
 	loc = target
@@ -193,9 +240,9 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 	}
 	chosen = choice{rule: uint8(ch.Rule + 1), variant: uint8(ch.Variant + 1)}
 	if c.Split(ch) && !previewer {
-		return loc, target, rules.SplitSlot(ch), chosen, routedOK
+		return loc, target, rules.SplitSlot(ch), chosen, client, routedOK
 	}
-	return loc, target, -1, chosen, routedOK
+	return loc, target, -1, chosen, client, routedOK
 }
 
 // routed is whether a routed click has a target.
@@ -210,12 +257,15 @@ const (
 // respBadPath answers a forwarded path that rules.AppendPath refuses.
 var respBadPath = newCanned(http.StatusBadRequest, "400 Bad Request: the path after the short link's code is percent-encoded more than 4 times over\n")
 
-// unrouted answers a click whose routing found no target (ok of routedClick).
-func (r *Redirector) unrouted(rt route, ok routed) answer {
-	if ok == routedBadPath {
-		return answer{resp: respBadPath, cacheControl: ccNoStore}
+// unrouted answers a click whose routing found no target (ok of
+// routedClick), with the client address it read.
+func (r *Redirector) unrouted(rt route, ok routed, client netip.Addr) answer {
+	a := answer{resp: respBadPath, cacheControl: ccNoStore}
+	if ok != routedBadPath {
+		a = clickOf(r.notFound(rt), rt, nil) // the path names no link after all
 	}
-	return clickOf(r.notFound(rt), rt, nil) // the path names no link after all
+	a.client = client
+	return a
 }
 
 // forwardedTarget is target with the path after the code appended

@@ -48,7 +48,7 @@ func (h *harness) click(target string, headers ...string) (status int, location 
 }
 
 func TestRulesChooseTheTarget(t *testing.T) {
-	h := newHarnessWith(t, Options{CountryHeader: "X-Country", ClientAddressHeader: "X-Real-IP"})
+	h := newHarnessWith(t, Options{CountryHeader: "X-Country", ClientAddressHeader: "X-Real-IP", TrustedProxies: trusted(t, "0.0.0.0")})
 	h.add(link("ns", "app", "app", "https://example.com/", appLink))
 	for _, c := range []struct {
 		name, target string
@@ -98,7 +98,8 @@ func TestCountryNeedsTheOperatorsHeader(t *testing.T) {
 // The split: about 70/30 over distinct clients, the same variant for a
 // client on every click, counted per variant in the metric.
 func TestSplitIsStickyAndWeighted(t *testing.T) {
-	h := newHarnessWith(t, Options{ClientAddressHeader: "X-Real-IP"})
+	// requestCtx's peer is 0.0.0.0 (no connection): the proxy here.
+	h := newHarnessWith(t, Options{ClientAddressHeader: "X-Real-IP", TrustedProxies: trusted(t, "0.0.0.0")})
 	h.add(link("ns", "app", "app", "https://example.com/", appLink))
 	const clients = 4000
 	b := 0

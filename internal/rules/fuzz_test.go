@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -32,7 +33,7 @@ func FuzzEvaluate(f *testing.F) {
 		facts := Facts{
 			UserAgent: ua, AcceptLanguage: lang, RawQuery: query,
 			Headers: headers("X-Canary", string(canary)),
-			Now:     t0.Add(time.Duration(nowNanos % int64(2*time.Hour))), Country: country, ClientAddr: addr,
+			Now:     t0.Add(time.Duration(nowNanos % int64(2*time.Hour))), Country: country, Client: clientOf(addr),
 		}
 		got := Evaluate(&facts, c)
 		if !targets[got.URL] {
@@ -220,4 +221,10 @@ func FuzzAcceptLanguage(f *testing.F) {
 			t.Fatalf("%v allocations", n)
 		}
 	})
+}
+
+// clientOf is the address of 4 or 16 fuzzed bytes, else the zero Addr.
+func clientOf(b []byte) netip.Addr {
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"net/netip"
 	"net/textproto"
 	"slices"
 	"strings"
@@ -40,10 +41,10 @@ type Facts struct {
 	// operator trusts says it (countries conditions); empty when the
 	// operator names no such header, so countries conditions never hold.
 	Country []byte
-	// ClientAddr is the client's address as the redirector knows it (the
-	// peer address, or the one a trusted proxy reports), in any stable
-	// form: with UserAgent, it picks the client's variant.
-	ClientAddr []byte
+	// Client is the client's address as the redirector knows it (the
+	// peer's, or the one a trusted proxy reports: internal/clientaddr):
+	// with UserAgent, it picks the client's variant.
+	Client netip.Addr
 	// Device, when DeviceKnown, is Classify(UserAgent) as the redirector
 	// remembered it (a keep-alive connection sends one User-Agent; reading
 	// a long agent costs more than the rest of a click), so that Evaluate
@@ -183,7 +184,7 @@ const (
 	FactLanguage                  // Facts.AcceptLanguage: a languages condition
 	FactTime                      // Facts.Now: an after or before condition
 	FactCountry                   // Facts.Country: a countries condition
-	FactClient                    // Facts.ClientAddr and UserAgent: the split
+	FactClient                    // Facts.Client and UserAgent: the split
 )
 
 // specRule is a rule as the spec reads it, checked and normalized: what
@@ -478,7 +479,7 @@ func Evaluate(f *Facts, c *Compiled) Choice {
 		if !f.AgentSumKnown {
 			sum = AgentSum(f.UserAgent)
 		}
-		b := bucket(c.seed, f.ClientAddr, sum)
+		b := bucket(c.seed, f.Client, sum)
 		for i, upTo := range c.upTo[:c.nVariants] {
 			if b < uint64(upTo) {
 				return Choice{URL: c.text[c.splitEnd[i]:c.splitEnd[i+1]], Rule: -1, Variant: i}

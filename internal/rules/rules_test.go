@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -186,7 +187,7 @@ func mustCompile(t testing.TB, spec *linkv1.ShortLinkSpec) *Compiled {
 
 func TestEvaluate(t *testing.T) {
 	c := mustCompile(t, eightRules())
-	base := Facts{UserAgent: []byte(winUA), Now: t0.Add(-time.Minute), ClientAddr: []byte("192.0.2.1")}
+	base := Facts{UserAgent: []byte(winUA), Now: t0.Add(-time.Minute), Client: netip.MustParseAddr("192.0.2.1")}
 	for _, tc := range []struct {
 		name string
 		edit func(f *Facts)
@@ -356,7 +357,7 @@ func TestVariantSplit(t *testing.T) {
 		t.Run(shape.name, func(t *testing.T) {
 			toB := 0
 			for i := 0; i < clients; i++ {
-				f := Facts{ClientAddr: []byte(shape.addr(i)), UserAgent: []byte(shape.ua(i))}
+				f := Facts{Client: netip.MustParseAddr(shape.addr(i)), UserAgent: []byte(shape.ua(i))}
 				got := Evaluate(&f, replica1)
 				if got.Variant == 0 {
 					toB++
@@ -380,7 +381,7 @@ func TestVariantSplit(t *testing.T) {
 	}
 	same := 0
 	for i := 0; i < 1000; i++ {
-		f := Facts{ClientAddr: []byte(fmt.Sprintf("10.1.%d.%d", i/256, i%256))}
+		f := Facts{Client: netip.MustParseAddr(fmt.Sprintf("10.1.%d.%d", i/256, i%256))}
 		if Evaluate(&f, replica1).Variant == Evaluate(&f, other).Variant {
 			same++
 		}
@@ -459,7 +460,7 @@ func TestEvaluateDoesNotAllocate(t *testing.T) {
 	c := mustCompile(t, eightRules())
 	h := headers("Accept", "*/*")
 	facts := []Facts{
-		{UserAgent: []byte(winUA), AcceptLanguage: []byte("en-US,en;q=0.9"), RawQuery: []byte("utm_source=x&a=b"), Headers: h, Now: t0.Add(-time.Hour), Country: []byte("FR"), ClientAddr: []byte("198.51.100.23")},
+		{UserAgent: []byte(winUA), AcceptLanguage: []byte("en-US,en;q=0.9"), RawQuery: []byte("utm_source=x&a=b"), Headers: h, Now: t0.Add(-time.Hour), Country: []byte("FR"), Client: netip.MustParseAddr("198.51.100.23")},
 		{UserAgent: []byte(iphoneUA), Headers: h, Now: t0.Add(-time.Hour)},
 		{UserAgent: []byte(botUA), AcceptLanguage: []byte("de"), RawQuery: []byte("beta=%32"), Headers: headers("X-Canary", "no"), Now: t0, Country: []byte("ch")},
 	}
@@ -486,7 +487,7 @@ func BenchmarkEvaluate(b *testing.B) {
 		Headers:        headers("Accept", "*/*", "Host", "go.example.com"),
 		Now:            t0.Add(-time.Hour),
 		Country:        []byte("FR"),
-		ClientAddr:     []byte("198.51.100.23"),
+		Client:         netip.MustParseAddr("198.51.100.23"),
 	}
 	remembered := f
 	remembered.Device, remembered.DeviceKnown = Classify(f.UserAgent), true
@@ -498,7 +499,7 @@ func BenchmarkEvaluate(b *testing.B) {
 		RawQuery:       []byte("utm_source=newsletter&utm_medium=email"),
 		Headers:        headers("Accept", "text/html", "Accept-Language", "en-US,en;q=0.9", "Accept-Encoding", "gzip"),
 		Now:            t0,
-		ClientAddr:     []byte{127, 0, 0, 1},
+		Client:         netip.AddrFrom4([4]byte{127, 0, 0, 1}),
 		Device:         DeviceDesktop,
 		DeviceKnown:    true,
 	}

@@ -16,6 +16,7 @@ package rules
 import (
 	"encoding/binary"
 	"math/bits"
+	"net/netip"
 )
 
 const (
@@ -64,9 +65,11 @@ func AgentSum(userAgent []byte) uint32 {
 	return uint32(mix(hashBytes(fnvOffset, userAgent)))
 }
 
-// bucket is the client's bucket, 0-99, of its address and AgentSum.
-func bucket(seed uint64, addr []byte, agentSum uint32) uint64 {
-	h := hashBytes(seed, addr)
+// bucket is the client's bucket, 0-99, of its address (its 16 bytes,
+// IPv4 as IPv4-mapped) and AgentSum.
+func bucket(seed uint64, addr netip.Addr, agentSum uint32) uint64 {
+	a := addr.As16()
+	h := hashBytes(seed, a[:])
 	h = (h ^ 0xff) * fnvPrime // separates addr from the User-Agent's sum
 	h = (h ^ uint64(agentSum)) * fnvPrime
 	return mix(h) % 100
