@@ -64,7 +64,7 @@ func newAccessLog(w io.Writer, buffer int, keepClient bool, dropped prometheus.C
 func (l *accessLog) record(ctx *fasthttp.RequestCtx, client netip.Addr, status int, loc string, start time.Time) {
 	rec := accessRecord{
 		Time:       start.UTC().Format(time.RFC3339Nano),
-		Remote:     loggedClient(client, l.keepClient),
+		Remote:     l.remote(ctx.RemoteAddr(), client),
 		Method:     string(ctx.Method()),
 		Host:       string(ctx.Request.Header.Host()),
 		URI:        string(ctx.Request.Header.RequestURI()),
@@ -132,6 +132,21 @@ func loggedAddress(a net.Addr, keep bool) string {
 	}
 	ip, _ := netip.AddrFromSlice(tcp.IP)
 	return loggedClient(ip.Unmap(), false)
+}
+
+// remote is the access log's remote: the client's network, or with
+// keepClient the whole client address, and its port when the client is the
+// socket's peer (no proxy header named another).
+func (l *accessLog) remote(socket net.Addr, client netip.Addr) string {
+	if !l.keepClient {
+		return loggedClient(client, false)
+	}
+	if tcp, ok := socket.(*net.TCPAddr); ok {
+		if peer, ok := netip.AddrFromSlice(tcp.IP); ok && peer.Unmap() == client.Unmap() {
+			return tcp.String()
+		}
+	}
+	return loggedClient(client, true)
 }
 
 // loggedClient is the client address (Redirector.client) as the access log
