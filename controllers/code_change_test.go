@@ -196,6 +196,7 @@ var _ = Describe("A change of code (issue 54)", func() {
 			Should(Equal(click{http.StatusFound, landingURL}))
 		clicks.waitRounds(10)
 		clicks.halt()
+		By(fmt.Sprintf("%d rounds of clicks from before the edit to after the move", clicks.rounds.Load()))
 		Expect(clicks.failed()).To(BeEmpty(), "the link answered under its old code until it answered under its new one")
 		Eventually(func(g Gomega) []string { return eventsFor(g, ns, "landing") }).
 			Should(ContainElement("Normal CodeAssigned: assigned code handbook (was landing)"))
@@ -217,6 +218,7 @@ var _ = Describe("A change of code (issue 54)", func() {
 		eventuallyState(ns, "young", metav1.ConditionFalse, linkv1.ReasonCodeConflict, linkv1.StateConflict)
 		clicks.waitRounds(10)
 		clicks.halt()
+		By(fmt.Sprintf("%d rounds of clicks from before the edit to after the move", clicks.rounds.Load()))
 		Expect(clicks.failed()).To(BeEmpty(), "the link answered under its old code until it answered under its new one")
 	})
 
