@@ -211,3 +211,38 @@ func TestTakeWaitsAtMostTheReserveTimeout(t *testing.T) {
 		t.Errorf("the click waited %v, bound %v", d, bound)
 	}
 }
+
+// A holder serves a forwarded use only within its lease, as it serves its
+// own clicks: past it, or once its quota is stopped (a lowered limit), it
+// refuses, whatever quota it still counts.
+func TestTakeHeldStopsWithTheLease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(r *testReplica, api *fakeAPI, clk *fakeClock)
+	}{
+		{"the lease's end", func(r *testReplica, _ *fakeAPI, clk *fakeClock) { clk.advance(r.u.opts.Lease) }},
+		{"a lowered limit", func(r *testReplica, api *fakeAPI, _ *fakeClock) { api.setMaxUses(50); r.sync() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newFakeAPI(100)
+			clk := &fakeClock{now: epoch}
+			a := newTestReplica(api, clk, "a", 0)
+			for range 3 { // blocks grow while they are used up at once
+				if got := a.take(); got != Served {
+					t.Fatalf("a click: %v", got)
+				}
+				a.returnsNow()
+			}
+			if a.c.quota.Load() < 2 {
+				t.Fatalf("setup: %d quota", a.c.quota.Load())
+			}
+			if got := a.u.TakeHeld(a.c, a.clock()); got != Served {
+				t.Fatalf("a forwarded use within the lease: %v", got)
+			}
+			tc.end(a, api, clk)
+			if got := a.u.TakeHeld(a.c, a.clock()); got == Served || a.c.quota.Load() == 0 {
+				t.Errorf("a forwarded use after %s, %d quota left: %v, want refused", tc.name, a.c.quota.Load(), got)
+			}
+		})
+	}
+}

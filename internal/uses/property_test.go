@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,8 +19,9 @@ import (
 )
 
 // The property of counting, over random histories of several replicas:
-// requests (forwarded to the replica the informer shows holding the most
-// quota when the one asked has none), reservations ahead of the first
+// requests in bursts of concurrent clicks, with a flush round meanwhile one
+// time in three (forwarded to the replica the informer shows holding the
+// most quota when the one asked has none), reservations ahead of the first
 // click, flush rounds, clock steps, kills, graceful stops, a frozen API
 // server (per replica), lowered limits, and writes whose responses are
 // lost after or before the API server applied them; each replica's clock
@@ -50,9 +54,12 @@ func TestCountingProperty(t *testing.T) {
 	const histories, steps = 2000, 250
 	var seen coverage
 	defer func() {
+		t.Logf("%d uses served by forwarding, %d reservations ahead, %d returned when asked and %d forwards begun while another was under way in all histories",
+			seen.forwarded, seen.aheadGranted, seen.returned, seen.concurrent)
 		// Else the histories would not test them.
-		if seen.forwarded < 100 || seen.aheadGranted < 100 || seen.returned < 100 {
-			t.Errorf("%d uses served by forwarding, %d reservations ahead and %d returned when asked in all histories", seen.forwarded, seen.aheadGranted, seen.returned)
+		if seen.forwarded < 100 || seen.aheadGranted < 100 || seen.returned < 100 || seen.concurrent == 0 {
+			t.Errorf("%d uses served by forwarding, %d reservations ahead, %d returned when asked and %d forwards begun while another was under way in all histories",
+				seen.forwarded, seen.aheadGranted, seen.returned, seen.concurrent)
 		}
 	}()
 	for h := range histories {
@@ -66,11 +73,12 @@ func TestCountingProperty(t *testing.T) {
 				t.Fatalf("history %d (seed %d), step %d: %v\nhistory: %v", h, seed, len(p.history), err, p.history)
 			}
 		}
+		seen.concurrent += int(p.fwd.concurrent.Load())
 	}
 }
 
 // coverage counts what the histories exercised.
-type coverage struct{ forwarded, aheadGranted, returned int }
+type coverage struct{ forwarded, aheadGranted, returned, concurrent int }
 
 // propertyRun is one history of TestCountingProperty.
 type propertyRun struct {
@@ -159,12 +167,7 @@ func (p *propertyRun) do(r *testReplica, op int) (string, error) {
 		p.seen.aheadGranted += r.reserveAheadNow()
 		return "ahead " + r.holder, nil
 	case op < 45:
-		if r.takeOf(p.api.uid()) {
-			if p.served++; p.served > p.limit {
-				return "", fmt.Errorf("served %d, limit %d", p.served, p.limit)
-			}
-		}
-		return "take " + r.holder, nil
+		return p.burst()
 	case op < 65:
 		r.flush(false)
 		return "flush " + r.holder, nil
@@ -213,6 +216,39 @@ func (p *propertyRun) do(r *testReplica, op int) (string, error) {
 		return "spawn", nil
 	}
 	return "nothing", nil
+}
+
+// burst clicks up to four times at once, each on a random live replica
+// (a click forwarded to a holder takes its quota while the holder's own
+// clicks do), and one time in three runs a flush round of one of them
+// meanwhile (its write releases or renews the quota they take).
+func (p *propertyRun) burst() (string, error) {
+	uid := p.api.uid()
+	var served atomic.Int64
+	var wg sync.WaitGroup
+	names := make([]string, 1+p.rng.IntN(4))
+	for i := range names {
+		r := p.live[p.rng.IntN(len(p.live))]
+		names[i] = r.holder
+		wg.Go(func() {
+			if r.takeOf(uid) {
+				served.Add(1)
+			}
+		})
+	}
+	did := "take " + strings.Join(names, ",")
+	if p.rng.IntN(3) == 0 {
+		r := p.live[p.rng.IntN(len(p.live))]
+		did += " with a flush of " + r.holder
+		wg.Go(func() { r.flush(false) })
+	}
+	wg.Wait()
+	if n := served.Load(); n > 0 {
+		if p.served += n; p.served > p.limit {
+			return "", fmt.Errorf("%s: served %d, limit %d", did, p.served, p.limit)
+		}
+	}
+	return did, nil
 }
 
 // takeOf is a click on r, and reports whether it served a use of the
@@ -311,15 +347,28 @@ func (r *testReplica) aheadCounted() error {
 // impostor: without the key, so unreachable (see peer's tests for the
 // client that makes it so).
 type liveForwarder struct {
-	live   *[]*testReplica
+	live *[]*testReplica
+	rng  *rand.Rand
+	api  *fakeAPI
+	// inFlight counts the forwards under way; concurrent those that began
+	// while another was.
+	inFlight, concurrent atomic.Int64
+
+	mu     sync.Mutex // the rng and the counts, for concurrent clicks
 	served *int
-	rng    *rand.Rand
-	api    *fakeAPI
 	lost   int64 // uses of the current object served by holders whose answer was lost
 }
 
 func (f *liveForwarder) TakeFrom(_ context.Context, to Holder, v LinkVersion) Forwarded {
-	switch fate := f.rng.IntN(20); {
+	if f.inFlight.Add(1) > 1 {
+		f.concurrent.Add(1)
+	}
+	defer f.inFlight.Add(-1)
+	f.mu.Lock()
+	fate := f.rng.IntN(20)
+	f.mu.Unlock()
+	runtime.Gosched() // the way there: the other clicks go on meanwhile
+	switch {
 	case fate < 2:
 		return Unreachable
 	case fate < 4:
@@ -343,6 +392,8 @@ func (f *liveForwarder) takeFrom(to Holder, uid uint64, lose bool) Forwarded {
 			if r.u.TakeHeld(r.c, r.clock()) != Served {
 				return ForwardRefused
 			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
 			if lose {
 				if uid == f.api.uid() {
 					f.lost++
