@@ -151,7 +151,7 @@ func ParseEntry(entry []byte) (netip.Addr, bool) {
 	s := unsafe.String(unsafe.SliceData(entry), len(entry)) // netip keeps no part of it
 	if len(s) > 0 && s[0] == '[' {
 		end := strings.IndexByte(s, ']')
-		if end < 0 || !(end == len(s)-1 || s[end+1] == ':' && port(s[end+2:])) {
+		if end < 0 || end != len(s)-1 && (s[end+1] != ':' || !port(s[end+2:])) {
 			return netip.Addr{}, false
 		}
 		s = s[1:end]
@@ -165,7 +165,7 @@ func ParseEntry(entry []byte) (netip.Addr, bool) {
 	// Only what an address holds (a zone, '%', names an interface of the
 	// proxy, not a client): netip's error for the rest allocates.
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' || c == '.' || c == ':') {
+		if !addressByte(s[i]) {
 			return netip.Addr{}, false
 		}
 	}
@@ -206,4 +206,10 @@ func trimSpace(s []byte) []byte {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// addressByte reports whether c may be part of an IP address's text: a hex
+// digit, '.' or ':'.
+func addressByte(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' || c == '.' || c == ':'
 }

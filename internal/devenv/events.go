@@ -68,12 +68,12 @@ func (p *EventPrinter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
-		fmt.Fprintf(p.out, "events: not a CloudEvent or a batch of them (%s): %v\n", r.Header.Get("Content-Type"), err)
+		_, _ = fmt.Fprintf(p.out, "events: not a CloudEvent or a batch of them (%s): %v\n", r.Header.Get("Content-Type"), err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	for _, l := range lines {
-		fmt.Fprintf(p.out, "event: %s\n", l)
+		_, _ = fmt.Fprintf(p.out, "event: %s\n", l)
 	}
 }
 

@@ -119,11 +119,17 @@ func (k *Keyring) load(ctx context.Context) (*Key, error) {
 	return nil, fmt.Errorf("secret %s was created and deleted again meanwhile", k.secret)
 }
 
+// appName and component name the redirector in labels and metrics.
+const (
+	appName   = "linkforge"
+	component = "redirector"
+)
+
 // newKeySecret is a new Secret holding a random peer key.
 func newKeySecret(name types.NamespacedName) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: name.Name,
-			Labels: map[string]string{"app.kubernetes.io/name": "linkforge", "app.kubernetes.io/component": "redirector"}},
+			Labels: map[string]string{"app.kubernetes.io/name": appName, "app.kubernetes.io/component": component}},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{SecretKeyField: RandomKey()},
 	}

@@ -445,7 +445,9 @@ func FuzzClassify(f *testing.F) {
 				t.Errorf("%+v: served", a)
 			}
 		case uses.Unreachable:
-			if !(ok && verified && (result == "misaddressed" || result == "stale")) && !(errKind%4 == 1 && !written) {
+			refusedSigned := ok && verified && (result == "misaddressed" || result == "stale")
+			neverSent := errKind%4 == 1 && !written
+			if !refusedSigned && !neverSent {
 				t.Errorf("%+v: unreachable", a)
 			}
 		}

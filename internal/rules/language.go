@@ -67,7 +67,7 @@ func languageTag(tag []byte) bool {
 		return false
 	}
 	for _, c := range tag {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+		if !tagChar(c) {
 			return false
 		}
 	}
@@ -211,4 +211,10 @@ func lowerASCII(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
+}
+
+// tagChar reports whether c may be part of a language tag as a header
+// writes it: ASCII letters and digits, '-' or '_'.
+func tagChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
