@@ -69,7 +69,7 @@ func TestCountingPropertyOverTheNetwork(t *testing.T) {
 	for h := range histories {
 		rng := rand.New(rand.NewPCG(uint64(h), 0x9e3))
 		n := newNetRun(t, rng, &seen)
-		var did []string
+		did := make([]string, 0, steps)
 		for range steps {
 			did = append(did, n.step())
 			if err := n.check(); err != nil {
