@@ -2,12 +2,10 @@ package peer
 
 import (
 	"context"
-	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/valyala/fasthttp"
 
+	"github.com/linkforge/linkforge/internal/peer/peertest"
 	"github.com/linkforge/linkforge/internal/uses"
 )
 
@@ -445,9 +444,9 @@ func FuzzClassify(f *testing.F) {
 				t.Errorf("%+v: served", a)
 			}
 		case uses.Unreachable:
-			refusedSigned := ok && verified && (result == "misaddressed" || result == "stale")
-			neverSent := errKind%4 == 1 && !written
-			if !refusedSigned && !neverSent {
+			saysSo := ok && verified && (result == "misaddressed" || result == "stale")
+			dialFailed := errKind%4 == 1 && !written
+			if !saysSo && !dialFailed {
 				t.Errorf("%+v: unreachable", a)
 			}
 		}
@@ -489,68 +488,6 @@ func TestFullPortIsNotUnreachable(t *testing.T) {
 	}
 }
 
-// flood holds silent connections to addr from many loopback addresses
-// (127.0.0.2 on: one a pod), perAddress from each, each dialled again as
-// soon as the port drops it, until stop.
-type flood struct {
-	open    atomic.Int64 // connections held now
-	longest atomic.Int64 // ns: the longest the port held one (that sent nothing)
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	ended   sync.Once
-}
-
-func startFlood(addr string, addresses, perAddress int) *flood {
-	f := &flood{stop: make(chan struct{})}
-	for a := range addresses {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, byte(a/250), byte(2+a%250))}}
-		for range perAddress {
-			f.wg.Go(func() {
-				for {
-					select {
-					case <-f.stop:
-						return
-					default:
-					}
-					c, err := d.Dial("tcp", addr)
-					if err != nil {
-						select { // out of ports for a moment: a pause, not a spin
-						case <-f.stop:
-							return
-						case <-time.After(10 * time.Millisecond):
-						}
-						continue
-					}
-					f.open.Add(1)
-					start := time.Now()
-					done := make(chan struct{})
-					go func() {
-						_, _ = io.Copy(io.Discard, c) // until the port closes it
-						close(done)
-					}()
-					select {
-					case <-done:
-					case <-f.stop: // still held: held this long so far
-					}
-					for d := int64(time.Since(start)); ; {
-						if l := f.longest.Load(); d <= l || f.longest.CompareAndSwap(l, d) {
-							break
-						}
-					}
-					f.open.Add(-1)
-					_ = c.Close()
-				}
-			})
-		}
-	}
-	return f
-}
-
-func (f *flood) end() {
-	f.ended.Do(func() { close(f.stop) })
-	f.wg.Wait()
-}
-
 // Finding 2 of issue 52: silent connections from 32 addresses (32 pods
 // without the key), each at its per-address limit and dialled again as
 // soon as the port drops it, do not take the peer port: genuine forwards
@@ -562,16 +499,16 @@ func TestPeerPortServesThroughASilentFlood(t *testing.T) {
 	q := &quota{n: 1 << 20}
 	addr := serve(t, q, ServerOptions{Keyring: StaticKeyring(key), Log: logr.Discard()})
 	const addresses = 32
-	f := startFlood(addr, addresses, DefaultMaxConnectionsPerAddress)
-	defer f.end()
+	f := peertest.StartFlood(addr, addresses, DefaultMaxConnectionsPerAddress)
+	defer f.End()
 	// Until the flood holds what a full port held before (a backstop, not
 	// a bound: the dials take what the machine gives them).
 	backstop := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for ; f.open.Load() < 1000; <-tick.C {
+	for ; f.Open() < 1000; <-tick.C {
 		if time.Now().After(backstop) {
-			t.Fatalf("the flood holds %d connections after 30 s", f.open.Load())
+			t.Fatalf("the flood holds %d connections after 30 s", f.Open())
 		}
 	}
 	c := NewClient(ClientOptions{Keyring: StaticKeyring(key), AllowLocal: true, Log: logr.Discard()})
@@ -583,17 +520,17 @@ func TestPeerPortServesThroughASilentFlood(t *testing.T) {
 		got[c.TakeFrom(ctx, uses.Holder{Name: "a", Peer: addr}, link)]++
 		cancel()
 	}
-	open := f.open.Load()
-	f.end()
+	open := f.Open()
+	f.End()
 	t.Logf("forwards through the flood (%d silent connections open at the end): %v; the longest a silent one was held: %v",
-		open, got, time.Duration(f.longest.Load()).Round(time.Millisecond))
+		open, got, f.Longest().Round(time.Millisecond))
 	if got[uses.ForwardServed] == 0 || len(got) != 1 {
 		t.Errorf("forwards through a silent flood: %v, want every one served", got)
 	}
 	// The first-byte timeout, and scheduling on a loaded machine with a
 	// thousand connections dialled a second: three times (the 5 s it was
 	// before is past it).
-	if d := time.Duration(f.longest.Load()); d > 3*FirstByteTimeout {
+	if d := f.Longest(); d > 3*FirstByteTimeout {
 		t.Errorf("a silent connection was held %v, first-byte timeout %v", d, FirstByteTimeout)
 	}
 }

@@ -50,6 +50,12 @@ var results = [...]struct {
 	Stale:        {fasthttp.StatusUnauthorized, "stale"},
 }
 
+// The peer port's metric names: linkforge_redirector_peer_*.
+const (
+	metricsNamespace = "linkforge"
+	metricsSubsystem = "redirector"
+)
+
 // The results of requests refused without a MAC (requests_total's labels).
 const (
 	labelUnauthenticated = "unauthenticated"
@@ -173,11 +179,11 @@ func NewServer(ln net.Listener, t Taker, o ServerOptions) *Server {
 	}
 	s := &Server{ln: ln, taker: t, opts: o, replays: newReplays(o.MaxSkew, o.Clock()),
 		staleLog: rate.Sometimes{Interval: staleLogEvery},
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: appName, Subsystem: component,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
 			Name: "peer_requests_total",
 			Help: "Requests on the peer port, by result: served, refused, gone, unknown, or why they were not taken: unauthenticated (no or a wrong MAC), misaddressed (for another holder), stale (its time is past the skew allowed from this replica's clock: a clock off, or a request replayed late), replayed, busy (the replay memory is full), no-key (this replica has not read the peer key yet), bad-request."},
 			[]string{"result"}),
-		offsets: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: appName, Subsystem: component,
+		offsets: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
 			Name: "peer_clock_offset_seconds",
 			Help: "How far the time of the peer port's authenticated requests was from this replica's clock, either way: the skew between the nodes' clocks (and the requests' transit). Past the skew allowed (30s), requests are refused as stale.",
 			// Up to and past the 30 s allowed.

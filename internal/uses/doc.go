@@ -53,12 +53,16 @@
 //     served from the quota of another replica (Forwarder, TakeHeld), which
 //     counts it as one of its own: no quota is created, so no bound changes.
 //     Only an answer the holder authenticated counts (package peer); a
-//     forwarded use whose answer is lost is counted there and served
-//     nowhere (Lost, at most one a request in flight).
-//   - Asking through the API server (forward.go). A replica whose forward got
-//     no authenticated answer marks the holder's reservation
-//     returnRequested in the reservation write that found no quota; the
-//     holder returns its unused quota when its informer shows the mark.
+//     forwarded use written to the holder and not answered under its MAC
+//     may be counted there and served nowhere (Lost, at most one a request
+//     in flight).
+//   - Asking through the API server (forward.go). A replica whose forward
+//     found the holder unreachable (nothing answers at its address, or the
+//     replica there proves it cannot take this one's requests) marks the
+//     holder's reservation returnRequested in the reservation write that
+//     found no quota; the holder returns its unused quota when its
+//     informer shows the mark. Congestion, slowness and the forwarder's
+//     own limits (NotForwarded, Lost) mark nothing.
 //   - The last use (forward.go). A reservation used up is written at once,
 //     so a limit reached shows in status within a write.
 //   - Releasing (release.go). A stopping replica writes every link it holds,

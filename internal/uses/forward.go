@@ -65,10 +65,11 @@ const ForwardTimeout = 500 * time.Millisecond
 
 // forward asks the replica the informer shows holding c's link's quota to
 // serve the use, by deadline at the latest, unless it refused this link
-// within the last second. A holder that cannot be reached is asked through
-// the API server instead: the reservation this request then tries marks
-// its reservation (see requestReturn). A slow one (Lost) is not: it is
-// there, and the link is not forwarded again for a second.
+// within the last second. A holder that cannot be reached at all
+// (Unreachable) is asked through the API server instead: the reservation
+// this request then tries marks its reservation (see requestReturn). A
+// slow or congested one (Lost, NotForwarded) is not: it is there, and the
+// link is not forwarded again for a second.
 func (u *Uses) forward(c *Counter, at int64, deadline time.Time) bool {
 	if u.opts.Forwarder == nil || at < c.noForward.Load() {
 		return false
@@ -100,9 +101,10 @@ func (u *Uses) forward(c *Counter, at int64, deadline time.Time) bool {
 // requestReturn queues c for a prompt write (runReturns): a reservation
 // marked returnRequested, or one used up.
 //
-// Asking works when the peer port cannot: a replica whose forward found no
-// authenticated holder (a NetworkPolicy in the way, an impostor at the
-// holder's address, a holder mid-restart) and whose reservation is then
+// Asking works when the peer port cannot: a replica whose forward found
+// the holder unreachable (a NetworkPolicy in the way, a holder
+// mid-restart, another replica at its address, clocks too far apart) and
+// whose reservation is then
 // denied marks the holder's reservation returnRequested in that same
 // write. The holder sees a mark in its informer and writes at once; any
 // write of the holder that reads its own reservation marked returns the
