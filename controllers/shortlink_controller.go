@@ -31,6 +31,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -235,6 +236,10 @@ func (r *ShortLinkReconciler) reconcile(ctx context.Context, link *linkv1.ShortL
 
 	r.setHold(link, decision.Code, decision.Salt)
 	st.ConfirmedGeneration = gen
+	// The split's buckets for this spec, moved as little as the weights
+	// allow from those of the spec confirmed before: the redirectors
+	// serve this spec with them, from this status write on.
+	st.SplitBuckets = rules.Assign(&link.Spec, st.SplitBuckets)
 	r.removeCondition(link, linkv1.ConditionReconciling)
 	r.removeCondition(link, linkv1.ConditionStalled)
 
