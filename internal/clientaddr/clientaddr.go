@@ -151,8 +151,8 @@ func ParseEntry(entry []byte) (netip.Addr, bool) {
 	s := unsafe.String(unsafe.SliceData(entry), len(entry)) // netip keeps no part of it
 	if len(s) > 0 && s[0] == '[' {
 		end := strings.IndexByte(s, ']')
-		if end < 0 || !(end == len(s)-1 || s[end+1] == ':' && port(s[end+2:])) {
-			return netip.Addr{}, false
+		if end < 0 || end < len(s)-1 && (s[end+1] != ':' || !port(s[end+2:])) {
+			return netip.Addr{}, false // not [address] or [address]:port
 		}
 		s = s[1:end]
 	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i {
@@ -165,7 +165,7 @@ func ParseEntry(entry []byte) (netip.Addr, bool) {
 	// Only what an address holds (a zone, '%', names an interface of the
 	// proxy, not a client): netip's error for the rest allocates.
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' || c == '.' || c == ':') {
+		if !addressByte(s[i]) {
 			return netip.Addr{}, false
 		}
 	}
@@ -174,6 +174,12 @@ func ParseEntry(entry []byte) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a.Unmap(), true
+}
+
+// addressByte reports whether c may be part of an IP address: a hex
+// digit, '.' or ':'.
+func addressByte(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' || c == '.' || c == ':'
 }
 
 // port reports whether s is a decimal port, 0-65535.

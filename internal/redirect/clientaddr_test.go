@@ -66,7 +66,7 @@ func TestOneClientAddress(t *testing.T) {
 				return string(ctx.Response.Header.Peek("Location"))
 			}
 			const clients = 200
-			var want []string // the events' and the access log's client addresses, in order
+			want := make([]string, 0, 3*clients) // the events' and the access log's client addresses, in order
 			for i := range clients {
 				client := fmt.Sprintf("203.0.%d.%d", 113+i/250, 1+i%250)
 				direct := click(client, "")

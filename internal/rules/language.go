@@ -67,11 +67,17 @@ func languageTag(tag []byte) bool {
 		return false
 	}
 	for _, c := range tag {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+		if !tagChar(c) {
 			return false
 		}
 	}
 	return true
+}
+
+// tagChar reports whether c may be part of a language tag as clients
+// write them: an ASCII letter or digit, '-' or '_'.
+func tagChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
 
 // quality reads the weight of an entry's parameters, in thousandths: 1000
