@@ -66,6 +66,14 @@ var _ = Describe("Routing: rules, variants, expiredURL and forwardPath", func() 
 			)
 			Expect(create(withRouting(rules, []linkv1.Variant{{URL: "https://example.com/b", Weight: 30}, {URL: "https://example.com/c", Weight: 70}},
 				"https://example.com/over", true))).To(Succeed())
+			Expect(create(func(l *linkv1.ShortLink) {
+				l.Spec.Variants = []linkv1.Variant{{URL: "https://example.com/b", Weight: 30}}
+				l.Spec.VariantsEnd = &linkv1.VariantsEnd{At: metav1.Now(), URL: "https://example.com/b"}
+			})).To(Succeed())
+			Expect(create(func(l *linkv1.ShortLink) {
+				l.Spec.Variants = []linkv1.Variant{{URL: "https://example.com/b", Weight: 30}}
+				l.Spec.VariantsEnd = &linkv1.VariantsEnd{At: metav1.Now(), URL: "https://example.com/main"}
+			})).To(Succeed())
 		})
 
 		DescribeTable("refuses invalid routing with a clear message",
@@ -105,6 +113,17 @@ var _ = Describe("Routing: rules, variants, expiredURL and forwardPath", func() 
 				"each variant needs a url of its own"),
 			Entry("17 rules", withRouting(repeat(iosRule("https://example.com/x"), 17), nil, "", false),
 				"spec.rules: Too many: 17: must have at most 16 items"),
+			Entry("variantsEnd without variants", func(l *linkv1.ShortLink) {
+				l.Spec.VariantsEnd = &linkv1.VariantsEnd{At: metav1.Now(), URL: "https://example.com/main"}
+			}, "variantsEnd ends the split of spec.variants: set variants, or remove variantsEnd"),
+			Entry("variantsEnd to a url the split does not have", func(l *linkv1.ShortLink) {
+				l.Spec.Variants = []linkv1.Variant{{URL: "https://example.com/b", Weight: 50}}
+				l.Spec.VariantsEnd = &linkv1.VariantsEnd{At: metav1.Now(), URL: "https://example.com/c"}
+			}, "variantsEnd.url must be spec.url or the url of one of spec.variants, as written there: the destination that wins the test"),
+			Entry("variantsEnd without a time", func(l *linkv1.ShortLink) {
+				l.Spec.Variants = []linkv1.Variant{{URL: "https://example.com/b", Weight: 50}}
+				l.Spec.VariantsEnd = &linkv1.VariantsEnd{URL: "https://example.com/b"}
+			}, "spec.variantsEnd.at: Required value"),
 			Entry("11 variants", func(l *linkv1.ShortLink) {
 				for i := range 11 {
 					l.Spec.Variants = append(l.Spec.Variants, linkv1.Variant{URL: linkv1.TargetURL(fmt.Sprintf("https://example.com/%d", i)), Weight: 1})
@@ -138,6 +157,36 @@ var _ = Describe("Routing: rules, variants, expiredURL and forwardPath", func() 
 				_, _, l := readyReason(g, ns, "app")
 				g.Expect(l.Status.RuleCount).To(Equal(int32(1)))
 				g.Expect(l.Status.VariantCount).To(BeZero())
+			}).WithTimeout(20 * time.Second).Should(Succeed())
+		})
+
+		It("assigns the split's buckets when it confirms a spec, moving only what a change of the weights must", func() {
+			variants := func(b, c int32) []linkv1.Variant {
+				return []linkv1.Variant{{URL: "https://example.com/b", Weight: b}, {URL: "https://example.com/c", Weight: c}}
+			}
+			createLink(ns, "ab", "https://example.com/a", withRouting(nil, variants(30, 20), "", false))
+			l := eventuallyReady(ns, "ab")
+			Expect(l.Status.SplitBuckets).To(Equal([]linkv1.SplitBuckets{{URL: "https://example.com/b", Buckets: "0-29"}, {URL: "https://example.com/c", Buckets: "30-49"}}))
+			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur := getLink(Default, ns, "ab")
+				cur.Spec.Variants = variants(20, 30)
+				return k8sClient.Update(suiteCtx, cur)
+			})).To(Succeed())
+			Eventually(func(g Gomega) {
+				l := getLink(g, ns, "ab")
+				g.Expect(l.Status.ConfirmedGeneration).To(Equal(l.Generation))
+				// b gives up 20-29 to spec.url; c takes 50-59 from spec.url.
+				g.Expect(l.Status.SplitBuckets).To(Equal([]linkv1.SplitBuckets{{URL: "https://example.com/b", Buckets: "0-19"}, {URL: "https://example.com/c", Buckets: "30-59"}}))
+			}).WithTimeout(20 * time.Second).Should(Succeed())
+			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur := getLink(Default, ns, "ab")
+				cur.Spec.Variants = nil
+				return k8sClient.Update(suiteCtx, cur)
+			})).To(Succeed())
+			Eventually(func(g Gomega) {
+				l := getLink(g, ns, "ab")
+				g.Expect(l.Status.ConfirmedGeneration).To(Equal(l.Generation))
+				g.Expect(l.Status.SplitBuckets).To(BeEmpty())
 			}).WithTimeout(20 * time.Second).Should(Succeed())
 		})
 

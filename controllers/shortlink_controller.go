@@ -252,6 +252,10 @@ func (r *ShortLinkReconciler) serve(ctx context.Context, link *linkv1.ShortLink,
 	// Confirmed for this spec, also for a kept code: the redirectors serve
 	// the current spec under it (and never a spec they have not checked).
 	st.ConfirmedGeneration = link.Generation
+	// The split's buckets for this spec, moved as little as the weights
+	// allow from those of the spec confirmed before: the redirectors
+	// serve this spec with them, from this status write on.
+	st.SplitBuckets = rules.Assign(&link.Spec, st.SplitBuckets)
 	r.removeCondition(link, linkv1.ConditionReconciling)
 	r.removeCondition(link, linkv1.ConditionStalled)
 

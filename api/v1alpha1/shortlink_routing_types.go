@@ -165,6 +165,40 @@ type Variant struct {
 	Weight int32 `json:"weight"`
 }
 
+// VariantsEnd ends a link's A/B test: from at on, the clicks that no rule
+// matches all go to url, outside the split.
+type VariantsEnd struct {
+	// at is the instant (RFC 3339) the split ends, by the redirectors'
+	// clocks (as a rule's after).
+	// +required
+	At metav1.Time `json:"at"`
+
+	// url is where the clicks go from then on: spec.url or the url of one
+	// of spec.variants, as written there (the winner of the test). They
+	// are no longer split, so they no longer count in status.variantUses.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+}
+
+// SplitBuckets are the buckets of the split one variant holds. A client's
+// bucket (0-99) is a hash of the link, its address and its agent's family;
+// each variant holds weight buckets, spec.url every bucket no variant holds.
+type SplitBuckets struct {
+	// url is the variant's url as written in spec.variants.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+
+	// buckets are the buckets the variant holds, as ascending ranges and
+	// numbers separated by commas: "0-19,45,50-58".
+	// +required
+	// +kubebuilder:validation:MaxLength=400
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,2}(-[0-9]{1,2})?(,[0-9]{1,2}(-[0-9]{1,2})?)*$`
+	Buckets string `json:"buckets"`
+}
+
 // VariantUses counts the redirects one destination of a link's split served.
 type VariantUses struct {
 	// url is spec.url or a variant's url, as written in the spec.

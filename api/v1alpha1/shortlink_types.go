@@ -19,7 +19,7 @@ const (
 // DedupPolicy says whether a link shares its code with the links of its
 // namespace that have the same target (the same canonical URL, expiry,
 // activation time, idleTimeout, maxUses, redirectStatus, forwardQuery,
-// forwardPath, rules, variants and expiredURL).
+// forwardPath, rules, variants, variantsEnd and expiredURL).
 // +kubebuilder:validation:Enum=IfSameTarget;Never
 type DedupPolicy string
 
@@ -111,6 +111,8 @@ const DefaultRedirectStatus int32 = 302
 // +kubebuilder:validation:XValidation:rule="!(has(self.activatesAt) && has(self.expiresAt)) || self.activatesAt < self.expiresAt",message="activatesAt must be before expiresAt: the link would never redirect"
 // +kubebuilder:validation:XValidation:rule="!has(self.variants) || self.variants.map(v, v.weight).sum() <= 100",message="the weights of variants add up to more than 100: they are percentages of the clicks, and spec.url takes what they leave of 100"
 // +kubebuilder:validation:XValidation:rule="!has(self.variants) || self.variants.all(v, v.url != self.url && self.variants.exists_one(w, w.url == v.url))",message="each variant needs a url of its own, other than spec.url (spec.url takes what the weights leave of 100)"
+// +kubebuilder:validation:XValidation:rule="!has(self.variantsEnd) || has(self.variants)",message="variantsEnd ends the split of spec.variants: set variants, or remove variantsEnd"
+// +kubebuilder:validation:XValidation:rule="!has(self.variantsEnd) || !has(self.variants) || self.variantsEnd.url == self.url || self.variants.exists(v, v.url == self.variantsEnd.url)",message="variantsEnd.url must be spec.url or the url of one of spec.variants, as written there: the destination that wins the test"
 type ShortLinkSpec struct {
 	// url is the target of the short link: an absolute http or https URL of at
 	// most 2048 bytes. Redirects send it as written (trimmed); the code is
@@ -218,14 +220,23 @@ type ShortLinkSpec struct {
 
 	// variants split the clicks that no rule matches among weighted
 	// destinations, for A/B tests: each takes weight percent of them,
-	// spec.url the rest. A client keeps its variant on every click and every
-	// redirector replica (the choice is a hash of its address and
-	// User-Agent). A rule's target is a single URL: to split the clicks of
-	// a rule, make its url another ShortLink with variants.
+	// spec.url the rest. A client keeps its variant on every click, every
+	// redirector replica and every update of its browser (the choice is a
+	// hash of its address and its User-Agent without versions), and a
+	// change of the weights moves only the clients it must, between the
+	// variant whose weight changed and spec.url (status.splitBuckets). A
+	// rule's target is a single URL: to split the clicks of a rule, make
+	// its url another ShortLink with variants.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10
 	Variants []Variant `json:"variants,omitempty"`
+
+	// variantsEnd ends the A/B test at a time: from variantsEnd.at on, the
+	// clicks that no rule matches all go to variantsEnd.url (spec.url or a
+	// variant's url), without a change of the spec then.
+	// +optional
+	VariantsEnd *VariantsEnd `json:"variantsEnd,omitempty"`
 
 	// expiredURL is where the link sends clicks once it has finished
 	// (expired, exhausted or idle) instead of answering 410 Gone; it takes
@@ -258,7 +269,7 @@ type ShortLinkSpec struct {
 	// dedupPolicy says whether the link shares its code with the links of
 	// its namespace that have the same target (canonical URL, expiry,
 	// activatesAt, idleTimeout, maxUses, redirectStatus, forwardQuery,
-	// forwardPath, rules, variants and expiredURL): IfSameTarget
+	// forwardPath, rules, variants, variantsEnd and expiredURL): IfSameTarget
 	// shares one code among them; Never gives this link a code of its own,
 	// the next salt no other link holds (the oldest link of a target keeps
 	// salt 0). Turning it to Never moves this link's code if it shared it,
@@ -364,6 +375,22 @@ type ShortLinkStatus struct {
 	// +listMapKey=url
 	// +kubebuilder:validation:MaxItems=11
 	VariantUses []VariantUses `json:"variantUses,omitempty"`
+
+	// splitBuckets are the buckets of the split each variant holds, as the
+	// controller assigned them when it confirmed the spec (spec.url holds
+	// the others); the redirectors split by them. A change of the weights
+	// keeps each variant's buckets but those it must give up or take: a
+	// variant whose weight falls gives buckets back to spec.url, one whose
+	// weight rises takes buckets spec.url held, so no client moves from one
+	// variant to another while spec.url has buckets to give. A variant is
+	// known by its url. Absent (a link from before them, or restored
+	// without its status): variant i holds the buckets after those of the
+	// variants before it.
+	// +optional
+	// +listType=map
+	// +listMapKey=url
+	// +kubebuilder:validation:MaxItems=10
+	SplitBuckets []SplitBuckets `json:"splitBuckets,omitempty"`
 
 	// previewerFetches counts the GETs answered to link previewers,
 	// crawlers, mail prefetchers and uptime monitors (the classes of

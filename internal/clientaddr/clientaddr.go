@@ -151,8 +151,8 @@ func ParseEntry(entry []byte) (netip.Addr, bool) {
 	s := unsafe.String(unsafe.SliceData(entry), len(entry)) // netip keeps no part of it
 	if len(s) > 0 && s[0] == '[' {
 		end := strings.IndexByte(s, ']')
-		if end < 0 || end != len(s)-1 && (s[end+1] != ':' || !port(s[end+2:])) {
-			return netip.Addr{}, false
+		if end < 0 || end < len(s)-1 && (s[end+1] != ':' || !port(s[end+2:])) {
+			return netip.Addr{}, false // not [address] or [address]:port
 		}
 		s = s[1:end]
 	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i {
@@ -174,6 +174,12 @@ func ParseEntry(entry []byte) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a.Unmap(), true
+}
+
+// addressByte reports whether c may be part of an IP address: a hex
+// digit, '.' or ':'.
+func addressByte(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' || c == '.' || c == ':'
 }
 
 // port reports whether s is a decimal port, 0-65535.
@@ -206,10 +212,4 @@ func trimSpace(s []byte) []byte {
 		s = s[:len(s)-1]
 	}
 	return s
-}
-
-// addressByte reports whether c may be part of an IP address's text: a hex
-// digit, '.' or ':'.
-func addressByte(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' || c == '.' || c == ':'
 }

@@ -6,11 +6,16 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/rules"
 )
 
 const (
@@ -231,7 +236,106 @@ spec: {url: 'https://docs.example.com/v2?lang=en', forwardPath: true}
 			}
 			return got
 		}).Should(Equal(want))
-		t.Logf("click events by client address: %d clients through the proxy, 2 from an untrusted peer whose header was ignored", len(want)-1)
+		t.Logf("click events by client address: %d clients through the proxy, 2 events each; 1 from an untrusted peer, its header ignored", len(want)-1)
+	})
+
+	t.Run("a browser update moves no client; a weight change moves only the clients it must; variantsEnd ends the split", func(t *testing.T) {
+		g := newG(t)
+		e.applyYAML(`apiVersion: linkforge.io/v1alpha1
+kind: ShortLink
+metadata: {name: split-half, namespace: routing}
+spec:
+  url: https://example.com/a
+  variants:
+  - {url: 'https://example.com/b', weight: 50}
+---
+apiVersion: linkforge.io/v1alpha1
+kind: ShortLink
+metadata: {name: split-abc, namespace: routing}
+spec:
+  url: https://example.com/a
+  variants:
+  - {url: 'https://example.com/b', weight: 30}
+  - {url: 'https://example.com/c', weight: 20}
+`)
+		e.mustKubectl("wait", "--for=condition=Ready", "-n", ns, "shortlink/split-half", "shortlink/split-abc", "--timeout=60s")
+		chrome := func(v int) string {
+			return fmt.Sprintf("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%d.0.0.0 Safari/537.36", v)
+		}
+		// Each client its own address, through the trusted proxy.
+		clientAddr := func(i int) string { return fmt.Sprintf("100.64.%d.%d", i/250, 1+i%250) }
+		locations := func(path, ua string, n int) []string {
+			out := make([]string, n)
+			for i := range out {
+				loc, err := click(path, "User-Agent", ua, "X-Forwarded-For", clientAddr(i))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(loc).To(HavePrefix("302 "))
+				out[i] = strings.TrimPrefix(loc, "302 ")
+			}
+			return out
+		}
+		half := "/" + ns + "/" + code("split-half")
+		g.Eventually(func() (string, error) { return click(half) }).Should(HavePrefix("302 "))
+		before, after := locations(half, chrome(120), 300), locations(half, chrome(121), 300)
+		moved := 0
+		for i := range before {
+			if before[i] != after[i] {
+				moved++
+			}
+		}
+		t.Logf("50/50, 300 clients from Chrome/120 to Chrome/121: %d changed variant", moved)
+		g.Expect(moved).To(BeZero())
+
+		// [30,20] -> [20,20] over 1,500 clients. Where each should go is
+		// what rules.Evaluate makes of the link and its status.splitBuckets
+		// as the controller wrote them.
+		abc := "/" + ns + "/" + code("split-abc")
+		const clients = 1500
+		link := func(g Gomega) *linkv1.ShortLink {
+			out, err := e.kubectl("get", "shortlink", "-n", ns, "split-abc", "-o", "json")
+			g.Expect(err).NotTo(HaveOccurred())
+			var l linkv1.ShortLink
+			g.Expect(json.Unmarshal([]byte(out), &l)).To(Succeed())
+			return &l
+		}
+		expected := func(g Gomega, l *linkv1.ShortLink) []string {
+			c, err := rules.CompileAssigned(&l.Spec, l.Status.SplitBuckets, ns+"/split-abc", nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			out := make([]string, clients)
+			for i := range out {
+				f := rules.Facts{Client: netip.MustParseAddr(clientAddr(i)), UserAgent: []byte(chrome(121))}
+				out[i] = rules.Evaluate(&f, c).URL
+			}
+			return out
+		}
+		g.Eventually(func() (string, error) { return click(abc) }).Should(HavePrefix("302 "))
+		first := locations(abc, chrome(121), clients)
+		g.Expect(first).To(Equal(expected(g, link(g))), "the redirector splits as status.splitBuckets says")
+		e.mustKubectl("patch", "shortlink", "-n", ns, "split-abc", "--type=json", "-p", `[{"op": "replace", "path": "/spec/variants/0/weight", "value": 20}]`)
+		var want []string
+		g.Eventually(func(g Gomega) {
+			l := link(g)
+			g.Expect(l.Status.ConfirmedGeneration).To(Equal(l.Generation))
+			want = expected(g, l)
+		}).Should(Succeed())
+		g.Eventually(func() []string { return locations(abc, chrome(121), clients) }).Should(Equal(want), "the redirector serves the new weights")
+		moves := map[string]int{}
+		n := 0
+		for i := range first {
+			if first[i] != want[i] {
+				moves[first[i]+" -> "+want[i]]++
+				n++
+			}
+		}
+		t.Logf("[30,20] -> [20,20], %d clients: %d moved (%.1f%%): %v", clients, n, 100*float64(n)/clients, moves)
+		g.Expect(moves).To(HaveLen(1))
+		g.Expect(moves).To(HaveKey("https://example.com/b -> https://example.com/a"))
+		// 10% of 1,500: five standard deviations (11.6 clients) either way.
+		g.Expect(math.Abs(float64(n)/clients - 0.10)).To(BeNumerically("<=", 5*math.Sqrt(0.1*0.9/clients)))
+
+		// variantsEnd in the past: every client to the winner, at once.
+		e.mustKubectl("patch", "shortlink", "-n", ns, "split-abc", "--type=merge", "-p", `{"spec": {"variantsEnd": {"at": "2020-01-01T00:00:00Z", "url": "https://example.com/c"}}}`)
+		g.Eventually(func() []string { return slices.Compact(locations(abc, chrome(121), 50)) }).Should(Equal([]string{"https://example.com/c"}))
 	})
 
 	t.Run("an expired link sends its clicks to its expiredURL, not the gone fallback", func(t *testing.T) {

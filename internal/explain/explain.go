@@ -74,6 +74,10 @@ type Link struct {
 	ExpiredURL string
 	// Rules and Variants are how many rules and variants route its clicks.
 	Rules, Variants int
+	// VariantsEndAt and VariantsEndURL are spec.variantsEnd (zero: none):
+	// from then on the split is over and its clicks go to the URL.
+	VariantsEndAt  time.Time
+	VariantsEndURL string
 }
 
 // Fallbacks are the fallback redirects that apply to the link's namespace,
@@ -183,33 +187,47 @@ func Describe(l Link, now time.Time, fb Fallbacks) Answer {
 		a := unknown(fb)
 		a.State = string(linkv1.StateScheduled)
 		a.Words = fmt.Sprintf("redirects from %s on, to %s; until then it answers like an unknown code (%s)",
-			stamp(l.ActivatesAt), redirectWords(l), a.Words)
+			stamp(l.ActivatesAt), redirectWords(l, now), a.Words)
 		a.Previewers = previewers(l)
 		return a
 	case finish != Running:
 		a, _ := finished(l, finish, fb)
 		return a
 	}
-	a := Answer{State: string(linkv1.StateActive), Status: l.Status, Location: l.Location, Destination: l.Location}
-	a.Words = "redirects to " + redirectWords(l)
+	loc := l.Location
+	if l.Variants > 0 && !l.VariantsEndAt.IsZero() && !now.Before(l.VariantsEndAt) {
+		loc = l.VariantsEndURL // the test ended: its winner takes the clicks no rule routes
+	}
+	a := Answer{State: string(linkv1.StateActive), Status: l.Status, Location: loc, Destination: loc}
+	a.Words = "redirects to " + redirectWords(l, now)
 	a.Previewers = previewers(l)
 	return a
 }
 
 // redirectWords is where the link redirects and how: "URL with 302 Found,
 // or by 2 rule(s) to their targets, ...".
-func redirectWords(l Link) string {
+func redirectWords(l Link, now time.Time) string {
 	var b strings.Builder
-	b.WriteString(l.Location)
+	v := l.Variants
+	ended := v > 0 && !l.VariantsEndAt.IsZero() && !now.Before(l.VariantsEndAt)
+	if ended {
+		b.WriteString(l.VariantsEndURL) // the test's winner takes the split's clicks
+		v = 0
+	} else {
+		b.WriteString(l.Location)
+	}
 	b.WriteString(" with ")
 	b.WriteString(statusText(l.Status))
-	switch r, v := l.Rules, l.Variants; {
+	switch r := l.Rules; {
 	case r > 0 && v > 0:
 		fmt.Fprintf(&b, ", or by %d rule(s) to their targets, split with %d variant(s)", r, v)
 	case r > 0:
 		fmt.Fprintf(&b, ", or by %d rule(s) to their targets", r)
 	case v > 0:
 		fmt.Fprintf(&b, ", split with %d variant(s)", v)
+	}
+	if v > 0 && !l.VariantsEndAt.IsZero() {
+		fmt.Fprintf(&b, " until %s, then all to %s", stamp(l.VariantsEndAt), l.VariantsEndURL)
 	}
 	if l.ForwardPath {
 		b.WriteString(", adding what follows the code in the short URL to the path")
@@ -326,6 +344,9 @@ func FromShortLink(s *linkv1.ShortLink) Link {
 	}
 	if s.Spec.ExpiredURL != "" {
 		l.ExpiredURL = location.Of(string(s.Spec.ExpiredURL))
+	}
+	if end := s.Spec.VariantsEnd; end != nil {
+		l.VariantsEndAt, l.VariantsEndURL = end.At.Time, location.Of(end.URL)
 	}
 	if at, ok := s.Expiry(); ok {
 		l.ExpiresAt = at

@@ -39,6 +39,14 @@ func TestDescribe(t *testing.T) {
 			"redirects to https://example.com/a with 308 Permanent Redirect, or by 2 rule(s) to their targets, split with 1 variant(s), " +
 				"adding what follows the code in the short URL to the path, adding the short URL's query string until 2026-11-01T13:00:00Z, for at most 10 uses",
 			"link previewers (chat apps, crawlers) get a card (its namespace's, or a neutral one), not a redirect, and spend no use"},
+		{"a test that ends", with(func(l *Link) {
+			l.Variants, l.VariantsEndAt, l.VariantsEndURL = 1, now.Add(time.Hour), "https://example.com/b"
+		}), Fallbacks{}, "Active", 302, "https://example.com/a",
+			"redirects to https://example.com/a with 302 Found, split with 1 variant(s) until 2026-11-01T13:00:00Z, then all to https://example.com/b", ""},
+		{"a test that ended: the winner takes the split", with(func(l *Link) {
+			l.Rules, l.Variants, l.VariantsEndAt, l.VariantsEndURL = 1, 1, now, "https://example.com/b"
+		}), Fallbacks{}, "Active", 302, "https://example.com/b",
+			"redirects to https://example.com/b with 302 Found, or by 1 rule(s) to their targets", ""},
 		{"a card", with(func(l *Link) { l.Card = true }), Fallbacks{}, "Active", 302, "https://example.com/a",
 			"redirects to https://example.com/a with 302 Found", "link previewers (chat apps, crawlers) get its card, not a redirect"},
 		{"expired by the clock", with(func(l *Link) { l.ExpiresAt = now }), Fallbacks{}, "Expired", 410, "",

@@ -28,7 +28,8 @@ import (
 
 const createUsage = `create NAME URL [--code CODE] [--ttl DURATION | --expires-at TIME] [--max-uses N]
        [--status 301|302|307|308] [--forward-query] [--activates-at TIME] [--dedup-policy IfSameTarget|Never]
-       [--rule 'url=URL COND...']... [--variant 'url=URL weight=N']... [--expired-url URL] [--forward-path]
+       [--rule 'url=URL COND...']... [--variant 'url=URL weight=N']... [--variants-end 'at=TIME url=URL']
+       [--expired-url URL] [--forward-path]
        [--card-title TEXT] [--card-description TEXT] [--card-image URL]
        [--overwrite] [--timeout 30s] [--dry-run=client|server [-o yaml|json]]
 
@@ -65,6 +66,7 @@ type createOptions struct {
 	output       string
 	rules        []string
 	variants     []string
+	variantsEnd  string
 	expiredURL   string
 	forwardPath  bool
 	card         linkv1.LinkCard
@@ -84,6 +86,7 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.StringVar(&o.dedupPolicy, "dedup-policy", "", "IfSameTarget shares the code of links with the same target, Never gives this link its own (default: the manager's --dedup)")
 	f.StringArrayVar(&o.rules, "rule", nil, "a redirect rule 'url=URL COND...' (repeat for more, in order; see below)")
 	f.StringArrayVar(&o.variants, "variant", nil, "a weighted variant 'url=URL weight=N' (repeat for more)")
+	f.StringVar(&o.variantsEnd, "variants-end", "", "end the split 'at=TIME url=URL': from TIME on, the clicks no rule matches go to URL (the link's URL or a variant's)")
 	f.StringVar(&o.expiredURL, "expired-url", "", "where clicks go once the link has finished, instead of 410 Gone")
 	f.BoolVar(&o.forwardPath, "forward-path", false, "append the rest of the short URL's path to the target")
 	f.StringVar(&o.card.Title, "card-title", "", "the title link previewers (Slack, WhatsApp...) show instead of following the link (spec.card)")

@@ -31,6 +31,9 @@ Rules and variants (docs/api.md, "Rules" and "Variants"):
                                query and header may repeat.
   --variant 'url=URL weight=N' a variant taking N percent of the clicks no rule matches;
                                URL takes what the variants leave of 100.
+  --variants-end 'at=TIME url=URL'
+                               end the split at TIME (RFC 3339): from then on the clicks no
+                               rule matches all go to URL, the link's URL or a variant's.
   --expired-url URL            where clicks go once the link has finished, instead of 410
   --forward-path               append the rest of the short URL's path to the target
 `
@@ -112,6 +115,30 @@ func parseVariant(s string) (linkv1.Variant, error) {
 	return v, err
 }
 
+// parseVariantsEnd reads --variants-end.
+func parseVariantsEnd(s string) (*linkv1.VariantsEnd, error) {
+	var e linkv1.VariantsEnd
+	err := eachWord(s, func(key, value string) error {
+		switch key {
+		case urlKey:
+			e.URL = value
+		case "at":
+			at, err := time.Parse(time.RFC3339, value)
+			if err != nil {
+				return fmt.Errorf("at=%s: use an RFC 3339 time such as 2030-01-02T15:04:05Z", value)
+			}
+			e.At = metav1.NewTime(at.UTC())
+		default:
+			return fmt.Errorf("unknown key %q: use at and url", key)
+		}
+		return nil
+	})
+	if err == nil && (e.URL == "" || e.At.IsZero()) {
+		err = fmt.Errorf("the end of the split needs at= and url=")
+	}
+	return &e, err
+}
+
 // eachWord calls fn with each KEY=VALUE word of s.
 func eachWord(s string, fn func(key, value string) error) error {
 	words := strings.Fields(s)
@@ -148,6 +175,13 @@ func (o *createOptions) setRouting(spec *linkv1.ShortLinkSpec) error {
 		}
 		spec.Variants = append(spec.Variants, v)
 	}
+	if o.variantsEnd != "" {
+		end, err := parseVariantsEnd(o.variantsEnd)
+		if err != nil {
+			return usageErrorf("create", "invalid --variants-end %q: %v", o.variantsEnd, err)
+		}
+		spec.VariantsEnd = end
+	}
 	spec.ExpiredURL = linkv1.TargetURL(o.expiredURL)
 	spec.ForwardPath = o.forwardPath
 	for _, t := range rules.Targets(spec) {
@@ -161,14 +195,14 @@ func (o *createOptions) setRouting(spec *linkv1.ShortLinkSpec) error {
 	return nil
 }
 
-var specField = regexp.MustCompile(`spec\.(rules|variants)(\[([0-9]+)\](\.url)?)?|spec\.expiredURL`)
+var specField = regexp.MustCompile(`spec\.(rules|variantsEnd|variants)(\[([0-9]+)\](\.url)?)?(\.url)?|spec\.expiredURL`)
 
 // flagOf names, in a message about spec fields, the flags that set them:
 // spec.rules[0].url is --rule 1, spec.variants --variant.
 func flagOf(msg string) string {
 	return specField.ReplaceAllStringFunc(msg, func(field string) string {
 		m := specField.FindStringSubmatch(field)
-		flag := map[string]string{"rules": "--rule", "variants": "--variant", "": "--expired-url"}[m[1]]
+		flag := map[string]string{"rules": "--rule", "variants": "--variant", "variantsEnd": "--variants-end", "": "--expired-url"}[m[1]]
 		if m[3] == "" {
 			return flag
 		}
@@ -193,6 +227,7 @@ func routingFields(s *linkv1.ShortLinkSpec, unset string) [][2]string {
 	return [][2]string{
 		{"rules", js(s.Rules, len(s.Rules) == 0)},
 		{"variants", js(s.Variants, len(s.Variants) == 0)},
+		{"variantsEnd", js(s.VariantsEnd, s.VariantsEnd == nil)},
 		{"expiredURL", expired},
 		{"forwardPath", strconv.FormatBool(s.ForwardPath)},
 	}

@@ -13,6 +13,7 @@ func TestCreateTakesRulesAndVariants(t *testing.T) {
 		"--rule", "url=https://example.com/beta query=beta=1 query=ref header=X-Canary=yes after=2030-01-01T00:00:00Z before=2030-02-01T00:00:00Z country=CH,LI",
 		"--variant", "url=https://example.com/app-b weight=30",
 		"--variant", "url=https://example.com/app-c weight=20%",
+		"--variants-end", "at=2030-03-01T00:00:00+01:00 url=https://example.com/app-b",
 		"--expired-url", "https://example.com/over", "--forward-path"}
 	res := runVerb(t, "", args[0], args[1:]...)
 	res.expect(t, ExitOK, `apiVersion: linkforge.io/v1alpha1
@@ -52,6 +53,9 @@ spec:
     weight: 30
   - url: https://example.com/app-c
     weight: 20
+  variantsEnd:
+    at: "2030-02-28T23:00:00Z"
+    url: https://example.com/app-b
 `)
 	expectServerAccepts(t, res.stdout)
 
@@ -60,7 +64,8 @@ spec:
 	clusterArgs = append(clusterArgs, "-n", linked)
 	runVerb(t, adminKube, "create", clusterArgs...).expect(t, ExitOK, wantURL(t, "https://example.com/app")+"\n", "shortlink.linkforge.io/app created")
 	got := getLinkT(t, linked, "app")
-	if len(got.Spec.Rules) != 4 || len(got.Spec.Variants) != 2 || got.Status.RuleCount != 4 || got.Status.VariantCount != 2 || !got.Spec.ForwardPath {
+	if len(got.Spec.Rules) != 4 || len(got.Spec.Variants) != 2 || got.Status.RuleCount != 4 || got.Status.VariantCount != 2 || !got.Spec.ForwardPath ||
+		got.Spec.VariantsEnd == nil || len(got.Status.SplitBuckets) != 2 {
 		t.Errorf("spec %+v, status %+v", got.Spec, got.Status)
 	}
 	runVerb(t, adminKube, "create", clusterArgs...).expect(t, ExitOK, "*", "shortlink.linkforge.io/app unchanged")
@@ -88,6 +93,11 @@ func TestCreateRefusesBadRulesAndVariants(t *testing.T) {
 		{[]string{"--variant", "url=https://b.example/ weight=60", "--variant", "url=https://c.example/ weight=50"}, ExitUsage, "the weights of --variant add up to 110"},
 		{[]string{"--variant", "url=https://b.example/ weight=10", "--variant", "url=not-a-url weight=10"}, ExitNotReady, `invalid URL "not-a-url" in --variant 2`},
 		{[]string{"--expired-url", "https://exa mple.com/"}, ExitNotReady, `invalid URL "https://exa mple.com/" in --expired-url`},
+		{[]string{"--variant", "url=https://b.example/ weight=10", "--variants-end", "at=2030-01-01T00:00:00Z url=https://c.example/"}, ExitUsage,
+			`--variants-end "https://c.example/" is neither spec.url nor the url of one of --variant`},
+		{[]string{"--variants-end", "at=2030-01-01T00:00:00Z url=https://example.com/app"}, ExitUsage, "--variants-end ends the split of --variant: set variants"},
+		{[]string{"--variant", "url=https://b.example/ weight=10", "--variants-end", "at=soon url=https://b.example/"}, ExitUsage, "at=soon: use an RFC 3339 time"},
+		{[]string{"--variant", "url=https://b.example/ weight=10", "--variants-end", "url=https://b.example/"}, ExitUsage, "the end of the split needs at= and url="},
 	} {
 		args := append([]string{"app", "https://example.com/app", "--dry-run=client"}, tc.flags...)
 		runVerb(t, "", "create", args...).expect(t, tc.code, "", tc.stderr)

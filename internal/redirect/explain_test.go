@@ -86,6 +86,14 @@ func TestExplainAgreesWithTheRedirect(t *testing.T) {
 		{name: "variants", url: "https://example.com/n", state: "Active", split: []string{"https://example.com/n-b"}, mut: []func(*linkv1.ShortLink){func(l *linkv1.ShortLink) {
 			l.Spec.Variants = []linkv1.Variant{{URL: "https://example.com/n-b", Weight: 50}}
 		}}},
+		{name: "variants, the test ending later", url: "https://example.com/n2", state: "Active", split: []string{"https://example.com/n2-b"}, mut: []func(*linkv1.ShortLink){func(l *linkv1.ShortLink) {
+			l.Spec.Variants = []linkv1.Variant{{URL: "https://example.com/n2-b", Weight: 50}}
+			l.Spec.VariantsEnd = &linkv1.VariantsEnd{At: metav1.NewTime(future), URL: "https://example.com/n2-b"}
+		}}},
+		{name: "variants, the test ended: the winner takes every click", url: "https://example.com/n3", state: "Active", mut: []func(*linkv1.ShortLink){func(l *linkv1.ShortLink) {
+			l.Spec.Variants = []linkv1.Variant{{URL: "https://example.com/n3-b", Weight: 50}}
+			l.Spec.VariantsEnd = &linkv1.VariantsEnd{At: metav1.NewTime(past), URL: "https://example.com/n3-b"}
+		}}},
 		{name: "forwardPath", url: "https://example.com/o/", state: "Active", mut: []func(*linkv1.ShortLink){func(l *linkv1.ShortLink) { l.Spec.ForwardPath = true }}},
 		{name: "a card", url: "https://example.com/p", state: "Active", mut: []func(*linkv1.ShortLink){withCard("Launch", "", "")}},
 		{name: "maxUses: previewers get a card", url: "https://example.com/q", state: "Active", mut: []func(*linkv1.ShortLink){func(l *linkv1.ShortLink) { l.Spec.MaxUses = ptr.To[int64](9) }}},

@@ -103,6 +103,9 @@ func (e *Link) explained() explain.Link {
 	x := explain.Link{Code: e.Code, Serves: true, Status: e.Status(), Location: e.Location, ForwardQuery: e.is(flagForwardQuery)}
 	if c := e.routing(); c != nil {
 		x.ExpiredURL, x.ForwardPath, x.Rules, x.Variants = c.ExpiredURL(), c.ForwardPath(), c.Rules(), c.Variants()
+		if at, url, ok := c.VariantsEnd(); ok {
+			x.VariantsEndAt, x.VariantsEndURL = at, url
+		}
 	}
 	if e.is(flagTombstone) {
 		x.Finish = explain.Removed // until is the tombstone's end, not an expiry

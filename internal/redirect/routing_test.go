@@ -126,6 +126,46 @@ func TestSplitIsStickyAndWeighted(t *testing.T) {
 	}
 }
 
+// The redirector splits by the buckets the controller assigned in
+// status.splitBuckets (rules.Assign), and ends the split at
+// spec.variantsEnd.at: a link whose assignment changes to the other half
+// sends every client to the other destination; after the end all go to
+// the winner, counted in no variant.
+func TestSplitFollowsStatusBuckets(t *testing.T) {
+	h := newHarnessWith(t, Options{ClientAddressHeader: "X-Real-IP", TrustedProxies: trusted(t, "0.0.0.0")})
+	assigned := func(buckets string) func(l *linkv1.ShortLink) {
+		return func(l *linkv1.ShortLink) {
+			abLink(l)
+			l.Status.SplitBuckets = []linkv1.SplitBuckets{{URL: "https://example.com/b", Buckets: buckets}}
+		}
+	}
+	low := h.add(link("ns", "ab", "ab", "https://example.com/a", assigned("0-49")))
+	const clients = 200
+	var first [clients]string
+	for i := range clients {
+		_, first[i] = h.click("/ns/ab", "User-Agent", uaDesktop, "X-Real-IP", fmt.Sprintf("198.51.100.%d", i))
+	}
+	high := link("ns", "ab", "ab", "https://example.com/a", assigned("50-99"), func(l *linkv1.ShortLink) { l.ResourceVersion = "2" })
+	h.update(low, high)
+	for i := range clients {
+		if _, loc := h.click("/ns/ab", "User-Agent", uaDesktop, "X-Real-IP", fmt.Sprintf("198.51.100.%d", i)); loc == first[i] {
+			t.Fatalf("client %d: %s by both assignments", i, loc)
+		}
+	}
+	h.add(link("ns", "ended", "ended", "https://example.com/a", abLink, func(l *linkv1.ShortLink) {
+		l.Spec.VariantsEnd = &linkv1.VariantsEnd{At: metav1.NewTime(epoch), URL: "https://example.com/b"}
+	}))
+	before := counterValue(t, h.r.metrics.split[1]) + counterValue(t, h.r.metrics.split[0])
+	for i := range 20 {
+		if _, loc := h.click("/ns/ended", "User-Agent", uaDesktop, "X-Real-IP", fmt.Sprintf("192.0.2.%d", i)); loc != "https://example.com/b" {
+			t.Fatalf("after the end: %s, want the winner", loc)
+		}
+	}
+	if after := counterValue(t, h.r.metrics.split[1]) + counterValue(t, h.r.metrics.split[0]); after != before {
+		t.Errorf("clicks after the end counted in the split: %v more", after-before)
+	}
+}
+
 // A finished link sends its clicks to spec.expiredURL, ahead of the
 // namespace's gone fallback; its preview names it; after deletion the
 // tombstone keeps sending them there.

@@ -272,7 +272,7 @@ func NewLink(in *linkv1.ShortLink) *Link {
 		// controller confirmed this spec, so it compiles; if it did not
 		// (a spec that reached the API another way), the link serves its
 		// spec.url, as it did before it had routing.
-		if c, err := rules.Compile(&in.Spec, in.Namespace+"/"+in.Name, Location); err == nil {
+		if c, err := rules.CompileAssigned(&in.Spec, in.Status.SplitBuckets, in.Namespace+"/"+in.Name, Location); err == nil {
 			m := &routedMore{compiled: *c}
 			if l.more != nil {
 				m.linkMore = *l.more

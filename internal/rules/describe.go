@@ -35,6 +35,9 @@ func Describe(spec *linkv1.ShortLinkSpec) []string {
 			parts = append(parts, fmt.Sprintf("%d%% to %s", rest, strings.TrimSpace(spec.URL)))
 		}
 		out = append(out, fmt.Sprintf("%s are split, each visitor keeping their share: %s.", others, strings.Join(parts, ", ")))
+		if end := spec.VariantsEnd; end != nil {
+			out = append(out, fmt.Sprintf("From %s on, they all go to %s.", end.At.UTC().Format(time.RFC3339), strings.TrimSpace(end.URL)))
+		}
 	}
 	if spec.ExpiredURL != "" {
 		out = append(out, fmt.Sprintf("Once the link has finished, clicks go to %s.", strings.TrimSpace(string(spec.ExpiredURL))))

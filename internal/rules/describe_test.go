@@ -41,4 +41,11 @@ func TestDescribe(t *testing.T) {
 	if got := Describe(full); !slices.Equal(got, []string{"Clicks are split, each visitor keeping their share: 100% to https://b.example/."}) {
 		t.Errorf("a split without spec.url's share: %q", got)
 	}
+	full.VariantsEnd = &linkv1.VariantsEnd{At: *mt(t0), URL: "https://b.example/"}
+	if got := Describe(full); !slices.Equal(got, []string{
+		"Clicks are split, each visitor keeping their share: 100% to https://b.example/.",
+		"From 2030-06-01T12:00:00Z on, they all go to https://b.example/.",
+	}) {
+		t.Errorf("a split that ends: %q", got)
+	}
 }

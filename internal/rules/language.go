@@ -74,6 +74,12 @@ func languageTag(tag []byte) bool {
 	return true
 }
 
+// tagChar reports whether c may be part of a language tag as clients
+// write them: an ASCII letter or digit, '-' or '_'.
+func tagChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+}
+
 // quality reads the weight of an entry's parameters, in thousandths: 1000
 // without one, qInvalid for an invalid or repeated one. The name q is read
 // in any case, with spaces around the parameter and its '=' ignored.
@@ -211,10 +217,4 @@ func lowerASCII(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
-}
-
-// tagChar reports whether c may be part of a language tag as a header
-// writes it: ASCII letters and digits, '-' or '_'.
-func tagChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }

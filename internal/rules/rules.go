@@ -66,15 +66,19 @@ type Choice struct {
 	// Rule is the index in spec.rules of the rule that matched, or -1.
 	Rule int
 	// Variant is the index in spec.variants of the chosen variant, or -1:
-	// a rule matched, or the click went to spec.url (see Split).
+	// a rule matched, or the click went to spec.url (see Split), or the
+	// split had ended.
 	Variant int
+	// Ended says the split had ended (spec.variantsEnd): no rule matched,
+	// and the click went to variantsEnd.url, outside the split.
+	Ended bool
 }
 
 // Split reports whether the click went through the variant split (no rule
-// matched and the link has variants): then it counts in
-// status.variantUses, under SplitURL.
+// matched, the link has variants and its split has not ended): then it
+// counts in status.variantUses, under SplitURL.
 func (c *Compiled) Split(ch Choice) bool {
-	return ch.Rule < 0 && c.nVariants > 0
+	return ch.Rule < 0 && c.nVariants > 0 && !ch.Ended
 }
 
 // SplitURL is the status.variantUses key of a split click: the variant's
@@ -120,17 +124,23 @@ type Compiled struct {
 	// running at once (the language ranges each with the rules that name
 	// it), before it tries any rule: each costs less than trying a rule.
 	timed, localized ruleSet
-	// upTo[i] is variant i's bucket bound: buckets [upTo[i-1], upTo[i])
-	// of 0-99 go to it.
-	upTo  [linkv1.MaxVariants]uint8
-	seed  uint64
-	rules []packedRule
-	conds []condition
-	text  string
+	// ends says the split ends at endAt (Unix nanoseconds, by the
+	// redirector's clock: spec.variantsEnd), after which its clicks go to
+	// split destination endSlot (an index of splitEnd's targets).
+	ends    bool
+	endSlot uint8
+	endAt   int64
+	seed    uint64
+	rules   []packedRule
+	conds   []condition
+	text    string
 	// splitEnd are where the split's targets (as locate made them) end in
 	// text, which begins with them: text[:splitEnd[0]] is spec.url's,
 	// text[splitEnd[i]:splitEnd[i+1]] variant i's.
 	splitEnd [linkv1.MaxVariants + 1]uint16
+	// slots is the destination of each bucket of the split (split.go): a
+	// split click reads one byte of it, on a cache line of its own.
+	slots slotTable
 
 	// Not read by a click's choice.
 	expiredURL string
@@ -209,13 +219,23 @@ type match struct {
 	hasValue    bool
 }
 
-// Compile prepares a link's routing for Evaluate, once per spec. seed
-// makes the variant split differ between links (so that one client is not
-// in the first variant of every link): the link's namespace/name, the same
-// on every replica. locate turns a target as written into what Choice.URL
-// holds (the redirector's Location form); nil trims spaces. Compile refuses
-// what the CRD refuses, for a spec that reached it another way.
+// Compile prepares a link's routing for Evaluate, once per spec, its
+// split's buckets assigned without an assignment before (CompileAssigned).
 func Compile(spec *linkv1.ShortLinkSpec, seed string, locate func(string) string) (*Compiled, error) {
+	return CompileAssigned(spec, nil, seed, locate)
+}
+
+// CompileAssigned prepares a link's routing for Evaluate, once per spec,
+// its split by the assignment buckets (status.splitBuckets: Assign's, as
+// the controller wrote it for this spec; Assign is applied again, so an
+// assignment of another spec or none reads as the controller would make
+// it). seed makes the variant split differ between links (so that one
+// client is not in the first variant of every link): the link's
+// namespace/name, the same on every replica. locate turns a target as
+// written into what Choice.URL holds (the redirector's Location form); nil
+// trims spaces. It refuses what the CRD refuses, for a spec that reached
+// it another way.
+func CompileAssigned(spec *linkv1.ShortLinkSpec, buckets []linkv1.SplitBuckets, seed string, locate func(string) string) (*Compiled, error) {
 	if locate == nil {
 		locate = strings.TrimSpace
 	}
@@ -247,10 +267,18 @@ func Compile(spec *linkv1.ShortLinkSpec, seed string, locate func(string) string
 			return nil, fmt.Errorf("spec.variants[%d].weight is %d: use a percentage from 1 to 100", i, v.Weight)
 		}
 		total += v.Weight
-		c.upTo[i] = uint8(min(total, 100))
 	}
 	if total > 100 {
 		return nil, fmt.Errorf("the weights of spec.variants add up to %d: they are percentages, spec.url takes what they leave of 100", total)
+	}
+	c.slots = newSlotTable(assign(spec.Variants, buckets))
+	if end := spec.VariantsEnd; end != nil {
+		slot, err := endSlot(spec)
+		if err != nil {
+			return nil, err
+		}
+		c.ends, c.endSlot, c.endAt = true, slot, end.At.UnixNano()
+		c.reads |= FactTime
 	}
 	split := make([]string, 0, 1+len(spec.Variants))
 	split = append(split, locate(spec.URL))
@@ -458,6 +486,15 @@ func (c *Compiled) Variants() int { return int(c.nVariants) }
 // "" to answer as before (410 Gone or the namespace's fallback).
 func (c *Compiled) ExpiredURL() string { return c.expiredURL }
 
+// VariantsEnd is spec.variantsEnd: the instant the split ends and the
+// target (as the redirect sends it) its clicks go to from then on.
+func (c *Compiled) VariantsEnd() (at time.Time, url string, ok bool) {
+	if !c.ends {
+		return time.Time{}, "", false
+	}
+	return time.Unix(0, c.endAt), c.splitTarget(c.endSlot), true
+}
+
 // ForwardPath reports whether the rest of the short URL's path goes to the
 // target (AppendPath).
 func (c *Compiled) ForwardPath() bool { return c.forwardPath }
@@ -475,18 +512,44 @@ func Evaluate(f *Facts, c *Compiled) Choice {
 		}
 	}
 	if c.nVariants > 0 {
+		if c.ends && f.Now.UnixNano() >= c.endAt {
+			return Choice{URL: c.splitTarget(c.endSlot), Rule: -1, Variant: -1, Ended: true}
+		}
 		sum := f.AgentSum
 		if !f.AgentSumKnown {
 			sum = AgentSum(f.UserAgent)
 		}
-		b := bucket(c.seed, f.Client, sum)
-		for i, upTo := range c.upTo[:c.nVariants] {
-			if b < uint64(upTo) {
-				return Choice{URL: c.text[c.splitEnd[i]:c.splitEnd[i+1]], Rule: -1, Variant: i}
-			}
+		if slot := c.slots.slot(bucket(c.seed, f.Client, sum)); slot > 0 {
+			return Choice{URL: c.splitTarget(slot), Rule: -1, Variant: int(slot) - 1}
 		}
 	}
 	return Choice{URL: c.text[:c.splitEnd[0]], Rule: -1, Variant: -1}
+}
+
+// splitTarget is the split's target of slot (0: spec.url, i+1: variant i).
+func (c *Compiled) splitTarget(slot uint8) string {
+	if slot == 0 {
+		return c.text[:c.splitEnd[0]]
+	}
+	return c.text[c.splitEnd[slot-1]:c.splitEnd[slot]]
+}
+
+// endSlot is the split's slot of spec.variantsEnd.url: 0 for spec.url,
+// i+1 for variant i, compared as written (trimmed).
+func endSlot(spec *linkv1.ShortLinkSpec) (uint8, error) {
+	if len(spec.Variants) == 0 {
+		return 0, fmt.Errorf("spec.variantsEnd ends the split of spec.variants: set variants, or remove variantsEnd")
+	}
+	url := strings.TrimSpace(spec.VariantsEnd.URL)
+	if url == strings.TrimSpace(spec.URL) {
+		return 0, nil
+	}
+	for i, v := range spec.Variants {
+		if url == strings.TrimSpace(string(v.URL)) {
+			return uint8(i + 1), nil
+		}
+	}
+	return 0, fmt.Errorf("spec.variantsEnd.url %q is neither spec.url nor the url of one of spec.variants: name the destination that wins the test as written there", spec.VariantsEnd.URL)
 }
 
 // firstMatch is the index of the first rule whose conditions hold, or -1.

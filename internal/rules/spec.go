@@ -82,14 +82,14 @@ func Identity(link *linkv1.ShortLink, canonical string) string {
 
 // Key is the part of a link's dedup identity that its routing adds to
 // claim.TargetKey: links share a code only when their rules, variants,
-// expiredURL and forwardPath are identical too (targets compared in
+// variantsEnd, expiredURL and forwardPath are identical too (targets compared in
 // canonical form, conditions as the redirector reads them: device and
 // language sets in any order and case), and so is their card (two links
 // sharing a code would show previewers one of their cards). It is "" for
 // a link with none of them, so such a link keeps the identity it had
 // before they existed. An error means a target does not canonicalize.
 func Key(spec *linkv1.ShortLinkSpec) (string, error) {
-	if len(spec.Rules) == 0 && len(spec.Variants) == 0 && spec.ExpiredURL == "" && !spec.ForwardPath && spec.Card == nil {
+	if len(spec.Rules) == 0 && len(spec.Variants) == 0 && spec.VariantsEnd == nil && spec.ExpiredURL == "" && !spec.ForwardPath && spec.Card == nil {
 		return "", nil
 	}
 	var b strings.Builder
@@ -136,6 +136,13 @@ func Key(spec *linkv1.ShortLinkSpec) (string, error) {
 		if err := canonical(fmt.Sprintf("spec.variants[%d].url", i), string(v.URL)); err != nil {
 			return "", err
 		}
+	}
+	if end := spec.VariantsEnd; end != nil {
+		slot, err := endSlot(spec)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, " end=%d:%d", end.At.UnixNano(), slot)
 	}
 	return b.String(), nil
 }

@@ -59,7 +59,10 @@ func TestKey(t *testing.T) {
 		"another weight":         func(s *linkv1.ShortLinkSpec) { s.Variants[0].Weight = 21 },
 		"variants reordered":     func(s *linkv1.ShortLinkSpec) { s.Variants[0], s.Variants[2] = s.Variants[2], s.Variants[0] },
 		"another variant target": func(s *linkv1.ShortLinkSpec) { s.Variants[1].URL = "https://example.com/e" },
-		"no variants":            func(s *linkv1.ShortLinkSpec) { s.Variants = nil },
+		"a split that ends": func(s *linkv1.ShortLinkSpec) {
+			s.VariantsEnd = &linkv1.VariantsEnd{At: *mt(t0), URL: string(s.Variants[0].URL)}
+		},
+		"no variants": func(s *linkv1.ShortLinkSpec) { s.Variants = nil },
 	} {
 		s := eightRules()
 		edit(s)

@@ -1,17 +1,21 @@
 package rules
 
 // The variant split: a client's bucket (0-99) is a hash of the link's seed,
-// the client's address and its User-Agent (AgentSum, which the redirector
-// remembers with the agent's device class, so that a click need not read
-// the agent again), so the same client lands in the same variant on every
-// click and every replica, without shared state.
+// the client's address and its agent's family (AgentSum: the User-Agent
+// without its versions, which the redirector remembers with the agent's
+// device class, so that a click need not read the agent again), so the
+// same client lands in the same bucket on every click, every replica and
+// every update of its browser, without shared state; which destination
+// holds each bucket is the link's assignment (split.go).
 // Clients behind one address with one browser share a variant; a client
 // that changes address or browser may change variant. FNV-1a spreads
 // similar inputs (addresses that differ in their last byte) poorly in its
 // low bits, so the sum goes through a 64-bit finalizer (SplitMix64's)
 // before the modulo. The hash is part of the API's promise (a client
 // keeps its variant across replicas and versions): changing it moves
-// clients between variants.
+// clients between variants (it changed once, in issue 53: the agent's
+// versions were in it, so a browser update moved half the clients of a
+// 50/50 split).
 
 import (
 	"encoding/binary"
@@ -59,10 +63,33 @@ func mix(h uint64) uint64 {
 	return h
 }
 
-// AgentSum is what the split reads of a User-Agent: a 32-bit hash, the
-// same on every replica. Facts.AgentSum may carry it remembered.
+// AgentSum is what the split reads of a User-Agent: a 32-bit hash of its
+// family, the agent without its versions, the same on every replica. Every
+// digit is left out, and so is what follows a '/' up to the next space,
+// ';', ',', '(' or ')': "Chrome/121.0.6167.85" is "Chrome/", "Mobile/15E148"
+// "Mobile/", "Windows NT 10.0" "Windows NT .". So an update of the browser
+// or its system (Chrome ships every four weeks) keeps a client's variant,
+// while two browsers at one address (Chrome and Firefox, or Chrome on a
+// phone and on a laptop) are two clients. Facts.AgentSum may carry it
+// remembered.
 func AgentSum(userAgent []byte) uint32 {
-	return uint32(mix(hashBytes(fnvOffset, userAgent)))
+	h := uint64(fnvOffset)
+	version := false
+	for _, c := range userAgent {
+		switch {
+		case version:
+			if c != ' ' && c != ';' && c != ',' && c != '(' && c != ')' {
+				continue
+			}
+			version = false
+		case c == '/':
+			version = true
+		case '0' <= c && c <= '9':
+			continue
+		}
+		h = (h ^ uint64(c)) * fnvPrime
+	}
+	return uint32(mix(h))
 }
 
 // bucket is the client's bucket, 0-99, of its address (its 16 bytes,
