@@ -463,20 +463,30 @@ type UseReservation struct {
 	// +required
 	ExpiresAt metav1.MicroTime `json:"expiresAt"`
 
-	// peer is the address (host:port) at which the other replicas ask the
-	// holder to serve a use from this quota, so that a click on a replica
-	// without quota need not wait for a status write. Empty: the holder
-	// takes no such requests.
+	// peer is where holders of v0.3.0 took forwarded uses, unauthenticated.
+	// This release never writes it and never forwards to it: a v0.3.0
+	// replica believes any answer there, so a holder that published its
+	// address here could be impersonated at that address (a reused pod IP)
+	// and push a v0.3.0 replica past maxUses during an upgrade. It stays in
+	// the schema for the reservations v0.3.0 replicas write.
 	// +optional
 	// +kubebuilder:validation:MaxLength=261
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}$`
 	Peer string `json:"peer,omitempty"`
 
-	// peerProtocol is the protocol the holder speaks at peer: hmac-v1,
-	// requests and answers authenticated with the installation's peer key.
-	// The other replicas forward uses only to a holder that speaks theirs:
-	// a holder of an earlier release (none) would serve a use its answer
-	// cannot prove, and that use would be lost to the link.
+	// peerAddress is the address (host:port) at which the other replicas
+	// ask the holder to serve a use from this quota, so that a click on a
+	// replica without quota need not wait for a status write; they speak
+	// peerProtocol there. Empty: the holder takes no such requests.
+	// +optional
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._\[\]:-]+:[0-9]{1,5}$`
+	PeerAddress string `json:"peerAddress,omitempty"`
+
+	// peerProtocol is the protocol the holder speaks at peerAddress:
+	// hmac-v1, requests and answers authenticated with the installation's
+	// peer key. The other replicas forward uses only to a holder that
+	// speaks theirs.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[a-z0-9-]+$`

@@ -213,7 +213,7 @@ func (u *usesEnv) heldAhead(g *WithT, holder *replica, prefix string, n int) []s
 			l, err := u.link(name)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(l.Status.Reservations).To(HaveLen(1))
-			g.Expect(l.Status.Reservations[0].Peer).To(Equal(holder.peer))
+			g.Expect(l.Status.Reservations[0].PeerAddress).To(Equal(holder.peer))
 			paths[i] = "/uses/" + l.Status.Code
 		}).Should(Succeed(), func() string { return usesMetrics(holder.probes) })
 		for _, r := range u.replicas {

@@ -51,7 +51,7 @@ func BenchmarkUnreachableHolder(b *testing.B) {
 			return false, nil
 		}
 		for _, l := range list.Items {
-			if len(l.Status.UseReservations) != 1 || l.Status.UseReservations[0].Peer != nowhere {
+			if len(l.Status.UseReservations) != 1 || l.Status.UseReservations[0].PeerAddress != nowhere {
 				return false, nil
 			}
 		}

@@ -97,7 +97,7 @@ func TestUntrustedPeers(t *testing.T) {
 				l, err := u.link(name)
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(l.Status.Reservations).To(HaveLen(1))
-				g.Expect(l.Status.Reservations[0].Peer).To(Equal(nowhere))
+				g.Expect(l.Status.Reservations[0].PeerAddress).To(Equal(nowhere))
 				paths[i] = "/uses/" + l.Status.Code
 			}).WithTimeout(30*time.Second).Should(Succeed(), func() string {
 				resp, err := http.Get("http://" + a.probes + "/metrics")

@@ -157,9 +157,9 @@ type linkStatus struct {
 		Uses         int64  `json:"uses"`
 		State        string `json:"state"`
 		Reservations []struct {
-			Holder string `json:"holder"`
-			Quota  int64  `json:"quota"`
-			Peer   string `json:"peer"`
+			Holder      string `json:"holder"`
+			Quota       int64  `json:"quota"`
+			PeerAddress string `json:"peerAddress"`
 		} `json:"useReservations"`
 		Conditions []struct {
 			Type, Status, Reason string
@@ -697,7 +697,7 @@ func (u *usesEnv) testFrozenFirstClick(t *testing.T, bin, tmp, redirectorKubecon
 	g.Eventually(func() *replica {
 		if l, err := u.link("frozen"); err == nil && len(l.Status.Reservations) == 1 {
 			for _, r := range all {
-				if r.peer == l.Status.Reservations[0].Peer {
+				if r.peer == l.Status.Reservations[0].PeerAddress {
 					holder = r
 				}
 			}
@@ -740,7 +740,7 @@ func (u *usesEnv) testReservedAhead(t *testing.T) {
 	g.Eventually(func() (int, error) {
 		l, err := u.link("ahead")
 		if len(l.Status.Reservations) == 1 {
-			holder = l.Status.Reservations[0].Peer
+			holder = l.Status.Reservations[0].PeerAddress
 		}
 		return len(l.Status.Reservations), err
 	}).Should(Equal(1), "no replica reserved the new link ahead")

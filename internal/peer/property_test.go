@@ -313,8 +313,8 @@ func (n *netRun) sync(r *netReplica) {
 		Code: "code1", Created: l.CreationTimestamp.Unix()}
 	var most int64
 	for _, res := range l.Status.UseReservations {
-		if res.Peer != "" && !res.ReturnRequested && (v.Peer.Peer == "" || res.Quota > most) {
-			v.Peer, most = uses.Holder{Name: res.Holder, Peer: res.Peer}, res.Quota
+		if res.PeerAddress != "" && !res.ReturnRequested && (v.Peer.Peer == "" || res.Quota > most) {
+			v.Peer, most = uses.Holder{Name: res.Holder, Peer: res.PeerAddress}, res.Quota
 		}
 		v.ReturnRequested = v.ReturnRequested || res.ReturnRequested
 	}

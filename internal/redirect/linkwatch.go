@@ -70,7 +70,7 @@ func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 	for dec.PeekKind() != ']' {
 		var r struct {
 			Holder          string `json:"holder"`
-			Peer            string `json:"peer"`
+			PeerAddress     string `json:"peerAddress"`
 			PeerProtocol    string `json:"peerProtocol"`
 			Quota           int64  `json:"quota"`
 			ReturnRequested bool   `json:"returnRequested"`
@@ -78,16 +78,16 @@ func anyReservations(dec *jsontext.Decoder, v *[]linkv1.UseReservation) error {
 		if err := json.UnmarshalDecode(dec, &r, decodeOptions); err != nil {
 			return err
 		}
-		if c := (linkv1.UseReservation{Holder: r.Holder, Peer: r.Peer, PeerProtocol: r.PeerProtocol, Quota: r.Quota, ReturnRequested: r.ReturnRequested}); forwardsBefore(c, best) {
+		if c := (linkv1.UseReservation{Holder: r.Holder, PeerAddress: r.PeerAddress, PeerProtocol: r.PeerProtocol, Quota: r.Quota, ReturnRequested: r.ReturnRequested}); forwardsBefore(c, best) {
 			best = c
 		}
 		marked = marked || r.ReturnRequested
 		*v = someReservations
 	}
 	switch {
-	case best.Peer != "" && marked:
+	case best.PeerAddress != "" && marked:
 		*v = []linkv1.UseReservation{best, markedReservation}
-	case best.Peer != "":
+	case best.PeerAddress != "":
 		*v = []linkv1.UseReservation{best}
 	case marked:
 		*v = []linkv1.UseReservation{markedReservation}

@@ -105,23 +105,24 @@ func wireLinks() []*linkv1.ShortLink {
 	add("peers", func(l *linkv1.ShortLink) {
 		l.Spec.MaxUses = ptr.To[int64](10)
 		l.Status.UseReservations = []linkv1.UseReservation{
-			{Holder: "redirector-0-1f2e", Quota: 2, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.1:8082"},
+			{Holder: "redirector-0-1f2e", Quota: 2, ExpiresAt: metav1.NewMicroTime(at.Time), PeerAddress: "10.0.0.1:8082"},
 			{Holder: "redirector-1-9a0b", Quota: 3, ExpiresAt: metav1.NewMicroTime(at.Time)},
-			{Holder: "redirector-2-77c1", Quota: 5, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.3:8082", PeerProtocol: linkv1.PeerProtocolHMACv1},
-			{Holder: "redirector-3-0d0d", Quota: 5, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.4:8082"},
+			{Holder: "redirector-2-77c1", Quota: 5, ExpiresAt: metav1.NewMicroTime(at.Time), PeerAddress: "10.0.0.3:8082", PeerProtocol: linkv1.PeerProtocolHMACv1},
+			{Holder: "redirector-3-0d0d", Quota: 5, ExpiresAt: metav1.NewMicroTime(at.Time), PeerAddress: "10.0.0.4:8082"},
+			{Holder: "redirector-4-v030", Quota: 9, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.5:8082"}, // v0.3.0's
 		}
 	})
 	add("returns-requested", func(l *linkv1.ShortLink) {
 		l.Spec.MaxUses = ptr.To[int64](10)
 		l.Status.UseReservations = []linkv1.UseReservation{
-			{Holder: "redirector-0-1f2e", Quota: 6, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.1:8082", ReturnRequested: true},
-			{Holder: "redirector-2-77c1", Quota: 2, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.3:8082", PeerProtocol: linkv1.PeerProtocolHMACv1},
+			{Holder: "redirector-0-1f2e", Quota: 6, ExpiresAt: metav1.NewMicroTime(at.Time), PeerAddress: "10.0.0.1:8082", ReturnRequested: true},
+			{Holder: "redirector-2-77c1", Quota: 2, ExpiresAt: metav1.NewMicroTime(at.Time), PeerAddress: "10.0.0.3:8082", PeerProtocol: linkv1.PeerProtocolHMACv1},
 		}
 	})
 	add("only-marked", func(l *linkv1.ShortLink) {
 		l.Spec.MaxUses = ptr.To[int64](10)
 		l.Status.UseReservations = []linkv1.UseReservation{
-			{Holder: "redirector-0-1f2e", Quota: 6, ExpiresAt: metav1.NewMicroTime(at.Time), Peer: "10.0.0.1:8082", ReturnRequested: true},
+			{Holder: "redirector-0-1f2e", Quota: 6, ExpiresAt: metav1.NewMicroTime(at.Time), PeerAddress: "10.0.0.1:8082", ReturnRequested: true},
 		}
 	})
 	add("no-reservations", func(l *linkv1.ShortLink) {

@@ -19,13 +19,16 @@ import (
 
 func TestForwardTo(t *testing.T) {
 	res := func(quota int64, addr string) linkv1.UseReservation {
-		r := linkv1.UseReservation{Holder: "h" + addr, Quota: quota, Peer: addr}
+		r := linkv1.UseReservation{Holder: "h" + addr, Quota: quota, PeerAddress: addr}
 		if addr != "" {
 			r.PeerProtocol = linkv1.PeerProtocolHMACv1
 		}
 		return r
 	}
-	previousRelease := func(quota int64, addr string) linkv1.UseReservation {
+	previousRelease := func(quota int64, addr string) linkv1.UseReservation { // as v0.3.0 writes it
+		return linkv1.UseReservation{Holder: "h" + addr, Quota: quota, Peer: addr}
+	}
+	noProtocol := func(quota int64, addr string) linkv1.UseReservation {
 		r := res(quota, addr)
 		r.PeerProtocol = ""
 		return r
@@ -50,17 +53,18 @@ func TestForwardTo(t *testing.T) {
 		{"only one asked to return", []linkv1.UseReservation{marked(9, "a:1")}, ""},
 		{"a previous release's holder (no protocol) is skipped", []linkv1.UseReservation{previousRelease(9, "a:1"), res(1, "b:1")}, "b:1"},
 		{"only a previous release's holder", []linkv1.UseReservation{previousRelease(9, "a:1")}, ""},
+		{"an address without a protocol is skipped", []linkv1.UseReservation{noProtocol(9, "a:1"), res(1, "b:1")}, "b:1"},
 		{"another protocol is skipped", []linkv1.UseReservation{func() linkv1.UseReservation { r := res(9, "a:1"); r.PeerProtocol = "hmac-v2"; return r }()}, ""},
 	} {
-		if got := forwardTo(tc.rs); got.Peer != tc.want || got.Peer != "" && got.Holder != "h"+tc.want {
-			t.Errorf("%s: %q (%s), want %q", tc.name, got.Peer, got.Holder, tc.want)
+		if got := forwardTo(tc.rs); got.PeerAddress != tc.want || got.PeerAddress != "" && got.Holder != "h"+tc.want {
+			t.Errorf("%s: %q (%s), want %q", tc.name, got.PeerAddress, got.Holder, tc.want)
 		}
 	}
 }
 
 func TestPeerTableInterns(t *testing.T) {
 	r := func(holder, addr string) linkv1.UseReservation {
-		return linkv1.UseReservation{Holder: holder, Peer: addr}
+		return linkv1.UseReservation{Holder: holder, PeerAddress: addr}
 	}
 	a, b := peers.id(r("a", "10.1.2.3:8082")), peers.id(r("b", "10.1.2.3:8082"))
 	if a == 0 || b == 0 || a == b || peers.id(r("a", "10.1.2.3:8082")) != a {

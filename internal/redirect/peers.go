@@ -48,8 +48,8 @@ func forwardTo(rs []linkv1.UseReservation) linkv1.UseReservation {
 // release's holder would serve a use it cannot prove, and the use would
 // be lost) and is not asked to return, and best has none or less quota.
 func forwardsBefore(r, best linkv1.UseReservation) bool {
-	return r.Peer != "" && r.PeerProtocol == linkv1.PeerProtocolHMACv1 && !r.ReturnRequested &&
-		(best.Peer == "" || r.Quota > best.Quota)
+	return r.PeerAddress != "" && r.PeerProtocol == linkv1.PeerProtocolHMACv1 && !r.ReturnRequested &&
+		(best.PeerAddress == "" || r.Quota > best.Quota)
 }
 
 // peerID is a holder in the process' peer table (0: none). A Link keeps
@@ -74,10 +74,10 @@ var peers = &peerTable{ids: map[uses.Holder]peerID{}}
 
 // id interns the holder of reservation r (0 if it has no peer).
 func (t *peerTable) id(r linkv1.UseReservation) peerID {
-	if r.Peer == "" {
+	if r.PeerAddress == "" {
 		return 0
 	}
-	h := uses.Holder{Name: r.Holder, Peer: r.Peer}
+	h := uses.Holder{Name: r.Holder, Peer: r.PeerAddress}
 	t.mu.RLock()
 	id, ok := t.ids[h]
 	t.mu.RUnlock()

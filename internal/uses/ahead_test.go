@@ -35,7 +35,7 @@ func TestReserveAheadOnceAcrossReplicas(t *testing.T) {
 	stale := newAheadReplica(api, clk, "c", epoch, nil)
 	stale.u.Ahead(stale.c) // queued on the version before a's write
 	a.aheadRound(clk)
-	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].Holder != "a" || st.UseReservations[0].Peer != "a" {
+	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].Holder != "a" || st.UseReservations[0].PeerAddress != "a" || st.UseReservations[0].Peer != "" {
 		t.Fatalf("reservations %v, want a's, with its peer address", st.UseReservations)
 	}
 	b.sync()
@@ -66,7 +66,7 @@ func TestReserveAheadWaitsForThePeerPort(t *testing.T) {
 	ready = true
 	clk.advance(time.Second)
 	a.u.reserveAhead(context.Background())
-	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].Peer != "a" {
+	if st := api.get().Status; len(st.UseReservations) != 1 || st.UseReservations[0].PeerAddress != "a" || st.UseReservations[0].Peer != "" {
 		t.Fatalf("reservations %v once the peer port answers, want a's reserved ahead", st.UseReservations)
 	}
 }

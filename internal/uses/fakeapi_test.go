@@ -125,8 +125,8 @@ func (a *fakeAPI) version() Versioned {
 	// quota, none asked to return.
 	var most int64
 	for _, res := range l.Status.UseReservations {
-		if res.Peer != "" && !res.ReturnRequested && (v.Peer.Peer == "" || res.Quota > most) {
-			v.Peer, most = Holder{Name: res.Holder, Peer: res.Peer}, res.Quota
+		if res.PeerAddress != "" && !res.ReturnRequested && (v.Peer.Peer == "" || res.Quota > most) {
+			v.Peer, most = Holder{Name: res.Holder, Peer: res.PeerAddress}, res.Quota
 		}
 		v.ReturnRequested = v.ReturnRequested || res.ReturnRequested
 	}

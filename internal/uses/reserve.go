@@ -420,11 +420,19 @@ func (u *Uses) withMine(c *Counter, reservations []linkv1.UseReservation, mine i
 		// Each write's marker is its own, even within a microsecond.
 		expires = c.heldExpires.Add(time.Microsecond)
 	}
-	mineR := linkv1.UseReservation{Holder: u.opts.Holder, Quota: mine, ExpiresAt: metav1.NewMicroTime(expires), Peer: u.peer()}
-	if mineR.Peer != "" {
-		mineR.PeerProtocol = linkv1.PeerProtocolHMACv1
+	return append(reservations, Reservation(u.opts.Holder, mine, expires, u.peer())), expires
+}
+
+// Reservation is the reservation a holder writes: quota until expires,
+// taking forwarded uses at peer ("": none) under the peer key. The address
+// goes in peerAddress alone: v0.3.0 replicas read peer, and believe any
+// answer there (see linkv1.UseReservation.Peer).
+func Reservation(holder string, quota int64, expires time.Time, peer string) linkv1.UseReservation {
+	r := linkv1.UseReservation{Holder: holder, Quota: quota, ExpiresAt: metav1.NewMicroTime(expires), PeerAddress: peer}
+	if peer != "" {
+		r.PeerProtocol = linkv1.PeerProtocolHMACv1
 	}
-	return append(reservations, mineR), expires
+	return r
 }
 
 // askReturn marks the reservation of holder (the one a forward could not
