@@ -159,6 +159,7 @@ func (c *cluster) testUpgradeWithKubectl(t *testing.T) {
 	g.Expect(previous).NotTo(Equal(current), "the previous release's images differ from this one's")
 	c.onlyImages(g, previous)
 	t.Logf("from %s: %v", os.Getenv(previousVersionEnv), previous)
+	c.testMixedFleet(t, g)
 	ns := c.namespace("upgrade-kubectl")
 	c.upgradeDuringClicks(t, g, ns, current, func() {
 		t.Log(c.mustKubectl("apply", "--server-side", "-f", "dist/install.yaml"))
