@@ -10,6 +10,7 @@
 //	linkforge get [NAME] [-A]
 //	linkforge open NAME [--browser]
 //	linkforge qr NAME [-o FILE] [--format png|svg] [--size N] [--margin N]
+//	linkforge rotate-peer-key [--previous-window 10m] [-n linkforge-system]
 //	linkforge version
 package main
 
@@ -39,7 +40,8 @@ const usage = `usage:
   linkforge create NAME URL [--code C] [--ttl D | --expires-at T] [--max-uses N]
         [--status 301|302|307|308] [--forward-query] [--activates-at T]
         [--dedup-policy IfSameTarget|Never] [--rule 'url=URL COND...']...
-        [--variant 'url=URL weight=N']... [--expired-url URL] [--forward-path]
+        [--variant 'url=URL weight=N']... [--variants-end 'at=TIME url=URL']
+        [--expired-url URL] [--forward-path]
         [--card-title TEXT] [--card-description TEXT] [--card-image URL]
         [--overwrite] [--timeout 30s] [--dry-run=client|server [-o yaml|json]]
         create the ShortLink, wait until it is Ready and print its short URL
@@ -50,10 +52,12 @@ const usage = `usage:
   linkforge qr NAME [-o FILE] [--format png|svg] [--size 256] [--margin 4] [--invert]
         [--base-url URL]
         draw a QR code of the short URL: in the terminal, or as a PNG or SVG
+  linkforge rotate-peer-key [--previous-window 10m] [--secret NAME] [-n linkforge-system]
+        replace the redirectors' peer key; they load it without a restart
   linkforge version
         print the version
 
-create, get, open and qr talk to the cluster of the kubeconfig and take kubectl's
+create, get, open, qr and rotate-peer-key talk to the cluster of the kubeconfig and take kubectl's
 flags (--kubeconfig, --context, -n...). Installed on the PATH as
 kubectl-linkforge, the binary is a kubectl plugin: kubectl linkforge get.
 Exit status: 0 ok, 1 invalid URL, conflict or not Ready, 2 usage error,
@@ -78,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCode(args[1:], stdout, stderr)
 	case "import":
 		return runImport(args[1:], stdout, stderr)
-	case "create", "get", "open", "qr":
+	case "create", "get", "open", "qr", "rotate-peer-key":
 		return plugin.Run(args[0], args[1:], stdout, stderr)
 	case "version":
 		if len(args) > 1 {

@@ -116,7 +116,7 @@ func run() error {
 	flag.StringVar(&peerAdvertise, "peer-advertise-address", "",
 		"host:port at which the other replicas reach the peer port, written in this replica's reservations. Empty: the bound address if it names an IP, else $POD_IP (else the host name) with the bound port.")
 	flag.StringVar(&peerOpts.secret, "peer-key-secret", "linkforge-peer-key",
-		"Secret that holds the installation's peer key, which authenticates the peer port's requests and answers both ways. The manager creates it with a random key (or this replica, if it may); delete it and restart the manager and the redirectors to rotate the key.")
+		"Secret that holds the installation's peer key, which authenticates the peer port's requests and answers both ways. The manager creates it with a random key (or this replica, if it may) and re-creates it if it is deleted; this replica watches it and loads a new key without a restart. Rotate it with `kubectl linkforge rotate-peer-key`.")
 	flag.StringVar(&peerOpts.namespace, "peer-key-namespace", "",
 		"Namespace of --peer-key-secret. Empty: $POD_NAMESPACE, else the namespace of the kubeconfig's context (in a pod: its own).")
 	flag.BoolVar(&peerOpts.allowLocal, "peer-allow-local", false,
@@ -525,7 +525,7 @@ type peerFlags struct {
 // forwarding reads the peer key (a Runnable of mgr) and forwards uses
 // with it.
 func (f peerFlags) forwarding(mgr manager.Manager, cfg *rest.Config, o *uses.Options, log logr.Logger) (*peer.Keyring, error) {
-	keyring, err := f.keyring(cfg, log)
+	keyring, err := f.keyring(cfg, log, o.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -539,7 +539,7 @@ func (f peerFlags) forwarding(mgr manager.Manager, cfg *rest.Config, o *uses.Opt
 
 // keyring reads the peer key from its Secret with a client of its own,
 // whose REST mapping of Secret is fixed (no discovery).
-func (f peerFlags) keyring(cfg *rest.Config, log logr.Logger) (*peer.Keyring, error) {
+func (f peerFlags) keyring(cfg *rest.Config, log logr.Logger, reg prometheus.Registerer) (*peer.Keyring, error) {
 	ns := f.namespace
 	if ns == "" {
 		var err error
@@ -553,11 +553,11 @@ func (f peerFlags) keyring(cfg *rest.Config, log logr.Logger) (*peer.Keyring, er
 	}
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Secret"), meta.RESTScopeNamespace)
-	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme, Mapper: mapper})
 	if err != nil {
 		return nil, err
 	}
-	return peer.NewKeyring(c, types.NamespacedName{Namespace: ns, Name: f.secret}, log), nil
+	return peer.NewKeyring(c, types.NamespacedName{Namespace: ns, Name: f.secret}, log, reg), nil
 }
 
 // fallbackFlags checks the fallback URL flags, naming the one that is

@@ -53,7 +53,10 @@ func (c *cluster) testMixedFleet(t *testing.T, g *WithT) {
 	asNew := uses.Reservation("linkforge-redirector-new-0-impostor", maxUses, expires, imp.addr)
 	asOld := linkv1.UseReservation{Holder: "linkforge-redirector-old-0-impostor", Quota: maxUses,
 		ExpiresAt: metav1.NewMicroTime(expires), Peer: imp.addr}
-	// The new-style reservation first: a replica's informer that shows the
+	// Each replaces the link's reservations (one taken ahead by a v0.3.0
+	// replica keeps serving the block it holds in memory: within maxUses,
+	// as the overwritten quota is not given back). The new-style
+	// reservation first: a replica's informer that shows the
 	// control's has shown it (one watch, in resourceVersion order).
 	c.holdAll(g, ns, "new-holder", asNew)
 	c.holdAll(g, ns, "old-holder", asOld)

@@ -70,7 +70,7 @@ var errNoDeadline = errors.New("a forwarded use needs a deadline")
 func (p *Client) TakeFrom(ctx context.Context, to uses.Holder, v uses.LinkVersion) uses.Forwarded {
 	key := p.opts.Keyring.Key()
 	if key == nil {
-		return uses.NotForwarded
+		return uses.NoKey // asked through the API server instead
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {

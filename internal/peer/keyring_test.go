@@ -30,9 +30,9 @@ func newScheme() *runtime.Scheme {
 // the others read the same key.
 func TestKeyringCreatesThenShares(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(newScheme()).Build()
-	first, second := NewKeyring(c, secretName, logr.Discard()), NewKeyring(c, secretName, logr.Discard())
+	first, second := NewKeyring(c, secretName, logr.Discard(), nil), NewKeyring(c, secretName, logr.Discard(), nil)
 	for _, k := range []*Keyring{first, second} {
-		if err := k.Start(context.Background()); err != nil || k.Key() == nil {
+		if _, err := k.refresh(context.Background()); err != nil || k.Key() == nil {
 			t.Fatalf("no key: %v", err)
 		}
 	}
@@ -59,9 +59,9 @@ func TestKeyringLosesTheRace(t *testing.T) {
 			return apierrors.NewAlreadyExists(schema.GroupResource{Resource: "secrets"}, secretName.Name)
 		},
 	})
-	k := NewKeyring(c, secretName, logr.Discard())
-	key, err := k.load(context.Background())
-	if err != nil || string(key.secret) != string(winner) {
+	k := NewKeyring(c, secretName, logr.Discard(), nil)
+	_, err := k.refresh(context.Background())
+	if key := k.Key(); err != nil || key == nil || string(key.secret) != string(winner) {
 		t.Fatalf("%v: not the winner's key", err)
 	}
 }
@@ -71,7 +71,7 @@ func TestKeyringLosesTheRace(t *testing.T) {
 func TestKeyringRefusesAShortKey(t *testing.T) {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secretName.Namespace, Name: secretName.Name}, Data: map[string][]byte{SecretKeyField: []byte("short")}}
 	c := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(s).Build()
-	if _, err := NewKeyring(c, secretName, logr.Discard()).load(context.Background()); err == nil || !strings.Contains(err.Error(), "holds 5 bytes, want at least 32") {
+	if _, err := NewKeyring(c, secretName, logr.Discard(), nil).refresh(context.Background()); err == nil || !strings.Contains(err.Error(), "holds 5 bytes, want at least 32") {
 		t.Fatalf("a short key: %v", err)
 	}
 	failing := interceptor.NewClient(fake.NewClientBuilder().WithScheme(newScheme()).Build(), interceptor.Funcs{
@@ -79,7 +79,7 @@ func TestKeyringRefusesAShortKey(t *testing.T) {
 			return errors.New("connection refused")
 		},
 	})
-	k := NewKeyring(failing, secretName, logr.Discard())
+	k := NewKeyring(failing, secretName, logr.Discard(), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := k.Start(ctx); err != nil || k.Key() != nil {
@@ -97,25 +97,22 @@ func TestKeyringWaitsForTheManager(t *testing.T) {
 			return apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, secretName.Name, errors.New("no"))
 		},
 	})
-	k := NewKeyring(forbidden, secretName, logr.Discard())
-	if _, err := k.load(context.Background()); !apierrors.IsForbidden(err) {
+	k := NewKeyring(forbidden, secretName, logr.Discard(), nil)
+	if _, err := k.refresh(context.Background()); !apierrors.IsForbidden(err) {
 		t.Fatalf("before the manager: %v, want forbidden", err)
 	}
 	creator := &KeyCreator{Client: base, Secret: secretName, Log: logr.Discard()}
-	if err := creator.Start(context.Background()); err != nil {
-		t.Fatal(err)
+	if !creator.ensure(context.Background(), false) || !creator.ensure(context.Background(), true) { // again: kept
+		t.Fatal("the manager did not create the key")
 	}
-	if err := creator.Start(context.Background()); err != nil { // again: kept
-		t.Fatal(err)
-	}
-	if key, err := k.load(context.Background()); err != nil || key == nil {
+	if _, err := k.refresh(context.Background()); err != nil || k.Key() == nil {
 		t.Fatalf("after the manager: %v", err)
 	}
 
 	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: secretName.Name}, Type: corev1.SecretTypeServiceAccountToken,
 		Data: map[string][]byte{SecretKeyField: RandomKey()}}
 	c := fake.NewClientBuilder().WithScheme(newScheme()).WithObjects(token).Build()
-	if _, err := NewKeyring(c, types.NamespacedName{Namespace: "other", Name: secretName.Name}, logr.Discard()).load(context.Background()); err == nil || !strings.Contains(err.Error(), "not Opaque") {
+	if _, err := NewKeyring(c, types.NamespacedName{Namespace: "other", Name: secretName.Name}, logr.Discard(), nil).refresh(context.Background()); err == nil || !strings.Contains(err.Error(), "not Opaque") {
 		t.Errorf("a token Secret: %v, want refused", err)
 	}
 }

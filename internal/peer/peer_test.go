@@ -278,7 +278,8 @@ func TestServerAuthenticatesCallers(t *testing.T) {
 }
 
 // No key read yet: the server refuses (503: nothing taken, not
-// unreachable), and the client forwards nothing.
+// unreachable), and the client forwards nothing: it asks through the API
+// server (NoKey).
 func TestNoKeyNoPeers(t *testing.T) {
 	q := &quota{n: 1}
 	addr := serve(t, q, ServerOptions{Keyring: &Keyring{}})
@@ -288,8 +289,8 @@ func TestNoKeyNoPeers(t *testing.T) {
 		t.Errorf("a holder without its key: %v, %d taken", got, q.takenSoFar())
 	}
 	none := NewClient(ClientOptions{Keyring: &Keyring{}, AllowLocal: true})
-	if got := none.TakeFrom(withDeadline(t), uses.Holder{Name: "a", Peer: addr}, link); got != uses.NotForwarded {
-		t.Errorf("a client without its key: %v", got)
+	if got := none.TakeFrom(withDeadline(t), uses.Holder{Name: "a", Peer: addr}, link); got != uses.NoKey {
+		t.Errorf("a client without its key: %v, want no-key (it asks through the API server)", got)
 	}
 }
 

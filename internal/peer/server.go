@@ -287,15 +287,20 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.refuse(ctx, fasthttp.StatusBadRequest, labelBadRequest)
 		return
 	}
-	key := s.opts.Keyring.Key()
-	if key == nil {
-		s.refuse(ctx, fasthttp.StatusServiceUnavailable, labelNoKey)
-		return
-	}
 	h := &ctx.Request.Header
 	to, nonce, at := string(h.Peek(headerTo)), string(h.Peek(headerNonce)), string(h.Peek(headerTime))
 	mac := h.Peek(headerMAC)
-	if nonce == "" || len(nonce) > 64 || !key.verify(mac, key.requestMAC(to, nonce, at, string(path))) {
+	// The key the request was signed with, among those accepted now (the
+	// previous one too, during a rotation's window); the answer is signed
+	// with the same, which is the one the forwarder verifies with.
+	key, hasKey := s.opts.Keyring.verifying(func(k *Key) bool {
+		return nonce != "" && len(nonce) <= 64 && k.verify(mac, k.requestMAC(to, nonce, at, string(path)))
+	})
+	if !hasKey {
+		s.refuse(ctx, fasthttp.StatusServiceUnavailable, labelNoKey)
+		return
+	}
+	if key == nil {
 		s.refuse(ctx, fasthttp.StatusUnauthorized, labelUnauthenticated)
 		return
 	}

@@ -62,10 +62,12 @@ const (
 	verbGet    = "get"
 	verbOpen   = "open"
 	verbQR     = "qr"
+
+	verbRotatePeerKey = "rotate-peer-key"
 )
 
 // Verbs are the verbs this package runs.
-var Verbs = []string{verbCreate, verbGet, verbOpen, verbQR}
+var Verbs = []string{verbCreate, verbGet, verbOpen, verbQR, verbRotatePeerKey}
 
 // Name is how the user invoked the binary, for usage and hints:
 // "kubectl linkforge" when it runs as a kubectl plugin.
@@ -89,6 +91,8 @@ func Run(verb string, args []string, stdout, stderr io.Writer) int {
 		err = runOpen(ctx, args, stdout, stderr)
 	case verbQR:
 		err = runQR(ctx, args, stdout, stderr)
+	case verbRotatePeerKey:
+		err = runRotatePeerKey(ctx, args, stdout, stderr)
 	default:
 		err = usageErrorf("", "unknown verb %q", verb)
 	}

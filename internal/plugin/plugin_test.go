@@ -28,6 +28,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/controllers"
+	"github.com/linkforge/linkforge/internal/peer"
 	"github.com/linkforge/linkforge/internal/shortcode"
 	"github.com/linkforge/linkforge/internal/testenv"
 )
@@ -752,4 +753,45 @@ func TestUsage(t *testing.T) {
 		runVerb(t, "", tc.args[0], tc.args[1:]...).expect(t, ExitUsage, "", "error: ", tc.want, "See 'linkforge "+tc.args[0]+" --help' for usage.")
 	}
 	runVerb(t, "", "create", "--help").expect(t, ExitOK, "", "usage: linkforge create NAME URL", "--kubeconfig string", "-n, --namespace string")
+}
+
+// rotate-peer-key against the control plane: it needs the Secret (a clear
+// message without it), replaces the key keeping the one before, and bob,
+// who may not update Secrets, is told so.
+func TestRotatePeerKey(t *testing.T) {
+	const ns = "linkforge-system"
+	if err := admin.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	runVerb(t, adminKube, "rotate-peer-key", "--secret", "no-such-key").
+		expect(t, ExitNotReady, "", "no Secret linkforge-system/no-such-key: the manager creates it")
+	runVerb(t, adminKube, "rotate-peer-key", "--previous-window", "-1s").
+		expect(t, ExitUsage, "", "--previous-window -1s: a duration of 0 or more")
+	runVerb(t, adminKube, "rotate-peer-key", "extra").
+		expect(t, ExitUsage, "", "rotate-peer-key takes no arguments")
+
+	name := types.NamespacedName{Namespace: ns, Name: "linkforge-peer-key"}
+	before := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name.Name, // as the manager makes it
+		Annotations: map[string]string{peer.GenerationAnnotation: "1795000000"}}, Data: map[string][]byte{peer.SecretKeyField: peer.RandomKey()}}
+	if err := admin.Create(suiteCtx, before); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := admin.Get(suiteCtx, name, before); err != nil {
+		t.Fatal(err)
+	}
+	r := runVerb(t, adminKube, "rotate-peer-key")
+	r.expect(t, ExitOK, "*")
+	after := &corev1.Secret{}
+	if err := admin.Get(suiteCtx, name, after); err != nil {
+		t.Fatal(err)
+	}
+	gen := after.Annotations[peer.GenerationAnnotation]
+	if bytes.Equal(after.Data[peer.SecretKeyField], before.Data[peer.SecretKeyField]) ||
+		!bytes.Equal(after.Data[peer.SecretPreviousField], before.Data[peer.SecretKeyField]) ||
+		gen <= before.Annotations[peer.GenerationAnnotation] || !strings.Contains(r.stdout, "to generation "+gen+".") {
+		t.Errorf("after the rotation: generation %s (before %s), previous kept %v; stdout %q", gen, before.Annotations[peer.GenerationAnnotation],
+			bytes.Equal(after.Data[peer.SecretPreviousField], before.Data[peer.SecretKeyField]), r.stdout)
+	}
+	runVerb(t, bobKube, "rotate-peer-key").
+		expect(t, ExitCluster, "", "you may not read and update Secret linkforge-system/linkforge-peer-key", "kubectl auth can-i update secrets/linkforge-peer-key -n linkforge-system")
 }

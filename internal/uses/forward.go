@@ -36,6 +36,11 @@ const (
 	// two clocks are too far apart for any request to be taken. Only then
 	// is the holder asked to return its quota through the API server.
 	Unreachable
+	// NoKey: this replica has no peer key (yet): it cannot ask the
+	// holder, and asks through the API server instead, as for
+	// Unreachable (the holder returns its quota), so that its clicks are
+	// not refused until the key arrives.
+	NoKey
 	// Lost: the request was written to the holder and no authenticated
 	// answer came: none in time, the connection broke, or an answer that
 	// does not verify (an impostor's, one changed on the way). The holder
@@ -45,7 +50,7 @@ const (
 	Lost
 )
 
-var forwardedNames = [...]string{"not-forwarded", "served", "refused", "gone", "unreachable", "lost"}
+var forwardedNames = [...]string{"not-forwarded", "served", "refused", "gone", "unreachable", "no-key", "lost"}
 
 func (f Forwarded) String() string { return forwardedNames[f] }
 
@@ -88,7 +93,7 @@ func (u *Uses) forward(c *Counter, at int64, deadline time.Time) bool {
 	switch result {
 	case ForwardServed:
 		return true
-	case Unreachable:
+	case Unreachable, NoKey:
 		name := v.Peer.Name
 		c.askReturn.Store(&name)
 	}

@@ -9,12 +9,18 @@ import (
 
 // unreachable is a peer network that never gets an authenticated answer
 // from the holder: a NetworkPolicy in the way, or an impostor at its
-// address.
-type unreachable struct{ asks int }
+// address (Unreachable); or this replica has no peer key (NoKey).
+type unreachable struct {
+	asks   int
+	result Forwarded // Unreachable if 0 (NotForwarded)
+}
 
 func (u *unreachable) TakeFrom(context.Context, Holder, LinkVersion) Forwarded {
 	u.asks++
-	return Unreachable
+	if u.result == NotForwarded {
+		return Unreachable
+	}
+	return u.result
 }
 
 // returnsQueued reports whether r has reservations queued to return.
@@ -29,12 +35,19 @@ func (r *testReplica) returnsQueued() bool {
 // the write that found no quota (503), the holder returns it as soon as its
 // informer shows the mark, and the next click, no sooner than 200 ms
 // later, is served. Exactly one redirect, and the holder does not reserve
-// the link ahead again.
+// the link ahead again. A replica without the peer key (NoKey) asks the
+// same way rather than answering 503 until the key comes (issue 52).
 func TestUnreachableHolderIsAskedThroughTheAPI(t *testing.T) {
+	for _, result := range []Forwarded{Unreachable, NoKey} {
+		t.Run(result.String(), func(t *testing.T) { testAskedThroughTheAPI(t, result) })
+	}
+}
+
+func testAskedThroughTheAPI(t *testing.T, result Forwarded) {
 	api := newFakeAPI(1)
 	clk := &fakeClock{now: epoch}
 	a := newAheadReplica(api, clk, "a", epoch, nil)
-	net := &unreachable{}
+	net := &unreachable{result: result}
 	b := newAheadReplica(api, clk, "b", epoch, net)
 	a.aheadRound(clk)
 	b.sync()
