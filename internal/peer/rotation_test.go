@@ -130,7 +130,12 @@ func TestKeyringFollowsItsSecret(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- k.Start(ctx) }()
-	t.Cleanup(func() { cancel(); _ = <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 
 	current := func() *Key {
 		if s := k.keys.Load(); s != nil {
