@@ -18,6 +18,7 @@ func TestCluster(t *testing.T) {
 	t.Run("rollout restart of the redirectors during a burst of clicks", c.testRolloutRestart)
 	t.Run("the redirector holding a link's quota is deleted while it is clicked", c.testHolderDeleted)
 	t.Run("the redirector process holding a link's quota is killed (SIGKILL) while it is clicked", c.testHolderKilled)
+	t.Run("the peer key rotated with kubectl linkforge, then its Secret deleted, while links are clicked", c.testKeyRotation)
 	t.Run("kubectl linkforge against the node", c.testPlugin)
 	t.Run("two managers: the leader's pod is deleted, the other leads and links converge", c.testLeaderFailover)
 	t.Run("uninstalled with kubectl delete; the previous chart upgraded to this one with helm upgrade while clicked; the destination policy", c.testUninstallThenHelm)

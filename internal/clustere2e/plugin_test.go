@@ -23,21 +23,7 @@ import (
 func (c *cluster) testPlugin(t *testing.T) {
 	g, c := newG(t), c.in(t)
 	c.dumpOnFailure()
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-linkforge"), "./cmd/linkforge")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	g.Expect(err).NotTo(HaveOccurred(), "%s", out)
-	plugin := func(args ...string) (string, string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, c.kubectlBin, append([]string{"linkforge"}, args...)...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig, "PATH="+dir+":"+os.Getenv("PATH"))
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		return strings.TrimSpace(stdout.String()), strings.TrimSpace(stderr.String()), err
-	}
+	plugin := c.plugin(t, g)
 
 	ns := c.namespace("plugin")
 	const url = "https://example.com/plugged"
@@ -71,4 +57,25 @@ func (c *cluster) testPlugin(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), stderr)
 	g.Expect(listing).To(ContainSubstring(code))
 	g.Expect(listing).To(ContainSubstring("plugged"))
+}
+
+// plugin builds kubectl-linkforge from this tree and returns a function
+// that runs `kubectl linkforge ARGS...` against the node (the plugin found
+// on the PATH, as users run it), returning its stdout, stderr and error.
+func (c *cluster) plugin(t *testing.T, g *WithT) func(args ...string) (string, string, error) {
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-linkforge"), "./cmd/linkforge")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	g.Expect(err).NotTo(HaveOccurred(), "%s", out)
+	return func(args ...string) (string, string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, c.kubectlBin, append([]string{"linkforge"}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig, "PATH="+dir+":"+os.Getenv("PATH"))
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return strings.TrimSpace(stdout.String()), strings.TrimSpace(stderr.String()), err
+	}
 }
