@@ -160,9 +160,11 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 			"shortlinks.linkforge.io/status patch", "shortlinks.linkforge.io/status update",
 		}
 		g.Expect(e.grantedBeyondAuthenticated(redirectorSA, "default")).To(Equal(redirectorAnywhere))
-		// Its own namespace adds its peer key: that one Secret to read, and
-		// no Secret to create (the manager creates the key).
-		redirectorHome := append(slices.Clone(redirectorAnywhere), "secrets names=linkforge-peer-key get")
+		// Its own namespace adds its peer key: that one Secret to read and
+		// watch (a rotation loads without a restart), and no Secret to
+		// create (the manager creates the key).
+		redirectorHome := append(slices.Clone(redirectorAnywhere), "secrets names=linkforge-peer-key get",
+			"secrets names=linkforge-peer-key list", "secrets names=linkforge-peer-key watch")
 		slices.Sort(redirectorHome)
 		g.Expect(e.grantedBeyondAuthenticated(redirectorSA, systemNamespace)).To(Equal(redirectorHome))
 	})
@@ -203,6 +205,11 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 			g.Expect(as(kubeconfig, "get", "secrets", "-A")).To(ContainSubstring("Forbidden"))
 		}
 		g.Expect(as(kc.Redirector, "delete", "shortlink", "rbac-probe", "-n", "default")).To(ContainSubstring("Forbidden"))
+		// Its key, by name only: what its watch lists (the field selector
+		// names it), and not the namespace's other Secrets.
+		key, err := e.kubectl("--kubeconfig", kc.Redirector, "get", "secrets", "-n", systemNamespace, "--field-selector", "metadata.name=linkforge-peer-key", "-o", "name")
+		g.Expect(err).NotTo(HaveOccurred(), key)
+		g.Expect(as(kc.Redirector, "get", "secrets", "-n", systemNamespace, "-o", "name")).To(ContainSubstring("Forbidden"))
 		g.Expect(as(kc.Redirector, "patch", "shortlink", "rbac-probe", "-n", "default", "--type=merge",
 			"-p", `{"spec":{"url":"https://evil.example/"}}`)).To(ContainSubstring("Forbidden"))
 		cmd := e.cp.KubectlCmd(context.Background(), "--kubeconfig", kc.Redirector, "create", "-f", "-")

@@ -196,7 +196,7 @@ func TestUntrustedPeers(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			// The click reported: what d's reservation holds is unused.
 			g.Expect(l.Status.Uses).To(BeEquivalentTo(1))
-			g.Expect(l.Status.Reservations).To(ContainElement(And(HaveField("Peer", d.peer), HaveField("Quota", BeNumerically(">", 0)))))
+			g.Expect(l.Status.Reservations).To(ContainElement(And(HaveField("PeerAddress", d.peer), HaveField("Quota", BeNumerically(">", 0)))))
 		}).Should(Succeed())
 		g.Expect(d.proc.Signal(syscall.SIGKILL)).To(Succeed())
 		g.Eventually(d.proc.Exited).Should(BeTrue())
@@ -242,7 +242,7 @@ func TestUntrustedPeers(t *testing.T) {
 			g.Expect(redirects).To(BeNumerically("<=", limit))
 			l, err := u.link("impostor")
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(l.Status.Reservations).NotTo(ContainElement(HaveField("Peer", d.peer)))
+			g.Expect(l.Status.Reservations).NotTo(ContainElement(HaveField("PeerAddress", d.peer)))
 			g.Expect(l.Status.Uses).To(BeNumerically("<=", limit))
 		}).WithTimeout(loadedMachine * (lease + usesFlush)).WithPolling(100 * time.Millisecond).Should(Succeed())
 	})
