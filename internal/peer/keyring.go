@@ -189,9 +189,9 @@ func (k *Keyring) Start(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case apierrors.IsForbidden(err):
-			k.log.Info("the peer key does not exist yet, or this replica may not read it: waiting for the manager to create it (clicks of other replicas' quota ask through the API server)",
-				"secret", k.secret.String(), "error", err.Error())
+		case errors.Is(err, errNotCreatedYet):
+			k.log.Info("the peer key does not exist yet: waiting for the manager to create it (clicks of other replicas' quota ask through the API server)",
+				"secret", k.secret.String())
 		case err != nil:
 			k.log.Info("cannot read the peer key yet: clicks of other replicas' quota ask through the API server", "secret", k.secret.String(), "error", err.Error())
 		}
@@ -206,6 +206,9 @@ func (k *Keyring) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// errNotCreatedYet: there is no Secret, and this replica may not create it.
+var errNotCreatedYet = errors.New("the peer key's Secret does not exist yet")
 
 // refresh reads the Secret (creating it if there is none and this replica
 // may) and loads its key; it returns the resourceVersion to watch from.
@@ -231,6 +234,9 @@ func (k *Keyring) refresh(ctx context.Context) (string, error) {
 		if err == nil {
 			k.log.Info("created the peer key", "secret", k.secret.String())
 			return s.ResourceVersion, k.load(s)
+		}
+		if apierrors.IsForbidden(err) {
+			return "", errNotCreatedYet // the manager creates it (this replica may not)
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return "", err

@@ -98,8 +98,8 @@ func TestKeyringWaitsForTheManager(t *testing.T) {
 		},
 	})
 	k := NewKeyring(forbidden, secretName, logr.Discard(), nil)
-	if _, err := k.refresh(context.Background()); !apierrors.IsForbidden(err) {
-		t.Fatalf("before the manager: %v, want forbidden", err)
+	if _, err := k.refresh(context.Background()); !errors.Is(err, errNotCreatedYet) {
+		t.Fatalf("before the manager: %v, want errNotCreatedYet", err)
 	}
 	creator := &KeyCreator{Client: base, Secret: secretName, Log: logr.Discard()}
 	if !creator.ensure(context.Background(), false) || !creator.ensure(context.Background(), true) { // again: kept
