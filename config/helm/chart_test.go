@@ -227,7 +227,7 @@ func TestPeerKey(t *testing.T) {
 	}
 	wantEnv := decodeOne(t, `{name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}`)
 	wantRules := decodeOne(t, `
-- {apiGroups: [""], resources: [secrets], resourceNames: [linkforge-peer-key], verbs: [get]}
+- {apiGroups: [""], resources: [secrets], resourceNames: [linkforge-peer-key], verbs: [get, list, watch]}
 `)
 	wantManagerRules := decodeOne(t, `[{apiGroups: [""], resources: [secrets], verbs: [create]}]`)
 	wantManagerSubjects := decodeOne(t, `[{kind: ServiceAccount, name: linkforge-manager, namespace: `+namespace+`}]`)

@@ -287,7 +287,10 @@ func TestTakeAndReleaseInterleave(t *testing.T) {
 // not know). The fake refuses anything else.
 func TestReservationWritesArePatches(t *testing.T) {
 	api := newFakeAPI(10)
-	r := newTestReplica(api, &fakeClock{now: epoch}, "a", 0)
+	// Writes get a minute, not 50 ms: nothing here pauses the API, and a
+	// busy machine once took longer than 50 ms over the release (CI at a
+	// load average of 26: "1 patches").
+	r := newTestReplica(api, &fakeClock{now: epoch}, "a", 0, true)
 	if r.take() != Served {
 		t.Fatal("not served")
 	}
