@@ -3,7 +3,6 @@ package peer
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +16,6 @@ import (
 
 	"github.com/linkforge/linkforge/internal/uses"
 )
-
-// keyClock is a settable clock for keyrings.
-type keyClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *keyClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *keyClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // keySecret is the peer key's Secret holding key, previous (nil: none),
 // generation gen and window ("": the default).
@@ -52,10 +33,10 @@ func keySecret(key, previous *Key, gen int64, window string) *corev1.Secret {
 }
 
 // loaded is a keyring on clk that has loaded each Secret in turn.
-func loaded(t *testing.T, clk *keyClock, secrets ...*corev1.Secret) *Keyring {
+func loaded(t *testing.T, clk *netClock, secrets ...*corev1.Secret) *Keyring {
 	t.Helper()
 	k := NewKeyring(nil, secretName, logr.Discard(), nil)
-	k.clock = clk.Now
+	k.clock = clk.now
 	for _, s := range secrets {
 		if err := k.load(s); err != nil {
 			t.Fatal(err)
@@ -72,7 +53,7 @@ func loaded(t *testing.T, clk *keyClock, secrets ...*corev1.Secret) *Keyring {
 // first" fails; without the previous key accepted, "the holder loaded it
 // first" fails.
 func TestRotationPhases(t *testing.T) {
-	clk := &keyClock{now: time.Unix(1_800_000_000, 0)}
+	clk := &netClock{t: time.Unix(1_800_000_000, 0)}
 	old, fresh := testKey(t), testKey(t)
 	before := keySecret(old, nil, 1, "")
 	after := keySecret(fresh, old, 2, "")
@@ -125,8 +106,8 @@ func TestKeyringFollowsItsSecret(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	k := NewKeyring(c, secretName, logr.Discard(), reg)
-	clk := &keyClock{now: time.Now()}
-	k.clock = clk.Now
+	clk := &netClock{t: time.Now()}
+	k.clock = clk.now
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- k.Start(ctx) }()
