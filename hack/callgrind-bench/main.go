@@ -252,32 +252,7 @@ func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took 
 		goVersion(), valgrindVersion(), len(o.Links), o.Conns)
 	fmt.Printf("one request in flight; (Ir of %d requests - Ir of %d) / %d; %s, %s\n",
 		o.Long, o.Short, o.Long-o.Short, took.Round(time.Second), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Printf("  %-26s %10s  %-28s %-28s %s\n", "server", "Ir/request", "long: passes/units, requests", "short: passes/units, requests",
-		"(Ir of the long phase in segments - of the short; an empty segment)")
-	var disturbed []string
-	for _, name := range names {
-		r, ok := results[name]
-		if !ok {
-			continue
-		}
-		mark := " "
-		if r.Disturbed > 0 || r.SegmentUnsure {
-			mark = "*"
-			disturbed = append(disturbed, disturbance(r))
-		}
-		fmt.Printf("  %-26s %9.1f%s  %-28s %-28s (%d in %d - %d in %d; %d)\n", label(name), r.PerRequest(), mark,
-			phaseColumn(r.LongPhase), phaseColumn(r.ShortPhase),
-			r.LongPart.Ir, r.LongSegments, r.ShortPart.Ir, r.ShortSegments, r.Segment.Ir)
-	}
-	if len(disturbed) > 0 {
-		fmt.Printf("* not exact: some requests were measured undisturbed in none of the passes over their unit (at most\n"+
-			"  %d, for %s), and the lowest of their segments was kept. A disturbance (a timer's run, a preemption)\n"+
-			"  adds instructions to its phase: one in the long phase reads the number high, one in the short low,\n"+
-			"  by at least the instructions inside their calls (the wake-ups around them are not counted there):\n", o.Attempts, o.Patience)
-		for _, d := range disturbed {
-			fmt.Println("  " + d)
-		}
-	}
+	table(results, o)
 	ratio := func(what, a, b, goal string) {
 		ra, oka := results[a]
 		rb, okb := results[b]
@@ -352,6 +327,37 @@ func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took 
 		fmt.Printf("callgrind outputs in %s (<server>.json lists each phase's files; callgrind_annotate reads each)\n", o.Dir)
 	}
 	return nil
+}
+
+// table prints each server's instructions per request, how its phases
+// were measured, and what the clock disturbed in those kept.
+func table(results map[string]hitpath.Result, o hitpath.Options) {
+	fmt.Printf("  %-26s %10s  %-28s %-28s %s\n", "server", "Ir/request", "long: passes/units, requests", "short: passes/units, requests",
+		"(Ir of the long phase in segments - of the short; an empty segment)")
+	var disturbed []string
+	for _, name := range names {
+		r, ok := results[name]
+		if !ok {
+			continue
+		}
+		mark := " "
+		if r.Disturbed > 0 || r.SegmentUnsure {
+			mark = "*"
+			disturbed = append(disturbed, disturbance(r))
+		}
+		fmt.Printf("  %-26s %9.1f%s  %-28s %-28s (%d in %d - %d in %d; %d)\n", label(name), r.PerRequest(), mark,
+			phaseColumn(r.LongPhase), phaseColumn(r.ShortPhase),
+			r.LongPart.Ir, r.LongSegments, r.ShortPart.Ir, r.ShortSegments, r.Segment.Ir)
+	}
+	if len(disturbed) > 0 {
+		fmt.Printf("* not exact: some requests were measured undisturbed in none of the passes over their unit (at most\n"+
+			"  %d, for %s), and the lowest of their segments was kept. A disturbance (a timer's run, a preemption)\n"+
+			"  adds instructions to its phase: one in the long phase reads the number high, one in the short low,\n"+
+			"  by at least the instructions inside their calls (the wake-ups around them are not counted there):\n", o.Attempts, o.Patience)
+		for _, d := range disturbed {
+			fmt.Println("  " + d)
+		}
+	}
 }
 
 // phaseColumn is how a phase was measured: the passes over its units, the
