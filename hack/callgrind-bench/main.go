@@ -121,6 +121,12 @@ func run() error {
 	flag.BoolVar(&o.CacheSim, "cache", false, "also count data cache misses per request (callgrind's cache simulation of hitpath.CacheConfig; about twice as slow)")
 	flag.IntVar(&f.links, "links", hitpath.BenchLinks, fmt.Sprintf("links (over %d namespaces)", hitpath.BenchNamespaces))
 	flag.Parse()
+	if o.Attempts <= 0 {
+		o.Attempts = hitpath.DefaultAttempts
+	}
+	if o.Patience <= 0 {
+		o.Patience = hitpath.DefaultPatience
+	}
 	if f.diff != "" {
 		a, b, ok := strings.Cut(f.diff, ",")
 		if !ok {

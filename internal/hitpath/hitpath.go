@@ -583,7 +583,7 @@ func Measure(ctx context.Context, srv Server, o Options) (Result, error) {
 		var parts []Part
 		for from := 0; from < ph.n; from += unit {
 			u := span{from, from + unit}
-			began := time.Now()
+			var firstPass time.Time // when the first pass ended: Patience runs from then
 			segs, rec, err := stitch(func(n int, need []span) ([]segment, error) {
 				if n > 1 {
 					s.log("requests %d-%d of %d, pass %d (%d at most, for %s): measuring %s again", u.from, u.to-1, ph.n, n, o.Attempts, o.Patience, spans(need))
@@ -594,11 +594,14 @@ func Measure(ctx context.Context, srv Server, o Options) (Result, error) {
 				if err != nil {
 					return nil, err
 				}
+				if n == 1 {
+					firstPass = time.Now()
+				}
 				if d := disturbedSegments(segs); d > 0 {
 					s.log("a timer ran in %d of %d measured segments, or sysmon preempted", d, len(segs))
 				}
 				return segs, nil
-			}, u, o.Attempts, func() bool { return time.Since(began) < o.Patience }, o.Undisturbed)
+			}, u, o.Attempts, func() bool { return time.Since(firstPass) < o.Patience }, o.Undisturbed)
 			if err != nil {
 				return fail(err)
 			}
