@@ -111,7 +111,7 @@ func BenchmarkReaper(b *testing.B) {
 				lags := &reaperBenchLags{}
 				start := time.Now()
 				reaper, synced, stop := reaperBenchStart(b, cfg, o, lags, start)
-				reaperBenchWait(b, reaper, n)
+				reaperBenchWait(b, phase, reaper, n, time.Time{})
 				took := time.Since(start)
 				stop()
 				if left := reaperBenchCount(b, c, ns); left != 0 {
@@ -142,7 +142,7 @@ func BenchmarkReaper(b *testing.B) {
 		reaperBenchCreate(b, c, dueNS, n, creators, func(l *linkv1.ShortLink) { l.Spec.ExpiresAt = &metav1.Time{Time: dueAt} })
 		dueMeasured := !time.Now().After(dueAt)
 		createdIn := time.Since(created)
-		reaperBenchWait(b, dueReaper, n)
+		reaperBenchWait(b, "due together", dueReaper, n, dueAt)
 		dueTook := time.Since(dueAt)
 		dueStop()
 		if left := reaperBenchCount(b, c, dueNS); left != 0 {
@@ -167,7 +167,7 @@ func BenchmarkReaper(b *testing.B) {
 				late.Add(1)
 			}
 		})
-		reaperBenchWait(b, reaper, steadyN)
+		reaperBenchWait(b, "steady", reaper, steadyN, time.Time{})
 		steadyTook := time.Since(steadyStart)
 		stop()
 		steady := lags.take()
@@ -400,9 +400,15 @@ func reaperBenchQuantile(sorted []time.Duration, q float64) time.Duration {
 const reaperBenchStall = 2 * time.Minute
 
 // reaperBenchWait waits until the reaper has deleted n links, for as long
-// as its deletes go on.
-func reaperBenchWait(b *testing.B, reaper *Reaper, n int) {
-	err := progress.Wait(b.Context(), "the reaper's deletes", 5*time.Millisecond, reaperBenchStall,
+// as its deletes go on once the links are due (from due on: before it, no
+// delete is a stall).
+func reaperBenchWait(b *testing.B, phase string, reaper *Reaper, n int, due time.Time) {
+	select {
+	case <-b.Context().Done():
+		b.Fatal(b.Context().Err())
+	case <-time.After(time.Until(due)):
+	}
+	err := progress.Wait(b.Context(), "the reaper's deletes ("+phase+")", 5*time.Millisecond, reaperBenchStall,
 		func(context.Context) (int64, bool, error) {
 			reaped := reaper.Stats().TotalReaped
 			return reaped, reaped >= int64(n), nil
