@@ -264,7 +264,7 @@ func report(results map[string]hitpath.Result, o hitpath.Options, f flags, took 
 		rb, okb := results[b]
 		if oka && okb {
 			mark := " "
-			if ra.Disturbed > 0 || rb.Disturbed > 0 || ra.SegmentUnsure || rb.SegmentUnsure {
+			if inexact(ra) || inexact(rb) {
 				mark = "*"
 			}
 			fmt.Printf("  %-34s %.3fx%s %s\n", what, ra.PerRequest()/rb.PerRequest(), mark, goal)
@@ -347,7 +347,7 @@ func table(results map[string]hitpath.Result, o hitpath.Options) {
 			continue
 		}
 		mark := " "
-		if r.Disturbed > 0 || r.SegmentUnsure {
+		if inexact(r) {
 			mark = "*"
 			disturbed = append(disturbed, disturbance(r))
 		}
@@ -365,6 +365,9 @@ func table(results map[string]hitpath.Result, o hitpath.Options) {
 		}
 	}
 }
+
+// inexact reports whether r includes what the clock disturbed.
+func inexact(r hitpath.Result) bool { return r.Disturbed > 0 || r.SegmentUnsure || r.SegmentDisturbed }
 
 // phaseColumn is how a phase was measured: the passes over its units, the
 // requests measured again, and the requests kept disturbed if any.
@@ -393,7 +396,10 @@ func disturbance(r hitpath.Result) string {
 				ph.name, ph.p.Disturbed, ph.p.DisturbedRequests, ph.p.DisturbedIr, ph.sign, float64(ph.p.DisturbedIr)/n))
 		}
 	}
-	if r.SegmentUnsure {
+	switch {
+	case r.SegmentDisturbed:
+		parts = append(parts, fmt.Sprintf("the clock disturbed every empty segment: the lowest (%d, with its disturbance) was subtracted per segment, so the number reads low by a disturbance per segment of the long phase beyond the short's", r.Segment.Ir))
+	case r.SegmentUnsure:
 		parts = append(parts, fmt.Sprintf("no two empty segments counted the same: the lowest (%d) was subtracted", r.Segment.Ir))
 	}
 	return label(r.Name) + ": " + strings.Join(parts, "; ")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -130,13 +131,15 @@ func BenchmarkUsesDrain(b *testing.B) {
 	b.ReportMetric(float64(rssAfter-rssBefore)*1024/float64(n), "B-RSS-growth/link")
 }
 
-// parallel runs f(0..n-1) on workers goroutines, retrying conflicts.
+// parallel runs f(0..n-1) on workers goroutines, retrying any error for
+// about 40 seconds (a conflict, or an API server that a busy machine makes
+// time out now and then).
 func parallel(n, workers int, f func(i int) error) {
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
-				if err := retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error { return f(i) }); err != nil {
+				if err := retry.OnError(benchBackoff, func(error) bool { return true }, func() error { return f(i) }); err != nil {
 					panic(err)
 				}
 			}
@@ -144,6 +147,9 @@ func parallel(n, workers int, f func(i int) error) {
 	}
 	wg.Wait()
 }
+
+// benchBackoff: 10 tries over about 40 seconds (0.1 s doubling, up to 15 s).
+var benchBackoff = wait.Backoff{Steps: 10, Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Cap: 15 * time.Second}
 
 // metric is the sum of a counter's samples on a /metrics page.
 func metric(addr, name string) float64 {

@@ -297,3 +297,27 @@ func TestTotalsCountsDisturbances(t *testing.T) {
 		t.Fatalf("error %v, want one naming the cost of a call", err)
 	}
 }
+
+func TestPickEmpty(t *testing.T) {
+	p := func(ir, disturbed int64) Part { return Part{Files: []string{"f"}, Ir: ir, Disturbed: disturbed} }
+	for _, tc := range []struct {
+		name  string
+		parts []Part
+		want  int64
+		v     emptyVerdict
+	}{
+		{"two agree", []Part{p(2002, 0), p(2002, 0)}, 2002, emptyVerdict{}},
+		{"two agree across a disturbed one", []Part{p(2002, 0), p(6100, 1), p(2002, 0)}, 2002, emptyVerdict{}},
+		{"the first two that agree", []Part{p(2010, 0), p(2002, 0), p(2002, 0), p(2010, 0), p(2010, 0)}, 2002, emptyVerdict{}},
+		{"none agree: the lowest undisturbed", []Part{p(2010, 0), p(1990, 1), p(2002, 0), p(2006, 0)}, 2002, emptyVerdict{Unsure: true}},
+		{"all disturbed: the lowest", []Part{p(6100, 1), p(5200, 1), p(8000, 2)}, 5200, emptyVerdict{Unsure: true, Disturbed: true}},
+		{"none", nil, 0, emptyVerdict{Unsure: true, Disturbed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, v := pickEmpty(tc.parts)
+			if got.Ir != tc.want || v != tc.v {
+				t.Fatalf("%d %+v, want %d %+v", got.Ir, v, tc.want, tc.v)
+			}
+		})
+	}
+}

@@ -195,9 +195,11 @@ type Result struct {
 	// Segment is an empty segment: what each segment counts beyond its
 	// requests (the zero's interruption of the server's waits).
 	Segment Part
-	// SegmentUnsure: no two empty segments of 12 counted the same
-	// instructions, and the lowest was kept.
-	SegmentUnsure bool
+	// SegmentUnsure: no two undisturbed empty segments in a row counted
+	// the same instructions, and the lowest undisturbed one was kept;
+	// SegmentDisturbed: none was undisturbed, and the lowest was kept
+	// (what each segment's count is less: too much by a disturbance).
+	SegmentUnsure, SegmentDisturbed bool
 	// LongPhase and ShortPhase are how each phase was measured: its
 	// units, the passes over them, and the disturbances kept.
 	LongPhase, ShortPhase PhaseRecord
@@ -563,12 +565,17 @@ func Measure(ctx context.Context, srv Server, o Options) (Result, error) {
 			return s.w.settle(ctx)
 		})
 	}
-	if res.Segment, res.SegmentUnsure, err = s.emptySegment(ctx); err != nil {
+	var empty emptyVerdict
+	if res.Segment, empty, err = s.emptySegment(ctx); err != nil {
 		return fail(err)
 	}
-	if res.SegmentUnsure {
-		s.log("an empty segment: %d instructions, the lowest of %d: no two counted the same", res.Segment.Ir, emptyAttempts)
-	} else {
+	res.SegmentUnsure, res.SegmentDisturbed = empty.Unsure, empty.Disturbed
+	switch {
+	case empty.Disturbed:
+		s.log("an empty segment: %d instructions, the lowest, and disturbed: the clock disturbed every empty segment for %s (a zero and a dump take longer than the timers' period)", res.Segment.Ir, o.Patience)
+	case empty.Unsure:
+		s.log("an empty segment: %d instructions, the lowest: no two in a row counted the same", res.Segment.Ir)
+	default:
 		s.log("an empty segment: %d instructions", res.Segment.Ir)
 	}
 	// The long phase first: the tables of both then list the functions
@@ -679,41 +686,74 @@ func (s *session) dump(ctx context.Context) (Part, error) {
 	return p, s.w.settle(ctx)
 }
 
-// emptySegment measures a segment without requests until two in a row
-// count the same instructions undisturbed, emptyAttempts times at most;
-// then it keeps the lowest undisturbed one and reports it unsure.
-func (s *session) emptySegment(ctx context.Context) (Part, bool, error) {
-	var last, lowest Part
-	for range emptyAttempts {
+// emptySegment measures a segment without requests until two undisturbed
+// ones count the same instructions: emptyAttempts times at least,
+// and on for Options.Patience (each takes a zero and a dump, which a busy
+// machine makes take seconds: longer than the timers' period, and then
+// most are disturbed). Then it keeps what pickEmpty keeps.
+func (s *session) emptySegment(ctx context.Context) (Part, emptyVerdict, error) {
+	var parts []Part
+	start := time.Now()
+	for n := 0; n < emptyAttempts || time.Since(start) < s.o.Patience; n++ {
 		if err := s.ticks.wait(ctx); err != nil {
-			return Part{}, false, err
+			return Part{}, emptyVerdict{}, err
 		}
 		if err := s.zero(ctx); err != nil {
-			return Part{}, false, err
+			return Part{}, emptyVerdict{}, err
 		}
 		p, err := s.dump(ctx)
 		if err != nil {
-			return Part{}, false, err
+			return Part{}, emptyVerdict{}, err
 		}
-		if p.Disturbed > 0 {
-			continue
+		parts = append(parts, p)
+		if p, v := pickEmpty(parts); !v.Unsure {
+			return p, v, nil
 		}
-		if p.Ir == last.Ir {
-			return p, false, nil
-		}
-		if lowest.Files == nil || p.Ir < lowest.Ir {
-			lowest = p
-		}
-		last = p
 	}
-	if lowest.Files == nil {
-		return Part{}, false, fmt.Errorf("the clock disturbed all of %d empty segments", emptyAttempts)
-	}
-	return lowest, true, nil
+	p, v := pickEmpty(parts)
+	return p, v, nil
 }
 
-// emptyAttempts bounds the empty segments measured.
+// emptyAttempts is how many empty segments are measured at least.
 const emptyAttempts = 12
+
+// emptyVerdict says how sure an empty segment's count is.
+type emptyVerdict struct {
+	// Unsure: no two undisturbed ones in a row counted the same, and the
+	// lowest undisturbed one was kept; Disturbed: none was undisturbed,
+	// and the lowest disturbed one was kept.
+	Unsure, Disturbed bool
+}
+
+// pickEmpty is the empty segment that parts (measured in turn) give: the
+// first undisturbed one that counts the same as the undisturbed one before
+// it (sure), else the lowest undisturbed, else the lowest disturbed.
+func pickEmpty(parts []Part) (Part, emptyVerdict) {
+	var lowest, lowestDisturbed, previous *Part
+	for i := range parts {
+		p := &parts[i]
+		if p.Disturbed > 0 {
+			if lowestDisturbed == nil || p.Ir < lowestDisturbed.Ir {
+				lowestDisturbed = p
+			}
+			continue
+		}
+		if previous != nil && previous.Ir == p.Ir {
+			return *p, emptyVerdict{}
+		}
+		if lowest == nil || p.Ir < lowest.Ir {
+			lowest = p
+		}
+		previous = p
+	}
+	switch {
+	case lowest != nil:
+		return *lowest, emptyVerdict{Unsure: true}
+	case lowestDisturbed != nil:
+		return *lowestDisturbed, emptyVerdict{Unsure: true, Disturbed: true}
+	}
+	return Part{}, emptyVerdict{Unsure: true, Disturbed: true}
+}
 
 // phase sends the requests of u, one at a time, and measures those of
 // spans (in u, in order) in segments around the ticks of the server's
