@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/progress"
 )
 
 // benchWorkers is the client concurrency of both sides of a comparison.
@@ -84,9 +86,14 @@ func benchLink(ns string, i int) *linkv1.ShortLink {
 	}
 }
 
+// readyBenchStall is how long no link may become Ready while some are not.
+const readyBenchStall = 2 * time.Minute
+
 // BenchmarkShortLinksReady creates N ShortLinks and measures the time until
 // the controller has made all of them Ready, beside a floor measured in the
 // same run: the same creates and one status patch each, by a plain client.
+// It waits for as long as links keep becoming Ready, and fails when none
+// has for readyBenchStall.
 //
 //	go test ./controllers -run '^$' -bench ShortLinksReady -benchtime 1x
 func BenchmarkShortLinksReady(b *testing.B) {
@@ -154,7 +161,8 @@ func BenchmarkShortLinksReady(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		allReady := make(chan struct{})
+		var readyCount atomic.Int64
+		allReady := make(chan time.Time, 1)
 		go func() {
 			ready := map[string]bool{}
 			for ev := range w.ResultChan() {
@@ -162,10 +170,11 @@ func BenchmarkShortLinksReady(b *testing.B) {
 				if !ok || ev.Type == watch.Deleted {
 					continue
 				}
-				if meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionReady) {
+				if meta.IsStatusConditionTrue(l.Status.Conditions, linkv1.ConditionReady) && !ready[l.Name] {
 					ready[l.Name] = true
+					readyCount.Store(int64(len(ready)))
 					if len(ready) == n {
-						close(allReady)
+						allReady <- time.Now()
 						return
 					}
 				}
@@ -174,12 +183,21 @@ func BenchmarkShortLinksReady(b *testing.B) {
 
 		start = time.Now()
 		parallel(b, n, func(i int) error { return c.Create(ctx, benchLink(ns, i)) })
-		select {
-		case <-allReady:
-		case <-time.After(10 * time.Minute):
-			b.Fatal("not all links became Ready in 10 minutes")
+		// As long as links keep becoming Ready: a busy machine slows the
+		// controller, only a defect stops it.
+		var readyAt time.Time
+		err = progress.Wait(ctx, "links Ready", 10*time.Millisecond, readyBenchStall, func(context.Context) (int64, bool, error) {
+			select {
+			case readyAt = <-allReady:
+				return int64(n), true, nil
+			default:
+				return readyCount.Load(), false, nil
+			}
+		})
+		if err != nil {
+			b.Fatalf("%v, of %d", err, n)
 		}
-		withController := time.Since(start)
+		withController := readyAt.Sub(start)
 		w.Stop()
 		stop()
 

@@ -190,12 +190,18 @@ http {
 }
 EOF
 
-wait_http() { # url
-	for _ in $(seq 1 600); do
-		[ "$(curl -s -o /dev/null -w '%{http_code}' "$1" || true)" = 200 ] && return 0
+# wait_http URL PID [CODE]: until URL answers CODE (200), for as long as the
+# server PID runs: a busy machine slows its start (100,000 links take 10-20 s
+# on a quiet one), only a server that exits stops it. WAIT_BACKSTOP seconds
+# (600) bound it all the same.
+wait_http() {
+	local start=$SECONDS
+	while [ $((SECONDS - start)) -lt "${WAIT_BACKSTOP:-600}" ]; do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "$1" || true)" = "${3:-200}" ] && return 0
+		kill -0 "$2" 2>/dev/null || { log "the server waited for ($1) exited"; return 1; }
 		sleep 0.2
 	done
-	log "timed out waiting for $1"
+	log "timed out waiting for $1 (WAIT_BACKSTOP=${WAIT_BACKSTOP:-600}s)"
 	return 1
 }
 
@@ -253,7 +259,7 @@ field() { sed -n "s/.*$2=\([0-9]*\).*/\1/p" <<<"$1"; }
 log "redirector with 0 links (baseline RSS)"
 rp=$(start_redirector 0)
 pids+=("$rp")
-wait_http "http://127.0.0.1:$PROBE_PORT/readyz"
+wait_http "http://127.0.0.1:$PROBE_PORT/readyz" "$rp"
 rss0_idle=$(settled_rss "$rp")
 run_wrk "http://127.0.0.1:$REDIR_PORT" "$rp" >/dev/null
 rss0_load=$(rss_kib "$rp")
@@ -262,7 +268,7 @@ stop "$rp"
 log "redirector with $N links"
 rp=$(start_redirector "$N")
 pids+=("$rp")
-wait_http "http://127.0.0.1:$PROBE_PORT/readyz"
+wait_http "http://127.0.0.1:$PROBE_PORT/readyz" "$rp"
 got=$(curl -s "http://127.0.0.1:$PROBE_PORT/metrics" | awk '/^linkforge_redirector_index_links / { print $2 }')
 [ "$got" = "$N" ] || { log "index holds $got links, want $N"; exit 1; }
 first=$(head -1 "$work/paths.txt")
@@ -273,16 +279,13 @@ log "nginx with the same $N links"
 taskset -c "$SERVER_CPU" nginx -c "$work/nginx.conf" -p "$work/nginx" &
 np=$!
 pids+=("$np")
-for _ in $(seq 1 100); do
-	[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$NGINX_PORT$first" || true)" = 302 ] && break
-	sleep 0.2
-done
+wait_http "http://127.0.0.1:$NGINX_PORT$first" "$np" 302
 curl -s -o /dev/null -w 'bench: nginx sample: %{http_code} -> %{redirect_url}\n' "http://127.0.0.1:$NGINX_PORT$first" >&2
 
 log "redirector with $N links, counting uses off (the baseline of counting's cost)"
 op=$(start_redirector "$N" "$NOCOUNT_PORT" "$NOCOUNT_PROBE_PORT" --count-uses=false)
 pids+=("$op")
-wait_http "http://127.0.0.1:$NOCOUNT_PROBE_PORT/readyz"
+wait_http "http://127.0.0.1:$NOCOUNT_PROBE_PORT/readyz" "$op"
 
 if [ "$EVENTS" = on ]; then
 	log "click events' receiver (nginx answering 204) and the redirector with click events on"
@@ -314,14 +317,14 @@ EOF
 	pids+=("$sp")
 	ep=$(start_redirector "$N" "$EVENTS_PORT" "$EVENTS_PROBE_PORT" --events-cloudevents-url="http://127.0.0.1:$SINK_PORT/events")
 	pids+=("$ep")
-	wait_http "http://127.0.0.1:$EVENTS_PROBE_PORT/readyz"
+	wait_http "http://127.0.0.1:$EVENTS_PROBE_PORT/readyz" "$ep"
 fi
 
 if [ "$RULES" = on ]; then
 	log "redirector with $N links of 8 rules and 3 variants each"
 	up=$(start_redirector "$N" "$RULES_PORT" "$RULES_PROBE_PORT" --link-kind=rules)
 	pids+=("$up")
-	wait_http "http://127.0.0.1:$RULES_PROBE_PORT/readyz"
+	wait_http "http://127.0.0.1:$RULES_PROBE_PORT/readyz" "$up"
 	got=$(curl -s "http://127.0.0.1:$RULES_PROBE_PORT/metrics" | awk '/^linkforge_redirector_index_links / { print $2 }')
 	[ "$got" = "$N" ] || { log "the rules' index holds $got links, want $N"; exit 1; }
 fi
@@ -330,10 +333,7 @@ log "fasthttp floor"
 taskset -c "$SERVER_CPU" "$work/fasthttp-floor" --bind-address=127.0.0.1:$FLOOR_PORT --table="$work/links.txt" &
 fp=$!
 pids+=("$fp")
-for _ in $(seq 1 100); do
-	[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$FLOOR_PORT$first" || true)" = 302 ] && break
-	sleep 0.2
-done
+wait_http "http://127.0.0.1:$FLOOR_PORT$first" "$fp" 302
 
 # The events' redirector's garbage: heap bytes allocated and collections
 # over its rounds (warm-ups included), per event offered. The redirector

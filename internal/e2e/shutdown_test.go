@@ -188,7 +188,7 @@ func (e *env) testClickEventsShutdown(t *testing.T, bin, tmp, kubeconfig string)
 }
 
 // finalLogLine is the redirector's last log line, "stopped", as JSON.
-func finalLogLine(t *testing.T, path string) map[string]any {
+func finalLogLine(t testing.TB, path string) map[string]any {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {

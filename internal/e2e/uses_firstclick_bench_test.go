@@ -23,6 +23,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/progress"
 )
 
 // limitedLinks creates n links with maxUses in ns, with the status the
@@ -155,6 +156,12 @@ func quantile(d []time.Duration, q float64) time.Duration {
 // the baseline, and measures the floor of that baseline: the same 300
 // status writes sent bare.
 // Goals: p99 <= 100 ms alone and <= 250 ms for the 300.
+//
+// A click answered 503 (its replica found no quota within the reserve
+// timeout, which a busy machine makes likelier) is counted, not failed:
+// not-302-alone and not-302-of-300; so is a floor patch the API server
+// refused (floor-refused: 429 when a busy API server has too many
+// requests in flight).
 func BenchmarkFirstClicks(b *testing.B) {
 	const n = 300
 	bin, tmp, cp := newCluster(b)
@@ -164,8 +171,9 @@ func BenchmarkFirstClicks(b *testing.B) {
 		b.Fatalf("%v: %s", err, out)
 	}
 	var floor []time.Duration
+	var floorRefused int
 	var ahead time.Duration
-	run := func(name string, extra ...string) (alone time.Duration, p50, p99 time.Duration, other int) {
+	run := func(name string, extra ...string) (alone time.Duration, aloneOther int, p50, p99 time.Duration, other int) {
 		limitedLinks(c, ns, name+"s", 5, 10, 0)
 		limitedLinks(c, ns, name+"b", n, 1, 0)
 		// The floor's links: used once of two, so none is reserved ahead.
@@ -186,7 +194,9 @@ func BenchmarkFirstClicks(b *testing.B) {
 		for _, p := range solo {
 			lat, o := firstClicks(rs[:1], []string{p})
 			if o > 0 {
-				b.Fatalf("%s: the first click of %s was not a redirect", name, p)
+				b.Logf("%s: the first click of %s was not a redirect", name, p)
+				aloneOther++
+				continue
 			}
 			alone = max(alone, lat[0])
 		}
@@ -195,19 +205,22 @@ func BenchmarkFirstClicks(b *testing.B) {
 			// The floor, with the same redirectors watching: the one write
 			// a first click needs, made by plain clients for n other links
 			// at once.
-			floor = patchBurst(b, cp, ns, name+"f", n, len(rs))
+			floor, floorRefused = patchBurst(b, cp, ns, name+"f", n, len(rs))
 		}
 		for _, r := range rs {
 			_ = r.proc.Stop(30 * time.Second)
 		}
-		return alone, quantile(lat, 0.5), quantile(lat, 0.99), other
+		return alone, aloneOther, quantile(lat, 0.5), quantile(lat, 0.99), other
 	}
-	alone, p50, p99, other := run("dflt")
-	_, bp50, bp99, bother := run("base", "--uses-reserve-ahead=0")
+	alone, aloneOther, p50, p99, other := run("dflt")
+	_, baseAloneOther, bp50, bp99, bother := run("base", "--uses-reserve-ahead=0")
 	for b.Loop() {
 	}
 	b.ReportMetric(ahead.Seconds(), "s-start-to-reserved-ahead")
 	b.ReportMetric(float64(alone.Microseconds())/1000, "ms-alone-max")
+	b.ReportMetric(float64(aloneOther), "not-302-alone")
+	b.ReportMetric(float64(baseAloneOther), "not-302-alone-noahead")
+	b.ReportMetric(float64(floorRefused), "floor-refused")
 	b.ReportMetric(float64(p50.Microseconds())/1000, "ms-p50-300")
 	b.ReportMetric(float64(p99.Microseconds())/1000, "ms-p99-300")
 	b.ReportMetric(float64(other), "not-302-of-300")
@@ -221,21 +234,26 @@ func BenchmarkFirstClicks(b *testing.B) {
 }
 
 // waitReservedAhead waits until every link of the run name in ns shows a
-// reservation (a use held ahead by one of the replicas), but the floor's.
+// reservation (a use held ahead by one of the replicas), but the floor's,
+// for as long as more of them are.
 func waitReservedAhead(b *testing.B, c client.Client, ns, name string) {
-	reserved := func(ctx context.Context) (bool, error) {
+	reserved := func(ctx context.Context) (int64, bool, error) {
 		var list linkv1.ShortLinkList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return false, nil
+			return 0, false, err
 		}
+		var held, want int64
 		for _, l := range list.Items {
-			if strings.HasPrefix(l.Name, name) && !strings.HasPrefix(l.Name, name+"f") && len(l.Status.UseReservations) == 0 {
-				return false, nil
+			if strings.HasPrefix(l.Name, name) && !strings.HasPrefix(l.Name, name+"f") {
+				want++
+				if len(l.Status.UseReservations) > 0 {
+					held++
+				}
 			}
 		}
-		return true, nil
+		return held, held == want, nil
 	}
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, reserved); err != nil {
+	if err := progress.Wait(context.Background(), "links reserved ahead", 100*time.Millisecond, benchStall, reserved); err != nil {
 		b.Fatalf("the links of %s were not all reserved ahead: %v", name, err)
 	}
 }
@@ -245,8 +263,9 @@ func waitReservedAhead(b *testing.B, c client.Client, ns, name string) {
 // patch of uses and a reservation, the resourceVersion its precondition),
 // sent all at once as bare HTTP requests over `clients` connections (one
 // per redirector), the responses read and dropped, after one list outside
-// the timing. It returns the sorted latencies.
-func patchBurst(b *testing.B, cp *devenv.ControlPlane, ns, prefix string, n, clients int) []time.Duration {
+// the timing. It returns the sorted latencies of the patches the API server
+// answered 200, and how many it did not (one is logged).
+func patchBurst(b *testing.B, cp *devenv.ControlPlane, ns, prefix string, n, clients int) ([]time.Duration, int) {
 	ctx := context.Background()
 	var list linkv1.ShortLinkList
 	if err := benchClient(b, cp).List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -268,6 +287,8 @@ func patchBurst(b *testing.B, cp *devenv.ControlPlane, ns, prefix string, n, cli
 	}
 	expires := time.Now().Add(time.Minute).UTC().Format("2006-01-02T15:04:05.000000Z")
 	lat := make([]time.Duration, n)
+	var refused atomic.Int64
+	var logOnce sync.Once
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -286,14 +307,19 @@ func patchBurst(b *testing.B, cp *devenv.ControlPlane, ns, prefix string, n, cli
 			}
 			lat[i] = time.Since(t0)
 			if err != nil || resp.StatusCode != http.StatusOK {
-				b.Errorf("floor patch of %s: %v %v", name, err, resp)
+				lat[i] = -1
+				refused.Add(1)
+				logOnce.Do(func() {
+					b.Logf("a floor patch refused (counted in floor-refused, out of the floor): %s: %v %v", name, err, resp)
+				})
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
+	lat = slices.DeleteFunc(lat, func(d time.Duration) bool { return d < 0 })
 	slices.Sort(lat)
-	return lat
+	return lat, int(refused.Load())
 }
 
 // BenchmarkBusyLimitedLinks clicks 400 links with a large maxUses

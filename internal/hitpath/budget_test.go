@@ -64,15 +64,15 @@ func TestRedirectorInstructionBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	// Two attempts at most: a phase the clock disturbed twice is kept (a
+	// Two attempts at most: the lower of two the clock disturbed is kept (a
 	// timer's tick, a few instructions a request), so that a loaded
 	// machine does not make the test take minutes.
 	o := Options{Links: links, Dir: dir, Conns: testConns, Short: testShort, Long: testLong,
-		Attempts: 2, AcceptDisturbed: true, Log: func(f string, a ...any) {
+		Attempts: 2, Log: func(f string, a ...any) {
 			t.Logf("%5.1fs "+f, append([]any{time.Since(start).Seconds()}, a...)...)
 		}}
 	if *update {
-		o.Attempts, o.AcceptDisturbed = 0, false // a budget is recorded undisturbed
+		o.Attempts, o.Undisturbed = 0, true // a budget is recorded undisturbed
 	}
 	measure := func() (Result, float64) {
 		srv := Redirector(bin, BenchLinks, freeAddr(t), freeAddr(t), true)

@@ -43,15 +43,36 @@
 //     server, and a phase is a sum of segments between them (see
 //     ticks.go); a segment in which a timer ran anyway is found in its
 //     profile (calls of runtime.(*timer).unlockAndRun; see disturbances)
-//     and the phase is measured again. A segment counts the same instructions beyond its
-//     requests every time (the zero interrupts the server's waits; 2,002
-//     instructions for the Go servers): an empty one is measured and
-//     subtracted per segment.
+//     and its requests are measured again (below). A segment counts the
+//     same instructions beyond its requests every time (the zero
+//     interrupts the server's waits; 2,002 instructions for the Go
+//     servers): an empty one is measured and subtracted per segment.
 //   - Go servers run with GOMAXPROCS=1 (hack/bench-redirect.sh pins them
 //     to one core too), GODEBUG=asyncpreemptoff=1 (callgrind aborts on the
-//     preemption signal, which is timed by the clock anyway) and GOGC=off
-//     (the hit path allocates nothing; a collection forced after two
-//     minutes would land in a phase at random).
+//     preemption signal, which is timed by the clock anyway), cpu.rdtscp=off
+//     (valgrind does not know the instruction the runtime reads the clock
+//     with when a thread sleeps on a contended lock: see GoEnv) and
+//     GOGC=off (the hit path allocates nothing; a collection forced after
+//     two minutes would land in a phase at random).
+//
+// # On a busy machine
+//
+// A phase is measured in units of the short phase's requests (whole
+// read-yield cycles on every connection: the server is in the same state
+// at the start of each unit) and each unit in passes (stitch): a pass sends
+// all of the unit's requests, so that each request finds the server as it
+// did in the first pass, and measures, after the first, only the requests
+// of the segments the clock disturbed in the pass before. A unit's count is
+// its undisturbed segments, from whichever pass. A busy machine makes the
+// vgdb calls and the requests slow and the timers late: a segment ends
+// with room for the longest recent request and dump before a tick, begins
+// once the ticks due before its zero and first request are over, and a
+// confirmed timer whose tick did not come when predicted is found again
+// while the server is idle (ticks.refind) rather than guessed a period on.
+// Requests that no pass (Options.Attempts, Options.Patience) measured
+// undisturbed are kept at their lowest, and the Result counts them, their
+// disturbances and the instructions inside those (Options.Undisturbed
+// fails instead).
 //
 // What remains is the Go runtime's randomness per process: map hash seeds
 // (the index's probe lengths) and which goroutine switches it samples for

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,8 +74,13 @@ func GoBuild(out, pkg string) *exec.Cmd {
 	return cmd
 }
 
-// GoEnv is the environment of a Go server under callgrind (see the package doc).
-var GoEnv = []string{"GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1,schedtrace=2147483647", "GOGC=off"}
+// GoEnv is the environment of a Go server under callgrind (see the package
+// doc). cpu.rdtscp=off: valgrind 3.19 does not know RDTSCP, which the
+// runtime reads the clock with when a thread sleeps on a contended runtime
+// lock (lock2), rare but likelier on a busy machine: the server died of
+// SIGILL. Without it the runtime fences and reads RDTSC; nothing on the
+// hit path reads the clock so.
+var GoEnv = []string{"GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1,schedtrace=2147483647,cpu.rdtscp=off", "GOGC=off"}
 
 // Options of a measurement.
 type Options struct {
@@ -86,8 +92,10 @@ type Options struct {
 	Short, Long int
 	// Dir receives the callgrind outputs and the server's log.
 	Dir string
-	// Ready bounds the wait for the server's first 302 (default 3 minutes:
-	// startup under callgrind is slow).
+	// Ready bounds the wait for the server's first 302 while it runs
+	// (default 15 minutes, a backstop: startup under callgrind takes 5-20 s
+	// on a quiet machine, and a busy one slows it as much as it likes; a
+	// server that exits fails at once).
 	Ready time.Duration
 	// Debug logs every tick and segment.
 	Debug bool
@@ -95,12 +103,23 @@ type Options struct {
 	// (default LearnAll). A timer not learnt that ticks in a measured
 	// segment makes the phase be measured again.
 	Learn time.Duration
-	// Attempts bounds the measurements of a phase that the clock disturbed
-	// (default 6); then the measurement fails, unless AcceptDisturbed,
-	// when the last is kept (a disturbance is a timer's tick or a
-	// preemption: a few thousand instructions, a few a request).
-	Attempts        int
-	AcceptDisturbed bool
+	// Attempts bounds the passes over a unit of a phase (default
+	// DefaultAttempts), and Patience how long the passes after the first
+	// go on (default DefaultPatience). A unit is the short phase's
+	// requests when the long phase is a whole number of them (each
+	// connection then gets whole read-yield cycles in a unit, so that the
+	// server is in the same state at the start of a unit in every pass),
+	// else a whole phase. A pass sends all of the unit's requests and
+	// measures, after the first, only those of the segments the clock
+	// disturbed in the pass before (see stitch); what no pass measured
+	// undisturbed is kept at its lowest (a disturbance only adds
+	// instructions: a timer's run, a preemption), and Result says so (see
+	// PhaseRecord).
+	Attempts int
+	Patience time.Duration
+	// Undisturbed fails the measurement rather than keep a disturbed
+	// phase: for a number that must be exact (a budget recorded).
+	Undisturbed bool
 	// Log, if set, receives progress lines.
 	Log func(format string, args ...any)
 	// Browser sends the requests a browser following a link from a
@@ -145,13 +164,16 @@ func (o Options) withDefaults() Options {
 		o.Long = max(BenchLong, o.Short+1)
 	}
 	if o.Ready <= 0 {
-		o.Ready = 3 * time.Minute
+		o.Ready = 15 * time.Minute
 	}
 	if o.Learn <= 0 {
 		o.Learn = LearnAll
 	}
 	if o.Attempts <= 0 {
-		o.Attempts = 6
+		o.Attempts = DefaultAttempts
+	}
+	if o.Patience <= 0 {
+		o.Patience = DefaultPatience
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
@@ -173,11 +195,184 @@ type Result struct {
 	// Segment is an empty segment: what each segment counts beyond its
 	// requests (the zero's interruption of the server's waits).
 	Segment Part
-	// Attempts are the phases measured again because a timer ran in one
-	// of their segments.
+	// SegmentUnsure: no two undisturbed empty segments in a row counted
+	// the same instructions, and the lowest undisturbed one was kept;
+	// SegmentDisturbed: none was undisturbed, and the lowest was kept
+	// (what each segment's count is less: too much by a disturbance).
+	SegmentUnsure, SegmentDisturbed bool
+	// LongPhase and ShortPhase are how each phase was measured: its
+	// units, the passes over them, and the disturbances kept.
+	LongPhase, ShortPhase PhaseRecord
+	// Attempts are the passes over a unit after its first (a timer ran in
+	// one of its segments).
 	Attempts int
-	// Disturbed is the disturbances kept (Options.AcceptDisturbed).
+	// Disturbed is the disturbances in the phases kept (0: the count is
+	// exact).
 	Disturbed int64
+	// Refound counts the timers' ticks that did not come when predicted
+	// and were found again (see ticks.refind).
+	Refound int
+}
+
+// DefaultAttempts is how many passes over a unit of a phase measure it, at
+// most, and DefaultPatience how long passes after the first go on (a pass
+// over 520 requests takes 5-10 s on a quiet machine, minutes on a busy
+// one; a pass after the first measures only what the clock disturbed).
+const (
+	DefaultAttempts = 8
+	DefaultPatience = 5 * time.Minute
+)
+
+// PhaseRecord is how a phase was measured.
+type PhaseRecord struct {
+	// Units is how many units it was measured in (see Options.Attempts),
+	// Attempts how many passes over them it took in all (Units if the
+	// clock disturbed none), and Again how many requests were measured
+	// again in those passes.
+	Units, Attempts, Again int
+	// DisturbedRequests is how many of its requests were kept in segments
+	// the clock disturbed (no pass measured them undisturbed), Disturbed
+	// the disturbances in those segments (0: the count is exact), and
+	// DisturbedIr the instructions inside their calls: a part of what
+	// they added (the wake-ups around them, the goroutines they readied
+	// are not in it), so at least that much of the phase's count is not
+	// its requests'.
+	DisturbedRequests      int
+	Disturbed, DisturbedIr int64
+}
+
+// add adds a unit's record.
+func (p *PhaseRecord) add(u unitRecord) {
+	p.Units++
+	p.Attempts += u.Attempts
+	p.Again += u.Again
+	p.DisturbedRequests += u.DisturbedRequests
+	p.Disturbed += u.Disturbed
+	p.DisturbedIr += u.DisturbedIr
+}
+
+// unitRecord is how a unit of a phase was measured.
+type unitRecord struct {
+	// Attempts is how many passes measured it, Again how many requests
+	// the passes after the first measured.
+	Attempts, Again int
+	// DisturbedRequests, Disturbed and DisturbedIr: those of the
+	// segments kept disturbed.
+	DisturbedRequests      int
+	Disturbed, DisturbedIr int64
+}
+
+// unitOf is the unit a phase of n requests is measured in: short, if n
+// and long are whole numbers of it, else n.
+func unitOf(n, short, long int) int {
+	if short > 0 && n%short == 0 && long%short == 0 {
+		return short
+	}
+	return n
+}
+
+// span is the requests from to to-1 of the sequence.
+type span struct{ from, to int }
+
+// segment is a measured segment: its requests, and its part.
+type segment struct {
+	span
+	part Part
+}
+
+// stitch measures the requests of the unit u in passes: pass(n, spans)
+// sends all of u's requests (so that each pass leaves the server as the
+// first did: whole read-yield cycles) and measures those of spans in
+// segments, which it returns. The first pass measures all of u; each next
+// one measures again the segments the clock disturbed in the one before,
+// as long as there are some, at most attempts passes and while patient()
+// (asked before each pass after the first). The unit's count is the
+// segments no disturbance touched, from whichever pass (each request
+// costs the same in every pass: the server is in the same state at its
+// turn), and for requests that no pass measured undisturbed, the segment
+// of them that counted the fewest instructions (a disturbance only adds
+// instructions), which the record counts; with undisturbed, those fail
+// instead.
+func stitch(pass func(n int, spans []span) ([]segment, error), u span, attempts int, patient func() bool, undisturbed bool) ([]segment, unitRecord, error) {
+	var rec unitRecord
+	var kept []segment
+	// lowest is the disturbed segment of the fewest instructions by span.
+	lowest := map[span]segment{}
+	needed := []span{u}
+	for n := 1; len(needed) > 0 && n <= max(attempts, 1) && (n == 1 || patient()); n++ {
+		segs, err := pass(n, needed)
+		if err != nil {
+			return nil, rec, err
+		}
+		if err := covers(segs, needed); err != nil {
+			return nil, rec, fmt.Errorf("pass %d: %w", n, err)
+		}
+		rec.Attempts = n
+		if n > 1 {
+			for _, sp := range needed {
+				rec.Again += sp.to - sp.from
+			}
+		}
+		needed = nil
+		for _, sg := range segs {
+			if sg.part.Disturbed == 0 {
+				kept = append(kept, sg)
+				continue
+			}
+			needed = append(needed, sg.span)
+			if low, ok := lowest[sg.span]; !ok || sg.part.Ir < low.part.Ir {
+				lowest[sg.span] = sg
+			}
+		}
+	}
+	for _, sp := range needed {
+		sg := lowest[sp]
+		kept = append(kept, sg)
+		rec.DisturbedRequests += sp.to - sp.from
+		rec.Disturbed += sg.part.Disturbed
+		rec.DisturbedIr += sg.part.DisturbedIr
+	}
+	slices.SortFunc(kept, func(a, b segment) int { return a.from - b.from })
+	if undisturbed && len(needed) > 0 {
+		return kept, rec, fmt.Errorf("the clock disturbed requests %s in each of %d passes (timers, preemptions)", spans(needed), rec.Attempts)
+	}
+	return kept, rec, nil
+}
+
+// covers checks that segs, in order, are the requests of spans, each span
+// one segment or more that follow each other.
+func covers(segs []segment, spans []span) error {
+	i := 0
+	for _, sp := range spans {
+		at := sp.from
+		for at < sp.to {
+			if i >= len(segs) || segs[i].from != at || segs[i].to <= at || segs[i].to > sp.to {
+				return fmt.Errorf("the segments do not measure requests %d-%d", sp.from, sp.to-1)
+			}
+			at = segs[i].to
+			i++
+		}
+	}
+	if i != len(segs) {
+		return fmt.Errorf("%d segments beyond the requests asked for", len(segs)-i)
+	}
+	return nil
+}
+
+// spans lists spans as requests: "3-7, 12".
+func spans(ss []span) string {
+	var b strings.Builder
+	for i, sp := range ss {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if sp.to-sp.from == 1 {
+			fmt.Fprintf(&b, "%d", sp.from)
+		} else {
+			fmt.Fprintf(&b, "%d-%d", sp.from, sp.to-1)
+		}
+	}
+	return b.String()
 }
 
 // PerRequest is the instructions per request: (Ir(Long) - Ir(Short)) /
@@ -370,37 +565,79 @@ func Measure(ctx context.Context, srv Server, o Options) (Result, error) {
 			return s.w.settle(ctx)
 		})
 	}
-	if res.Segment, err = s.emptySegment(ctx); err != nil {
+	var empty emptyVerdict
+	if res.Segment, empty, err = s.emptySegment(ctx); err != nil {
 		return fail(err)
 	}
-	s.log("an empty segment: %d instructions", res.Segment.Ir)
+	res.SegmentUnsure, res.SegmentDisturbed = empty.Unsure, empty.Disturbed
+	switch {
+	case empty.Disturbed:
+		s.log("an empty segment: %d instructions, the lowest, and disturbed: the clock disturbed every empty segment for %s (a zero and a dump take longer than the timers' period)", res.Segment.Ir, o.Patience)
+	case empty.Unsure:
+		s.log("an empty segment: %d instructions, the lowest: no two in a row counted the same", res.Segment.Ir)
+	default:
+		s.log("an empty segment: %d instructions", res.Segment.Ir)
+	}
 	// The long phase first: the tables of both then list the functions
 	// of the short one.
 	for _, ph := range []struct {
 		n        int
 		part     *Part
 		segments *int
-	}{{o.Long, &res.LongPart, &res.LongSegments}, {o.Short, &res.ShortPart, &res.ShortSegments}} {
-		for attempt := 1; ; attempt++ {
-			s.log("%d requests", ph.n)
-			parts, err := s.phase(ctx, ph.n)
+		rec      *PhaseRecord
+	}{{o.Long, &res.LongPart, &res.LongSegments, &res.LongPhase}, {o.Short, &res.ShortPart, &res.ShortSegments, &res.ShortPhase}} {
+		unit := unitOf(ph.n, o.Short, o.Long)
+		var parts []Part
+		for from := 0; from < ph.n; from += unit {
+			u := span{from, from + unit}
+			var firstPass time.Time // when the first pass ended: Patience runs from then
+			segs, rec, err := stitch(func(n int, need []span) ([]segment, error) {
+				if n > 1 {
+					s.log("requests %d-%d of %d, pass %d (%d at most, for %s): measuring %s again", u.from, u.to-1, ph.n, n, o.Attempts, o.Patience, spans(need))
+				} else {
+					s.log("requests %d-%d of %d", u.from, u.to-1, ph.n)
+				}
+				segs, err := s.phase(ctx, u, need)
+				if err != nil {
+					return nil, err
+				}
+				if n == 1 {
+					firstPass = time.Now()
+				}
+				if d := disturbedSegments(segs); d > 0 {
+					s.log("a timer ran in %d of %d measured segments, or sysmon preempted", d, len(segs))
+				}
+				return segs, nil
+			}, u, o.Attempts, func() bool { return time.Since(firstPass) < o.Patience }, o.Undisturbed)
 			if err != nil {
 				return fail(err)
 			}
-			sum := sumParts(parts)
-			if sum.Disturbed == 0 || attempt == o.Attempts && o.AcceptDisturbed {
-				*ph.part, *ph.segments = sum, len(parts)
-				break
+			for _, sg := range segs {
+				parts = append(parts, sg.part)
 			}
-			if attempt == o.Attempts {
-				return fail(fmt.Errorf("the clock disturbed the measured segments of %d attempts (timers, preemptions)", attempt))
+			ph.rec.add(rec)
+			res.Attempts += rec.Attempts - 1
+			if rec.Disturbed > 0 {
+				s.log("requests %d-%d: %d of them measured undisturbed in none of %d passes; kept the lowest of each (%d disturbances, %d instructions inside them)",
+					u.from, u.to-1, rec.DisturbedRequests, rec.Attempts, rec.Disturbed, rec.DisturbedIr)
 			}
-			res.Attempts++
-			s.log("a timer ran in a measured segment, or sysmon preempted (%d); again", sum.Disturbed)
 		}
+		*ph.part, *ph.segments = sumParts(parts), len(parts)
 	}
 	res.Disturbed = res.LongPart.Disturbed + res.ShortPart.Disturbed
+	res.Refound = s.ticks.refound
 	return res, nil
+}
+
+// disturbedSegments counts the segments with a disturbance.
+func disturbedSegments(segs []segment) int {
+	n := 0
+	for _, sg := range segs {
+		if sg.part.Disturbed > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *session) log(format string, args ...any) { s.o.Log(s.name+": "+format, args...) }
@@ -410,9 +647,11 @@ func (s *session) log(format string, args ...any) { s.o.Log(s.name+": "+format, 
 // after a zero that is counted, the same instructions every time (the
 // empty segment), after a dump it is not (it is settled before the zero).
 func (s *session) zero(ctx context.Context) error {
+	start := time.Now()
 	if err := s.control(ctx, "zero"); err != nil {
 		return err
 	}
+	s.ticks.zeroed(time.Since(start))
 	return s.w.settle(ctx)
 }
 
@@ -447,86 +686,155 @@ func (s *session) dump(ctx context.Context) (Part, error) {
 	return p, s.w.settle(ctx)
 }
 
-// emptySegment measures a segment without requests, twice: both must
-// count the same instructions.
-func (s *session) emptySegment(ctx context.Context) (Part, error) {
-	var last Part
-	for attempt := 0; attempt < 12; attempt++ {
+// emptySegment measures a segment without requests until two undisturbed
+// ones count the same instructions: emptyAttempts times at least,
+// and on for Options.Patience (each takes a zero and a dump, which a busy
+// machine makes take seconds: longer than the timers' period, and then
+// most are disturbed). Then it keeps what pickEmpty keeps.
+func (s *session) emptySegment(ctx context.Context) (Part, emptyVerdict, error) {
+	var parts []Part
+	start := time.Now()
+	for n := 0; n < emptyAttempts || time.Since(start) < s.o.Patience; n++ {
 		if err := s.ticks.wait(ctx); err != nil {
-			return Part{}, err
+			return Part{}, emptyVerdict{}, err
 		}
 		if err := s.zero(ctx); err != nil {
-			return Part{}, err
+			return Part{}, emptyVerdict{}, err
 		}
 		p, err := s.dump(ctx)
 		if err != nil {
-			return Part{}, err
+			return Part{}, emptyVerdict{}, err
 		}
-		if p.Disturbed == 0 && p.Ir == last.Ir {
-			return p, nil
-		}
-		if p.Disturbed == 0 {
-			last = p
+		parts = append(parts, p)
+		if p, v := pickEmpty(parts); !v.Unsure {
+			return p, v, nil
 		}
 	}
-	return Part{}, fmt.Errorf("empty segments do not count the same instructions (last %d)", last.Ir)
+	p, v := pickEmpty(parts)
+	return p, v, nil
 }
 
-// phase drives requests 0 to n-1 of the sequence, in segments around the
-// ticks of the server's timers.
-func (s *session) phase(ctx context.Context, n int) ([]Part, error) {
+// emptyAttempts is how many empty segments are measured at least.
+const emptyAttempts = 12
+
+// emptyVerdict says how sure an empty segment's count is.
+type emptyVerdict struct {
+	// Unsure: no two undisturbed ones in a row counted the same, and the
+	// lowest undisturbed one was kept; Disturbed: none was undisturbed,
+	// and the lowest disturbed one was kept.
+	Unsure, Disturbed bool
+}
+
+// pickEmpty is the empty segment that parts (measured in turn) give: the
+// first undisturbed one that counts the same as the undisturbed one before
+// it (sure), else the lowest undisturbed, else the lowest disturbed.
+func pickEmpty(parts []Part) (Part, emptyVerdict) {
+	var lowest, lowestDisturbed, previous *Part
+	for i := range parts {
+		p := &parts[i]
+		if p.Disturbed > 0 {
+			if lowestDisturbed == nil || p.Ir < lowestDisturbed.Ir {
+				lowestDisturbed = p
+			}
+			continue
+		}
+		if previous != nil && previous.Ir == p.Ir {
+			return *p, emptyVerdict{}
+		}
+		if lowest == nil || p.Ir < lowest.Ir {
+			lowest = p
+		}
+		previous = p
+	}
+	switch {
+	case lowest != nil:
+		return *lowest, emptyVerdict{Unsure: true}
+	case lowestDisturbed != nil:
+		return *lowestDisturbed, emptyVerdict{Unsure: true, Disturbed: true}
+	}
+	return Part{}, emptyVerdict{Unsure: true, Disturbed: true}
+}
+
+// phase sends the requests of u, one at a time, and measures those of
+// spans (in u, in order) in segments around the ticks of the server's
+// timers: a segment begins at a span's first request, the ticks due before
+// it could end waited out, and ends at the span's end or before a tick.
+// The requests outside spans are sent unmeasured (a tick may come among
+// them), so that the server is in the same state at each request whatever
+// is measured.
+func (s *session) phase(ctx context.Context, u span, spans []span) ([]segment, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, phaseTimeout,
-		fmt.Errorf("a phase of %d requests took over %s: the machine is too busy, or the server's timers tick too often", n, phaseTimeout))
+		fmt.Errorf("%d requests took over %s: the machine is too busy, or the server's timers tick too often", u.to-u.from, phaseTimeout))
 	defer cancel()
-	var parts []Part
+	var segs []segment
 	wrap := func(err error) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
 		return err
 	}
-	if err := s.ticks.wait(ctx); err != nil {
-		return nil, wrap(err)
+	var open *segment
+	end := func(i int) error {
+		p, err := s.dump(ctx)
+		if err != nil {
+			return err
+		}
+		if s.o.Debug {
+			s.log("segment before request %d: %d requests, %d instructions, %d disturbances", i, open.to-open.from, p.Ir, p.Disturbed)
+		}
+		open.part = p
+		segs = append(segs, *open)
+		open = nil
+		return nil
 	}
-	if err := s.zero(ctx); err != nil {
-		return nil, wrap(err)
-	}
-	inSegment := 0
-	for i := range n {
+	k := 0 // the span of request i, or the next one
+	for i := u.from; i < u.to; i++ {
+		for k < len(spans) && spans[k].to <= i {
+			k++
+		}
+		in := k < len(spans) && spans[k].from <= i
 		// A segment has a request at least, so that the phase goes on
 		// however busy the machine is: a tick that fires during it is
-		// found in the profile, and the phase is measured again.
-		if inSegment > 0 && s.ticks.soon() {
-			p, err := s.dump(ctx)
-			if err != nil {
+		// found in the profile, and its requests are measured again.
+		if open != nil && (!in || spans[k].from == i || s.ticks.soon()) {
+			if err := end(i); err != nil {
 				return nil, wrap(err)
 			}
-			if s.o.Debug {
-				s.log("segment before request %d: %d requests, %d instructions, %d disturbances", i, inSegment, p.Ir, p.Disturbed)
-			}
-			parts = append(parts, p)
+		}
+		if in && open == nil {
 			if err := s.ticks.wait(ctx); err != nil {
 				return nil, wrap(err)
 			}
 			if err := s.zero(ctx); err != nil {
 				return nil, wrap(err)
 			}
-			inSegment = 0
+			open = &segment{span: span{i, i}}
 		}
+		began := time.Now()
 		if err := s.c.request(i); err != nil {
 			return nil, wrap(err)
 		}
-		inSegment++
 		if err := s.w.settle(ctx); err != nil {
 			return nil, wrap(err)
 		}
+		s.ticks.requested(time.Since(began))
+		if open != nil {
+			open.to = i + 1
+		}
 	}
-	p, err := s.dump(ctx)
-	return append(parts, p), wrap(err)
+	if open != nil {
+		if err := end(u.to); err != nil {
+			return nil, wrap(err)
+		}
+	}
+	return segs, nil
 }
 
-// phaseTimeout bounds a phase.
-const phaseTimeout = 10 * time.Minute
+// phaseTimeout bounds an attempt at a unit of a phase: a backstop (520
+// requests take 5-10 s on a quiet machine, 4 minutes at a load average of
+// 30 on two cores; each request has its own bounds: roundTrip's deadline,
+// settle's minute).
+const phaseTimeout = time.Hour
 
 // control sends callgrind a command (zero, dump) through vgdb, as
 // callgrind_control does, but at once: the server is idle, blocked in a
@@ -554,9 +862,10 @@ type Part struct {
 	// writes, of the first and the last level (Options.CacheSim).
 	D1Misses, LLMisses int64
 	// Disturbed is how often the Go runtime did something timed by the
-	// clock in the threads counted (calls of disturbances).
-	Disturbed int64
-	first     string // the first file written
+	// clock in the threads counted (calls of disturbances), and
+	// DisturbedIr the instructions inside those calls.
+	Disturbed, DisturbedIr int64
+	first                  string // the first file written
 }
 
 // sumParts is the parts as one.
@@ -569,6 +878,7 @@ func sumParts(parts []Part) Part {
 		s.LLMisses += p.LLMisses
 		s.Sysmon += p.Sysmon
 		s.Disturbed += p.Disturbed
+		s.DisturbedIr += p.DisturbedIr
 	}
 	return s
 }
@@ -597,6 +907,7 @@ func ReadPart(out string, part int) (Part, error) {
 		p.D1Misses += t.d1Misses
 		p.LLMisses += t.llMisses
 		p.Disturbed += t.disturbed
+		p.DisturbedIr += t.disturbedIr
 		p.Files = append(p.Files, f)
 	}
 	return p, nil
@@ -621,6 +932,7 @@ type threadTotals struct {
 	d1Misses, llMisses int64
 	sysmon             bool  // the thread is the Go runtime's sysmon
 	disturbed          int64 // calls of disturbances
+	disturbedIr        int64 // the instructions inside those calls
 }
 
 // totals reads the instructions (Ir) of a callgrind output of one thread,
@@ -634,10 +946,23 @@ func totals(path string) (threadTotals, error) {
 	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	found, disturbance := false, false
+	found, disturbance, inclusive := false, false, false
 	var events []string
 	for sc.Scan() {
 		line := sc.Text()
+		if inclusive {
+			// The line after a disturbance's calls= is the call's
+			// position and its inclusive cost, Ir first.
+			inclusive = false
+			if f := strings.Fields(line); len(f) >= 2 {
+				n, err := strconv.ParseInt(f[1], 10, 64)
+				if err != nil {
+					return t, fmt.Errorf("%s: the cost of a call: %q: %w", path, line, err)
+				}
+				t.disturbedIr += n
+			}
+			continue
+		}
 		switch {
 		case strings.HasPrefix(line, "events:"):
 			events = strings.Fields(line[len("events:"):])
@@ -651,6 +976,7 @@ func totals(path string) (threadTotals, error) {
 				return t, fmt.Errorf("%s: %q: %w", path, line, err)
 			}
 			t.disturbed += n
+			inclusive = true
 		}
 		v, ok := strings.CutPrefix(line, "totals:")
 		if !ok {

@@ -29,9 +29,10 @@ const (
 	guardWindow = 8
 	// maxMisses: a timer seen fewer than confirmed times whose predicted
 	// tick did not come this many times in a row is forgotten (it was not
-	// a timer of that period). A confirmed one is kept: its tick may come
-	// in the same wake-up as another timer's, which is then all that is
-	// seen.
+	// a timer of that period). A confirmed one is looked for (refind), and
+	// forgotten when it was not found this many times in a row: its tick
+	// may come in the same wake-up as another timer's, which is then all
+	// that is seen, until it comes on its own and is learnt again.
 	maxMisses = 3
 	confirmed = 3
 	// learnJitter is how far from a second after a wake-up the next one
@@ -51,15 +52,30 @@ const (
 	LearnAll = longPeriod + 500*time.Millisecond
 )
 
+// waker waits until the idle server wakes, at most until deadline, and
+// reports whether it did and when (watcher.wake).
+type waker interface {
+	wake(ctx context.Context, deadline time.Time) (bool, time.Time, error)
+}
+
 // ticks predicts the ticks of the timers of one server.
 type ticks struct {
-	w      *watcher
+	w      waker
 	timers []*timer
 	// took are how long the last dumps took to take effect.
 	took []time.Duration
 	// dumpEnd is when the last dump's vgdb returned: a tick due before
 	// then may have fired while vgdb ran, unseen.
 	dumpEnd time.Time
+	// requests are how long the last requests took (sent, answered and
+	// settled): a segment ends before a tick with room for one more.
+	requests []time.Duration
+	// zeros are how long the last zeros took (vgdb's call): a segment
+	// begins once the ticks due before its zero and first request are
+	// over.
+	zeros []time.Duration
+	// refound counts the ticks found again (refind).
+	refound int
 	log     func(format string, args ...any)
 	// debug, if set, receives every tick.
 	debug func(format string, args ...any)
@@ -143,13 +159,44 @@ func (t *ticks) dumped(d time.Duration, end time.Time) {
 	}
 }
 
-// guard is how long before a tick a segment ends.
+// requested records how long a request took, sent to settled.
+func (t *ticks) requested(d time.Duration) { t.requests = window(t.requests, d) }
+
+// zeroed records how long a zero took.
+func (t *ticks) zeroed(d time.Duration) { t.zeros = window(t.zeros, d) }
+
+// window appends d to the last guardWindow durations ds.
+func window(ds []time.Duration, d time.Duration) []time.Duration {
+	ds = append(ds, d)
+	if len(ds) > guardWindow {
+		ds = ds[1:]
+	}
+	return ds
+}
+
+// longest is the longest of ds, at most maxGuard.
+func longest(ds []time.Duration) time.Duration {
+	var m time.Duration
+	for _, d := range ds {
+		m = max(m, d)
+	}
+	return min(m, maxGuard)
+}
+
+// lookahead is how far ahead wait, before a segment begins, waits out the
+// ticks: the zero, then the guard of the first request.
+func (t *ticks) lookahead() time.Duration { return longest(t.zeros) + t.guard() }
+
+// guard is how long before a tick a segment ends: time for the dump to
+// take effect (see minGuard), and for the request before it, as long as
+// the longest of the last guardWindow took (a few milliseconds on a quiet
+// machine, a hundred or more on a busy one).
 func (t *ticks) guard() time.Duration {
 	g := minGuard
 	for _, d := range t.took {
 		g = max(g, 2*d+50*time.Millisecond)
 	}
-	return min(g, maxGuard)
+	return min(g, maxGuard) + longest(t.requests)
 }
 
 // match is the timer whose tick a wake-up at at is, if any: the one
@@ -187,12 +234,14 @@ func (t *ticks) soon() bool {
 	return tm != nil && time.Until(tm.next) < t.guard()
 }
 
-// wait waits for the ticks due within the guard (as it is when wait is
-// called). A tick that does not come (it fired while the server was busy,
-// or while a dump was written: the profile tells which) is expected a
-// period later; a timer whose ticks keep not coming is forgotten.
+// wait waits for the ticks due within the lookahead (as it is when wait
+// is called). A tick that does not come (it fired while the server was
+// busy, or while a dump was written: the profile tells which, or it moved)
+// is looked for again if its timer is confirmed (refind), else expected a
+// period later; a timer not confirmed whose ticks keep not coming is
+// forgotten.
 func (t *ticks) wait(ctx context.Context) error {
-	until := time.Now().Add(t.guard())
+	until := time.Now().Add(t.lookahead())
 	for {
 		tm := t.due()
 		if tm == nil || tm.next.After(until) {
@@ -219,19 +268,69 @@ func (t *ticks) wait(ctx context.Context) error {
 			if due.Before(t.dumpEnd.Add(minGuard)) {
 				continue // it may have fired while vgdb ran
 			}
-			if tm.missed++; tm.missed >= maxMisses && tm.seen < confirmed {
+			if tm.seen >= confirmed {
+				// A timer seen often enough to be one, whose tick did not
+				// come: its tick moved (one that sleeps a second after its
+				// work comes later after work that a busy machine slowed,
+				// or that a dump stopped), and a tick guessed a period on
+				// would land in the next segments. Find it again.
+				if err := t.refind(ctx, tm); err != nil {
+					return err
+				}
+				continue
+			}
+			if tm.missed++; tm.missed >= maxMisses {
 				t.forget(tm)
 			}
 			continue
 		}
-		if m := t.match(at); m != nil {
-			t.debugf("tick due %s (period %s) came at %s", m.next.Format("05.000"), m.period, at.Format("05.000"))
-			m.next, m.missed, m.seen = at.Add(m.period), 0, m.seen+1
+		t.woke(at)
+	}
+}
+
+// woke gives a wake-up of the idle server at at to the timer whose tick
+// it is, or to a new timer.
+func (t *ticks) woke(at time.Time) {
+	if m := t.match(at); m != nil {
+		t.debugf("tick due %s (period %s) came at %s", m.next.Format("05.000"), m.period, at.Format("05.000"))
+		m.next, m.missed, m.seen = at.Add(m.period), 0, m.seen+1
+		return
+	}
+	t.debugf("a tick no timer predicted came at %s", at.Format("05.000"))
+	// A timer not learnt: expected a short period later.
+	t.timers = append(t.timers, &timer{next: at.Add(shortPeriod), period: shortPeriod})
+}
+
+// refind watches the idle server for up to a period (and tickLate) for
+// the tick of tm, which did not come when predicted: the first wake-up
+// that is no other timer's predicted tick is tm's, and sets its next one.
+// If none comes, tm keeps the guess of a period on, and counts a miss.
+func (t *ticks) refind(ctx context.Context, tm *timer) error {
+	until := time.Now().Add(tm.period + tickLate)
+	for {
+		woke, at, err := t.w.wake(ctx, until)
+		if err != nil {
+			return err
+		}
+		if !woke {
+			// Not a timer after all (a wake-up learnt as one), or one whose
+			// ticks now come with another's: after maxMisses in a row it is
+			// forgotten, and learnt again if it ticks on its own (a tick
+			// no timer predicted).
+			t.debugf("the tick of the timer of period %s was not found again", tm.period)
+			if tm.missed++; tm.missed >= maxMisses {
+				t.forget(tm)
+			}
+			return nil
+		}
+		if m := t.match(at); m != nil && m != tm {
+			t.woke(at)
 			continue
 		}
-		t.debugf("a tick no timer predicted came at %s", at.Format("05.000"))
-		// A timer not learnt: expected a short period later.
-		t.timers = append(t.timers, &timer{next: at.Add(shortPeriod), period: shortPeriod})
+		t.debugf("the tick of the timer of period %s found again at %s", tm.period, at.Format("05.000"))
+		tm.next, tm.missed, tm.seen = at.Add(tm.period), 0, tm.seen+1
+		t.refound++
+		return nil
 	}
 }
 
