@@ -195,7 +195,7 @@ e2e-cluster: release node-binaries previous-release ## Run the release on a real
 	hack/node/e2e-cluster.sh
 
 .PHONY: bench-scale
-bench-scale: envtest-assets build ## Measure linkforge at N links (default 100000; N=10000 make bench-scale): local control plane, the real binaries (not part of make test).
+bench-scale: envtest-assets build ## Measure linkforge at N links (default 100000; N=10000 make bench-scale; LINKS=limited or routed): local control plane, the real binaries (not part of make test).
 	go build -o bin/bench-scale ./hack/bench-scale
 	KUBEBUILDER_ASSETS="$(ASSETS)" bin/bench-scale $(if $(N),-n $(N))
 

@@ -27,11 +27,13 @@ const codeIndexName = "linkforge.io/code-bucket"
 // is filed under a hash of its namespace and itself, not under itself.
 // client-go keeps a set per index value, and a set of one link costs about
 // 200 bytes (a map header and a group of eight slots): 20 MB at 100,000
-// links, for codes that are nearly all distinct. In 4,096 buckets a link
-// costs a slot of a shared set (about 30 bytes), and a lookup reads the
-// bucket's links, about 25 at 100,000 links and 250 at a million, and keeps
-// those that do have the code.
-const codeBuckets = 4096
+// links, for codes that are nearly all distinct. In 2,048 buckets a link
+// costs a slot of a shared set: the index held 74 bytes a link at 10,000
+// links and 52 at 100,000 (126 and 58 in 4,096 buckets, whose sets were
+// mostly empty slots below 30,000 links), and a lookup reads the bucket's
+// links, about 50 at 100,000 links and 500 at a million, and keeps those
+// that do have the code.
+const codeBuckets = 2048
 
 // bucketNames are the index values, made once so that indexing allocates none.
 var bucketNames = func() []string {

@@ -26,6 +26,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/controllers"
+	"github.com/linkforge/linkforge/internal/gctune"
 	"github.com/linkforge/linkforge/internal/peer"
 )
 
@@ -166,9 +167,9 @@ func run() error {
 		return err
 	}
 	// GOGC from the environment is kept as given; otherwise GOGC follows
-	// the allocation rate (controllers.GCTuner).
+	// the allocation rate (gctune.Tuner).
 	if !gogcSet {
-		if err := mgr.Add(controllers.DefaultGCTuner); err != nil {
+		if err := mgr.Add(gctune.Default(controllers.GCPercent)); err != nil {
 			return err
 		}
 	}

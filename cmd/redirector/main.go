@@ -36,6 +36,7 @@ import (
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/clientaddr"
 	"github.com/linkforge/linkforge/internal/events"
+	"github.com/linkforge/linkforge/internal/gctune"
 	"github.com/linkforge/linkforge/internal/peer"
 	"github.com/linkforge/linkforge/internal/redirect"
 	"github.com/linkforge/linkforge/internal/uses"
@@ -172,9 +173,7 @@ func run() error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("redirector")
 
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(redirect.GCPercent)
-	}
+	tuner := gcTuner()
 
 	nsList := splitNamespaces(namespaces)
 
@@ -212,6 +211,10 @@ func run() error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	if err := mgr.Add(tuner); err != nil {
+		return err
 	}
 
 	opts := redirect.Options{
@@ -380,6 +383,18 @@ func lastScrapeWindow(timeout time.Duration) time.Duration {
 }
 
 // splitNamespaces is the list of --namespaces.
+// gcTuner sets GOGC to redirect.GCPercent and returns the tuner that makes
+// it follow the allocation rate from then on (as in the manager:
+// gctune.Tuner), unless GOGC is set in the environment, which is kept as
+// given (the zero Tuner, which does nothing).
+func gcTuner() gctune.Tuner {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return gctune.Tuner{}
+	}
+	debug.SetGCPercent(redirect.GCPercent)
+	return gctune.Default(redirect.GCPercent)
+}
+
 func splitNamespaces(flagValue string) []string {
 	var list []string
 	for _, ns := range strings.Split(flagValue, ",") {

@@ -8,12 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/linkforge/linkforge/internal/gctune"
+	"github.com/linkforge/linkforge/internal/redirect"
 )
 
 // These tests run the built binary: it starts, serves probes and redirects,
@@ -239,5 +243,28 @@ func TestPeerAdvertiseAddress(t *testing.T) {
 		if got := peerAdvertiseAddress(addr, tc.advertise); got != tc.want {
 			t.Errorf("bound %s, advertise %q, POD_IP %q: %q, want %q", tc.bound, tc.advertise, tc.podIP, got, tc.want)
 		}
+	}
+}
+
+// Without GOGC in the environment the redirector starts at GCPercent and
+// runs the tuner; with one, GOGC is the operator's and nothing tunes it.
+func TestGCTuner(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	t.Setenv("GOGC", "80")
+	if got := gcTuner(); got != (gctune.Tuner{}) {
+		t.Errorf("with GOGC set: tuner %+v, want none", got)
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set: GOGC changed to %d", got)
+	}
+	if err := os.Unsetenv("GOGC"); err != nil {
+		t.Fatal(err)
+	}
+	if got := gcTuner(); got != gctune.Default(redirect.GCPercent) {
+		t.Errorf("without GOGC: tuner %+v, want gctune.Default(%d)", got, redirect.GCPercent)
+	}
+	if got := debug.SetGCPercent(100); got != redirect.GCPercent {
+		t.Errorf("without GOGC: GOGC %d, want %d", got, redirect.GCPercent)
 	}
 }

@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/benchlinks"
 )
 
 // Links: creating them in parallel and waiting for their states.
@@ -194,11 +196,34 @@ func (b *bench) parallel(n int, f func(i int) error) error {
 	return nil
 }
 
-func link(ns string, i int) *linkv1.ShortLink {
-	return &linkv1.ShortLink{
+// link is the i-th link of ns, of the benchmark's kind.
+func (b *bench) link(ns string, i int) *linkv1.ShortLink {
+	l := &linkv1.ShortLink{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("l%07d", i)},
 		Spec:       linkv1.ShortLinkSpec{URL: fmt.Sprintf("https://example.com/articles/%d?utm_source=bench&b=2&a=1", i)},
 	}
+	linkKinds[b.kind](&l.Spec, i)
+	return l
+}
+
+// The kinds of links (-links): what they have besides spec.url, for what
+// each costs.
+const (
+	kindPlain   = "plain"
+	kindLimited = "limited"
+	kindRouted  = "routed"
+)
+
+var linkKinds = map[string]func(spec *linkv1.ShortLinkSpec, i int){
+	kindPlain: func(*linkv1.ShortLinkSpec, int) {},
+	// spec.maxUses: each replica counts and reserves (new links are
+	// reserved ahead, a few hundred at most).
+	kindLimited: func(spec *linkv1.ShortLinkSpec, _ int) { spec.MaxUses = ptr.To[int64](1000) },
+	// 8 rules, 3 variants and a card, as hack/redirector-bench's rules.
+	kindRouted: func(spec *linkv1.ShortLinkSpec, i int) {
+		benchlinks.WithRules(spec, i)
+		benchlinks.WithCard(spec, i)
+	},
 }
 
 // Memory.

@@ -8,11 +8,15 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -53,10 +57,13 @@ type bench struct {
 	rdrProbe   string
 	conv       time.Duration
 	rounds     int
-	// profiles, if set, is where the manager's heap profile is saved after
-	// convergence (it then also gets --pprof-bind-address).
-	profiles string
-	mgrPprof string
+	// profiles, if set, is where both binaries' heap profiles are saved,
+	// before the first link and with N (they then also get
+	// --pprof-bind-address, and GODEBUG=memprofilerate; account.go).
+	profiles           string
+	mgrPprof, rdrPprof string
+	// kind is what the links have besides spec.url (linkKinds).
+	kind string
 }
 
 func (b *bench) row(name, format string, args ...any) {
@@ -84,16 +91,21 @@ func run() error {
 			return fmt.Errorf("environment variable ROUNDS=%q: %w", v, err)
 		}
 	}
-	b := &bench{}
+	b := &bench{kind: cmp.Or(os.Getenv("LINKS"), kindPlain)}
 	flag.IntVar(&b.n, "n", defN, "Links to create (or N=).")
 	flag.IntVar(&b.clients, "clients", 8, "Parallel clients creating links, on both sides of each comparison.")
 	flag.IntVar(&b.rounds, "rounds", defRounds, "Rounds of floor and convergence (or ROUNDS=): 1, or 2 in the order floor, convergence, convergence, floor.")
 	flag.StringVar(&b.root, "root", ".", "Repository root (bin/manager and bin/redirector are run from root/bin).")
-	flag.StringVar(&b.profiles, "heap-profiles", "", "Save a heap profile of bin/manager after convergence into this directory "+
-		"(it then also runs with --pprof-bind-address on a free local port, the one flag added to its defaults).")
+	flag.StringVar(&b.profiles, "heap-profiles", "", "Save heap profiles of bin/manager and bin/redirector into this directory, before the first link and with N, "+
+		"and split the live bytes per link by what holds them (both then run with --pprof-bind-address on a free local port, the one flag added to their defaults, "+
+		"and with GODEBUG=memprofilerate=4096).")
+	flag.StringVar(&b.kind, "links", b.kind, "What the links have besides spec.url (or LINKS=): "+strings.Join(slices.Sorted(maps.Keys(linkKinds)), ", ")+".")
 	flag.Parse()
 	if b.rounds != 1 && b.rounds != 2 {
 		return fmt.Errorf("-rounds %d: 1 or 2", b.rounds)
+	}
+	if _, ok := linkKinds[b.kind]; !ok {
+		return fmt.Errorf("-links %q: one of %s", b.kind, strings.Join(slices.Sorted(maps.Keys(linkKinds)), ", "))
 	}
 	var err error
 	if b.root, err = filepath.Abs(b.root); err != nil {
@@ -104,7 +116,7 @@ func run() error {
 		return err
 	}
 	start := time.Now()
-	fmt.Printf("bench-scale N=%d clients=%d, %s, load %s, %d CPUs\n", b.n, b.clients, time.Now().UTC().Format(time.RFC3339), loadavg(), numCPU())
+	fmt.Printf("bench-scale N=%d clients=%d links=%s, %s, load %s, %d CPUs\n", b.n, b.clients, b.kind, time.Now().UTC().Format(time.RFC3339), loadavg(), numCPU())
 
 	step("starting the control plane")
 	if err := b.startControlPlane(); err != nil {
@@ -119,7 +131,7 @@ func run() error {
 		_ = b.env.Stop()
 	}()
 	err = b.measure()
-	fmt.Printf("\nN=%d clients=%d, took %s, load at the end %s (logs in %s)\n", b.n, b.clients, time.Since(start).Round(time.Second), loadavg(), b.dir)
+	fmt.Printf("\nN=%d clients=%d links=%s, took %s, load at the end %s (logs in %s)\n", b.n, b.clients, b.kind, time.Since(start).Round(time.Second), loadavg(), b.dir)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	_, _ = fmt.Fprintln(w, "| measure\t| value\t|")
 	_, _ = fmt.Fprintln(w, "|---\t|---\t|")

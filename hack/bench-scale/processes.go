@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -109,15 +110,11 @@ func (b *bench) startManager(ctx context.Context) error {
 	// read the reconcile count.
 	args := []string{"--kubeconfig", b.kubeconfig, "--health-probe-bind-address", b.mgrProbe,
 		"--metrics-bind-address", b.mgrMetrics, "--metrics-secure=false"}
-	if b.profiles != "" {
-		if b.mgrPprof == "" {
-			if b.mgrPprof, err = devenv.FreeAddr(); err != nil {
-				return err
-			}
-		}
-		args = append(args, "--pprof-bind-address", b.mgrPprof)
+	args, env, err := b.profiled(&b.mgrPprof, args)
+	if err != nil {
+		return err
 	}
-	b.mgr, err = start("manager", filepath.Join(b.dir, "manager.log"), filepath.Join(b.root, "bin", "manager"), nil, args...)
+	b.mgr, err = start("manager", filepath.Join(b.dir, "manager.log"), filepath.Join(b.root, "bin", "manager"), env, args...)
 	if err != nil {
 		return err
 	}
@@ -135,12 +132,32 @@ func (b *bench) startRedirector(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.rdr, err = start("redirector", filepath.Join(b.dir, "redirector.log"), filepath.Join(b.root, "bin", "redirector"), nil,
-		"--kubeconfig", b.kubeconfig, "--bind-address", addr, "--health-probe-bind-address", b.rdrProbe, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local")
+	args, env, err := b.profiled(&b.rdrPprof, []string{"--kubeconfig", b.kubeconfig, "--bind-address", addr,
+		"--health-probe-bind-address", b.rdrProbe, "--peer-bind-address", "127.0.0.1:0", "--peer-allow-local"})
+	if err != nil {
+		return err
+	}
+	b.rdr, err = start("redirector", filepath.Join(b.dir, "redirector.log"), filepath.Join(b.root, "bin", "redirector"), env, args...)
 	if err != nil {
 		return err
 	}
 	return b.waitReady(ctx, b.rdr, b.rdrProbe)
+}
+
+// profiled adds to a binary's arguments and environment what its heap
+// profiles need with -heap-profiles: its pprof endpoints on a free local
+// port (kept in *addr across restarts), and the sampling of account.go.
+func (b *bench) profiled(addr *string, args []string) ([]string, []string, error) {
+	if b.profiles == "" {
+		return args, nil, nil
+	}
+	if *addr == "" {
+		var err error
+		if *addr, err = devenv.FreeAddr(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return append(args, "--pprof-bind-address", *addr), []string{"GODEBUG=memprofilerate=" + strconv.Itoa(memProfileRate)}, nil
 }
 
 func (b *bench) waitReady(ctx context.Context, p *proc, addr string) error {

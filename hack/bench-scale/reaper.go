@@ -34,7 +34,7 @@ func (b *bench) reaper(ctx context.Context) error {
 	ttl := int32(est.Seconds())
 	due := expiry.Add(time.Duration(ttl) * time.Second)
 	if err := b.parallel(m, func(i int) error {
-		l := link("reap", i)
+		l := b.link("reap", i)
 		l.Spec.ExpiresAt = &expiry
 		l.Spec.TTLSecondsAfterFinished = ptr.To(ttl)
 		return b.c.Create(ctx, l)
@@ -80,7 +80,7 @@ func (b *bench) reaper(ctx context.Context) error {
 	}
 	links := make([]*linkv1.ShortLink, m)
 	if err := b.parallel(m, func(i int) error {
-		links[i] = link("reapfloor", i)
+		links[i] = b.link("reapfloor", i)
 		return b.c.Create(ctx, links[i])
 	}); err != nil {
 		return err

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +14,13 @@ import (
 
 // Memory and CPU of the processes, read from /proc.
 
-type usage struct{ manager, redirector, apiserver, etcd, etcdDB int64 }
+type usage struct {
+	manager, redirector, apiserver, etcd, etcdDB int64
+	// The binaries' RSS of anonymous memory (the heap, stacks, the
+	// runtime's): what links cost. The rest is mostly the binary's pages,
+	// which grow with the code a first link runs, once.
+	managerAnon, redirectorAnon int64
+}
 
 // settledMemory is memory in the steady state that follows a phase: read
 // every second from 10 s after it, until neither the manager's nor the
@@ -42,6 +50,7 @@ func (b *bench) memory() usage {
 	var u usage
 	if b.mgr != nil && b.rdr != nil {
 		u.manager, u.redirector = rss(b.mgr.cmd.Process.Pid), rss(b.rdr.cmd.Process.Pid)
+		u.managerAnon, u.redirectorAnon = anonRSS(b.mgr.cmd.Process.Pid), anonRSS(b.rdr.cmd.Process.Pid)
 	}
 	port := b.env.ControlPlane.APIServer.Port
 	u.apiserver = rss(findPid("kube-apiserver", "--secure-port="+port))
@@ -93,6 +102,7 @@ func cpuSeconds(pid int) float64 {
 
 // rss is a process's resident memory now; peakRSS its high-water mark.
 func rss(pid int) int64     { return procStatusBytes(pid, "VmRSS:") }
+func anonRSS(pid int) int64 { return procStatusBytes(pid, "RssAnon:") }
 func peakRSS(pid int) int64 { return procStatusBytes(pid, "VmHWM:") }
 
 func procStatusBytes(pid int, field string) int64 {
@@ -148,4 +158,45 @@ func loadavg() string {
 func numCPU() int {
 	data, _ := os.ReadFile("/proc/cpuinfo")
 	return max(1, strings.Count(string(data), "processor\t:"))
+}
+
+// goHeap is a binary's Go heap as its /metrics tells: the bytes of the
+// spans in use (live objects, garbage not yet swept, and the free slots of
+// spans that hold any live object: a burst's garbage leaves many) and the
+// live heap the last collection marked. RSS is about the first plus the
+// stacks, the runtime's own memory and the binary's pages.
+type goHeap struct{ inuse, live float64 }
+
+// goHeaps reads both binaries' Go heaps (zero for what they do not show).
+func (b *bench) goHeaps(ctx context.Context) (mgr, rdr goHeap) {
+	read := func(url string) goHeap {
+		var h goHeap
+		body, err := get(ctx, http.DefaultClient, url)
+		if err != nil {
+			return h
+		}
+		for _, line := range strings.Split(body, "\n") {
+			switch {
+			case strings.HasPrefix(line, "go_memstats_heap_inuse_bytes "):
+				h.inuse = value(line)
+			case strings.HasPrefix(line, "go_gc_heap_live_bytes "):
+				h.live = value(line)
+			}
+		}
+		return h
+	}
+	return read("http://" + b.mgrMetrics + "/metrics"), read("http://" + b.rdrProbe + "/metrics")
+}
+
+// heapRow is the row of a binary's Go heap per link, from before to after.
+func (b *bench) heapRow(name string, before, after goHeap) {
+	b.row(name+" Go heap", "in use %s KiB/link, live %s KiB/link (go_memstats_heap_inuse_bytes, go_gc_heap_live_bytes)",
+		kibPerLink(after.inuse, before.inuse, b.n), kibPerLink(after.live, before.live, b.n))
+}
+
+func kibPerLink(after, before float64, n int) string {
+	if after == 0 || before == 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.2f", (after-before)/1024/float64(n))
 }

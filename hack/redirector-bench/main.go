@@ -44,7 +44,7 @@ func run() error {
 	countUses := flag.Bool("count-uses", true,
 		"Count uses on the request path as bin/redirector does (in memory; with no API server, nothing is written). false measures the path without counting.")
 	publicBaseURL := flag.String("public-base-url", "", "As bin/redirector's --public-base-url: the host of the QR codes of /<namespace>/<code>.")
-	kind := flag.String("link-kind", kindPlain, "The synthetic links: plain (spec.url only), or rules (8 rules and 3 variants each, see withRules).")
+	kind := flag.String("link-kind", kindPlain, "The synthetic links: plain (spec.url only), or rules (8 rules and 3 variants each, see benchlinks.WithRules).")
 	// bin/redirector's --events-* flags: click events on with a sink set
 	// (hack/callgrind-bench's "events" server sends them to a receiver
 	// that discards them).

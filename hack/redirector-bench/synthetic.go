@@ -17,6 +17,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/benchlinks"
 	"github.com/linkforge/linkforge/internal/redirect"
 )
 
@@ -61,7 +62,7 @@ func SyntheticURL(i int) string {
 func syntheticLink(i, nss int, created time.Time, kind string) *linkv1.ShortLink {
 	l := plainSyntheticLink(i, nss, created)
 	if kind == kindRules {
-		withRules(&l.Spec, i)
+		benchlinks.WithRules(&l.Spec, i)
 	}
 	return l
 }

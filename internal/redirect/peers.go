@@ -3,6 +3,8 @@ package redirect
 import (
 	"sync"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/peer"
 	"github.com/linkforge/linkforge/internal/uses"
@@ -13,7 +15,7 @@ import (
 // of the same object, which must answer now.
 func (r *Redirector) TakeForPeer(ns, code string, uid uint64) peer.Result {
 	e := r.index.Lookup(ns, code)
-	if e == nil || e.counter == nil || e.uid != uid || !e.is(flagMaxUses) || r.opts.Uses == nil {
+	if e == nil || e.counter == nil || !e.is(flagMaxUses) || r.opts.Uses == nil || uses.UIDKey(types.UID(e.UID)) != uid {
 		return peer.Unknown
 	}
 	at := r.now()

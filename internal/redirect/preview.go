@@ -57,8 +57,8 @@ func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, no
 	switch ans.State {
 	case string(linkv1.StateActive):
 		d.Destination, d.Redirects = ans.Destination, true
-		if c := e.routing(); c != nil {
-			d.Routing = e.more.describe
+		if e.routing() != nil && e.more.describe != nil {
+			d.Routing = *e.more.describe
 		}
 	default: // finished (a link not active yet answers 404 before this)
 		switch {
@@ -115,7 +115,7 @@ func (e *Link) explained() explain.Link {
 		x.ExpiresAt = time.Unix(0, e.until)
 	}
 	if e.is(flagActivates) {
-		x.ActivatesAt = time.Unix(0, e.activates)
+		x.ActivatesAt = time.Unix(0, e.more.activates)
 	}
 	x.MaxUses, x.Card = e.maxUsesLimit(), e.is(flagCard)
 	if e.is(flagFinished) {

@@ -38,12 +38,13 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// GCPercent is the redirector's GOGC unless the environment sets one. Most
-// of the heap is the long-lived index and informer cache; the garbage is
-// per request. Go's default GOGC=100 lets the heap grow to twice the live
-// data; 50 keeps it at 1.5x, which cuts RSS per link by about a quarter
-// (about 1000 -> 750 bytes) for ~4% more GC CPU under full load
-// (hack/bench-redirect.sh).
+// GCPercent is the redirector's GOGC unless the environment sets one, while
+// it allocates (cmd/redirector runs gctune.Default(GCPercent): GOGC 10
+// once it allocates less than 2 MiB/s, and the freed memory returned).
+// Most of the heap is the long-lived index and informer cache. Go's default
+// GOGC=100 lets the heap grow to twice the live data; 50 keeps it at 1.5x,
+// which cut RSS per link by about a quarter (about 1000 -> 750 bytes) for
+// ~4% more GC CPU under full load (hack/bench-redirect.sh).
 const GCPercent = 50
 
 // Options configure a Redirector.

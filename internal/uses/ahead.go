@@ -46,7 +46,7 @@ func (u *Uses) Ahead(c *Counter) {
 	if !ok || !u.aheadEligible(v, now) {
 		return
 	}
-	if c.noAhead.Load() {
+	if c.lim().noAhead.Load() {
 		return
 	}
 	u.mu.Lock()
@@ -164,7 +164,8 @@ func (u *Uses) reserveAheadOne(ctx context.Context, c *Counter) {
 		return
 	}
 	defer u.unlock(c)
-	if c.held > 0 || c.unconfirmed != nil || c.pending.Load() > 0 || c.noAhead.Load() {
+	l := c.lim()
+	if l.held > 0 || l.unconfirmed != nil || c.pending.Load() > 0 || l.noAhead.Load() {
 		return // a click reserved it meanwhile, or it was returned when asked
 	}
 	granted, err := u.writeReservation(wctx, c, true, false, budgetAhead)
@@ -177,7 +178,7 @@ func (u *Uses) reserveAheadOne(ctx context.Context, c *Counter) {
 		u.opts.Log.V(1).Info("cannot reserve ahead", "link", c.name(), "error", err.Error())
 	case granted > 0:
 		u.metrics.ahead.WithLabelValues("granted").Inc()
-		c.ahead, c.aheadUntil = true, time.Unix(v.Created, 0).Add(u.opts.ReserveAhead)
+		l.ahead, l.aheadUntil = true, time.Unix(v.Created, 0).Add(u.opts.ReserveAhead)
 		u.mu.Lock()
 		u.aheadHeld++
 		u.mu.Unlock()
@@ -188,10 +189,11 @@ func (u *Uses) reserveAheadOne(ctx context.Context, c *Counter) {
 
 // endAhead makes c's reservation an ordinary one. c's lock is held.
 func (u *Uses) endAhead(c *Counter) {
-	if !c.ahead {
+	l := c.limit.Load()
+	if l == nil || !l.ahead {
 		return
 	}
-	c.ahead = false
+	l.ahead = false
 	u.mu.Lock()
 	u.aheadHeld--
 	u.mu.Unlock()

@@ -146,7 +146,7 @@ func TestReservationAheadKeptWhileNew(t *testing.T) {
 		}
 		clk.advance(10 * time.Second)
 		r.flush(false)
-		if r.c.ahead || r.u.aheadHeld != 0 {
+		if r.c.lim().ahead || r.u.aheadHeld != 0 {
 			t.Fatal("a used reservation is still held as ahead")
 		}
 		if api.get().Status.Uses != 1 {
@@ -177,8 +177,8 @@ func TestReservationAheadEndsWithItsQuota(t *testing.T) {
 		clk.advance(10 * time.Second)
 		r.flush(false)
 	}
-	if r.c.ahead || r.u.aheadHeld != 0 {
-		t.Errorf("ahead %v, %d held ahead, with status %+v; want none", r.c.ahead, r.u.aheadHeld, api.get().Status)
+	if r.c.lim().ahead || r.u.aheadHeld != 0 {
+		t.Errorf("ahead %v, %d held ahead, with status %+v; want none", r.c.lim().ahead, r.u.aheadHeld, api.get().Status)
 	}
 }
 
@@ -322,7 +322,7 @@ func TestReservationAheadEndsAtItsFirstUse(t *testing.T) {
 	clk := &fakeClock{now: epoch}
 	a := newAheadReplica(api, clk, "a", epoch, nil)
 	a.aheadRound(clk)
-	if !a.c.ahead {
+	if !a.c.lim().ahead {
 		t.Fatal("not reserved ahead")
 	}
 	if a.take() != Served {
@@ -332,7 +332,7 @@ func TestReservationAheadEndsAtItsFirstUse(t *testing.T) {
 	a.u.mu.Lock()
 	held := a.u.aheadHeld
 	a.u.mu.Unlock()
-	if a.c.ahead || held != 0 {
-		t.Errorf("after its first use: ahead %v, %d held ahead", a.c.ahead, held)
+	if a.c.lim().ahead || held != 0 {
+		t.Errorf("after its first use: ahead %v, %d held ahead", a.c.lim().ahead, held)
 	}
 }

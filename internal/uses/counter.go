@@ -94,6 +94,11 @@ func UIDKey(uid types.UID) uint64 {
 // Counter is the per-link state of uses in this replica. It outlives the
 // versions of the link that point at it (Uses.Attach hands it from one to
 // the next while the uid is the same), and is dropped with the link.
+//
+// Every link of a replica has one, so it holds only what every link
+// needs, in 64 bytes (TestCounterSize): the counts not yet written and
+// the newest version. The state of a limit and its reservations, which
+// most links never have, is in limits, made at its first use.
 type Counter struct {
 	// pending are the uses served and not yet written.
 	pending atomic.Int64
@@ -103,6 +108,20 @@ type Counter struct {
 	// split are the split clicks not yet written, by destination (nil:
 	// the link has no variants).
 	split atomic.Pointer[splitCounts]
+	// latest is the newest version of the link seen by the informer; its
+	// uid is the counter's (Attach).
+	latest atomic.Value // Versioned
+	next   *Counter     // dirty stack
+	// limit is the state of the link's limit and reservations (nil: it
+	// never had either); see lim.
+	limit atomic.Pointer[limits]
+	// queued is true while the counter is on the flusher's dirty stack.
+	queued atomic.Bool
+}
+
+// limits is the part of a Counter that only a link with spec.maxUses, or
+// one with reservations, uses: its quota and its reservation's writes.
+type limits struct {
 	// taking counts requests between a take of quota and counting it in
 	// pending; a release waits for it to drain, so that every use taken
 	// from the quota is in the count the release writes.
@@ -115,12 +134,6 @@ type Counter struct {
 	// grantMax is the limit under which the reservation was last written:
 	// a version of the link with a lower one stops the quota at once.
 	grantMax atomic.Int64
-	// latest is the newest version of the link seen by the informer.
-	latest atomic.Value // Versioned
-	uid    uint64
-	// queued is true while the counter is on the flusher's dirty stack.
-	queued atomic.Bool
-	next   *Counter // dirty stack
 
 	// Serialized by Uses.lock: reservations and writes of the link.
 	// held is this replica's reservation quota as last written (0: none)
@@ -169,6 +182,25 @@ type Counter struct {
 	retryAfter atomic.Int64 // seconds, for the 503's Retry-After
 }
 
+// lim is c's limits, made at the first use: by Attach for a version with
+// a limit or reservations, else by whatever first serves, reserves or
+// writes quota (a version without either that still has some). Code that
+// a link without a limit runs reads c.limit instead, and takes a nil as
+// the zero limits it stands for.
+func (c *Counter) lim() *limits {
+	if l := c.limit.Load(); l != nil {
+		return l
+	}
+	c.limit.CompareAndSwap(nil, &limits{})
+	return c.limit.Load()
+}
+
+// uid is the UIDKey of the link's uid.
+func (c *Counter) uid() uint64 {
+	v, _ := c.version()
+	return v.UID
+}
+
 // unconfirmedWrite is a reservation write whose response was lost.
 type unconfirmedWrite struct {
 	served  int64     // the uses it reported
@@ -185,19 +217,24 @@ type unconfirmedWrite struct {
 }
 
 // RetryAfter is the Retry-After, in seconds, of a 503 of this link.
-func (c *Counter) RetryAfter() int64 { return c.retryAfter.Load() }
+func (c *Counter) RetryAfter() int64 {
+	if l := c.limit.Load(); l != nil {
+		return l.retryAfter.Load()
+	}
+	return 0
+}
 
 // take serves one use from this replica's quota: atomics only.
-func (c *Counter) take(now int64) bool {
-	if now >= c.leaseEnd.Load() {
+func (l *limits) take(now int64) bool {
+	if now >= l.leaseEnd.Load() {
 		return false
 	}
 	for {
-		q := c.quota.Load()
+		q := l.quota.Load()
 		if q <= 0 {
 			return false
 		}
-		if c.quota.CompareAndSwap(q, q-1) {
+		if l.quota.CompareAndSwap(q, q-1) {
 			return true
 		}
 	}

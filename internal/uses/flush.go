@@ -112,7 +112,7 @@ func (u *Uses) readLive(ctx context.Context, c *Counter, key types.NamespacedNam
 		}
 		return nil, err
 	}
-	if UIDKey(live.UID) != c.uid {
+	if UIDKey(live.UID) != c.uid() {
 		return nil, errLinkGone
 	}
 	return live, nil
@@ -207,35 +207,36 @@ func (u *Uses) flushOne(ctx context.Context, c *Counter, release bool, mode budg
 // reservations; c's lock is held.
 func (u *Uses) flushLocked(ctx context.Context, c *Counter, release bool, mode budgetMode) error {
 	v, _ := c.version()
+	l := c.limit.Load() // nil: no limit, no reservation, ever
 	switch {
-	case c.held > 0:
+	case l != nil && l.held > 0:
 		pending := c.pending.Load()
-		inUse := pending > c.deferred // served since the last round
-		if c.ahead && (inUse || !u.opts.Clock().Before(c.aheadUntil)) {
+		inUse := pending > l.deferred // served since the last round
+		if l.ahead && (inUse || !u.opts.Clock().Before(l.aheadUntil)) {
 			u.endAhead(c) // used, or no longer new: held as any other
 		}
 		if inUse {
-			c.quietRounds = 0
+			l.quietRounds = 0
 		} else if !release {
-			c.quietRounds++
+			l.quietRounds++
 			// Quiet for a lease: the quota goes back to the others, unless
 			// it was reserved ahead of the first click of a new link.
-			release = c.quietRounds >= u.quietRounds() && !c.ahead
+			release = l.quietRounds >= u.quietRounds() && !l.ahead
 		}
-		if !release && u.deferWrite(c, v) {
-			c.deferred = pending
+		if !release && u.deferWrite(c, l, v) {
+			l.deferred = pending
 			return nil
 		}
 		// A reservation used since its last write is topped up in the same
 		// write: its next clicks are served from quota, not from a
 		// reservation each.
 		_, err := u.writeReservation(ctx, c, pending > 0 && !release, release, mode)
-		if c.held == 0 || errors.Is(err, errLinkGone) {
+		if l.held == 0 || errors.Is(err, errLinkGone) {
 			u.endAhead(c)
 		}
 		return err
-	case v.MaxUses > 0 || c.unconfirmed != nil:
-		if c.pending.Load() == 0 && c.unconfirmed == nil {
+	case v.MaxUses > 0 || l != nil && l.unconfirmed != nil:
+		if c.pending.Load() == 0 && (l == nil || l.unconfirmed == nil) {
 			return u.writeTallies(ctx, c, mode) // forwarded clicks' split counts, previewer fetches
 		}
 		_, err := u.writeReservation(ctx, c, false, release, mode)
@@ -251,11 +252,11 @@ func (u *Uses) flushLocked(ctx context.Context, c *Counter, release bool, mode b
 // back) can arrive with the renewal, unless the link has an idleTimeout,
 // whose lastUsedAt must arrive within the manager's --idle-grace. A link
 // in use then costs a write per renewal, not one per round.
-func (u *Uses) deferWrite(c *Counter, v LinkVersion) bool {
-	if c.leaseEnd.Load()-u.mono(u.opts.Clock()) <= int64(u.opts.FlushInterval*3/2) || c.unconfirmed != nil {
+func (u *Uses) deferWrite(c *Counter, l *limits, v LinkVersion) bool {
+	if l.leaseEnd.Load()-u.mono(u.opts.Clock()) <= int64(u.opts.FlushInterval*3/2) || l.unconfirmed != nil {
 		return false
 	}
-	return c.pending.Load() == 0 || c.quota.Load() > 0 && !v.IdleTimeout
+	return c.pending.Load() == 0 || l.quota.Load() > 0 && !v.IdleTimeout
 }
 
 // quietRounds is how many flush rounds a reservation serves nothing before
@@ -357,7 +358,7 @@ func (u *Uses) flushWithin(ctx context.Context, c *Counter, release bool, mode b
 // dueFirst orders held counters by the end of their leases, soonest first:
 // when the budget is short, the renewals that cannot wait are written.
 func dueFirst(held []*Counter) {
-	sort.Slice(held, func(i, j int) bool { return held[i].leaseEnd.Load() < held[j].leaseEnd.Load() })
+	sort.Slice(held, func(i, j int) bool { return held[i].lim().leaseEnd.Load() < held[j].lim().leaseEnd.Load() })
 }
 
 // writeTimeout bounds one write of a flush round, so that a hung API

@@ -76,7 +76,8 @@ const ForwardTimeout = 500 * time.Millisecond
 // slow or congested one (Lost, NotForwarded) is not: it is there, and the
 // link is not forwarded again for a second.
 func (u *Uses) forward(c *Counter, at int64, deadline time.Time) bool {
-	if u.opts.Forwarder == nil || at < c.noForward.Load() {
+	l := c.lim()
+	if u.opts.Forwarder == nil || at < l.noForward.Load() {
 		return false
 	}
 	v, ok := c.version()
@@ -95,11 +96,11 @@ func (u *Uses) forward(c *Counter, at int64, deadline time.Time) bool {
 		return true
 	case Unreachable, NoKey:
 		name := v.Peer.Name
-		c.askReturn.Store(&name)
+		l.askReturn.Store(&name)
 	}
 	// A burst on a link whose holder has run out (or cannot be reached)
 	// forwards once a second, not once a click.
-	c.noForward.Store(at + int64(time.Second))
+	l.noForward.Store(at + int64(time.Second))
 	return false
 }
 
@@ -169,11 +170,12 @@ func (u *Uses) returnOne(ctx context.Context, c *Counter) {
 	}
 	defer u.unlock(c)
 	v, ok := c.version()
-	if !ok || c.held == 0 && c.unconfirmed == nil {
+	l := c.limit.Load()
+	if !ok || l == nil || l.held == 0 && l.unconfirmed == nil {
 		return
 	}
 	marked := v.ReturnRequested
-	if !marked && (c.quota.Load() > 0 || c.pending.Load() == 0) {
+	if !marked && (l.quota.Load() > 0 || c.pending.Load() == 0) {
 		return // topped up, or written, meanwhile
 	}
 	if !marked {

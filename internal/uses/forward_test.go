@@ -76,7 +76,7 @@ func testAskedThroughTheAPI(t *testing.T, result Forwarded) {
 	}
 	a.sync()
 	a.aheadRound(clk)
-	if a.c.held > 0 || a.take() == Served || b.take() == Served {
+	if a.c.lim().held > 0 || a.take() == Served || b.take() == Served {
 		t.Fatal("served past maxUses 1, or reserved ahead again by the replica asked")
 	}
 }
@@ -150,7 +150,7 @@ func TestMarkedReservationIsReturned(t *testing.T) {
 			if api.held("a") != 0 || api.held("b") != bHeld || st.Uses+bHeld < int64(served) {
 				t.Errorf("after %s: %+v, want a's reservation returned with its uses, b's kept", tc.name, st)
 			}
-			if a.u.peer() == "" || !a.c.noAhead.Load() {
+			if a.u.peer() == "" || !a.c.lim().noAhead.Load() {
 				t.Error("the link may be reserved ahead again by the replica asked")
 			}
 		})
@@ -246,15 +246,15 @@ func TestTakeHeldStopsWithTheLease(t *testing.T) {
 				}
 				a.returnsNow()
 			}
-			if a.c.quota.Load() < 2 {
-				t.Fatalf("setup: %d quota", a.c.quota.Load())
+			if a.c.lim().quota.Load() < 2 {
+				t.Fatalf("setup: %d quota", a.c.lim().quota.Load())
 			}
 			if got := a.u.TakeHeld(a.c, a.clock()); got != Served {
 				t.Fatalf("a forwarded use within the lease: %v", got)
 			}
 			tc.end(a, api, clk)
-			if got := a.u.TakeHeld(a.c, a.clock()); got == Served || a.c.quota.Load() == 0 {
-				t.Errorf("a forwarded use after %s, %d quota left: %v, want refused", tc.name, a.c.quota.Load(), got)
+			if got := a.u.TakeHeld(a.c, a.clock()); got == Served || a.c.lim().quota.Load() == 0 {
+				t.Errorf("a forwarded use after %s, %d quota left: %v, want refused", tc.name, a.c.lim().quota.Load(), got)
 			}
 		})
 	}

@@ -108,23 +108,23 @@ func TestGrant(t *testing.T) {
 
 // The request path of a limited link: atomics only, bounded by the lease.
 func TestCounterTake(t *testing.T) {
-	c := &Counter{}
+	l := (&Counter{}).lim()
 	now := int64(time.Hour)
-	if c.take(now) {
+	if l.take(now) {
 		t.Fatal("served without quota")
 	}
-	c.quota.Store(2)
-	c.leaseEnd.Store(now + int64(time.Second))
+	l.quota.Store(2)
+	l.leaseEnd.Store(now + int64(time.Second))
 	for i := range 2 {
-		if !c.take(now) {
+		if !l.take(now) {
 			t.Fatalf("did not serve use %d of its quota of 2", i+1)
 		}
 	}
-	if c.take(now) {
+	if l.take(now) {
 		t.Fatal("served beyond its quota")
 	}
-	c.quota.Store(1)
-	if c.take(now + int64(time.Second)) {
+	l.quota.Store(1)
+	if l.take(now + int64(time.Second)) {
 		t.Fatal("served after its lease ended")
 	}
 }
@@ -141,26 +141,27 @@ func TestNextBlock(t *testing.T) {
 	u := New(Options{FlushInterval: 10 * time.Second, MaxBlock: 8}) // a lease of a minute
 	now := time.Now()
 	c := &Counter{}
+	l := c.lim()
 	if got := u.nextBlock(c, now); got != 1 {
 		t.Errorf("first block = %d, want 1", got)
 	}
-	c.block, c.lastGrant = 4, now.Add(-time.Second)
+	l.block, l.lastGrant = 4, now.Add(-time.Second)
 	if got := u.nextBlock(c, now); got != 8 {
 		t.Errorf("block used up in 1s = %d, want 8 (doubled)", got)
 	}
-	c.block = 8
+	l.block = 8
 	if got := u.nextBlock(c, now); got != 8 {
 		t.Errorf("block at the cap = %d, want 8", got)
 	}
-	c.block, c.lastGrant = 4, now.Add(-50*time.Second)
+	l.block, l.lastGrant = 4, now.Add(-50*time.Second)
 	if got := u.nextBlock(c, now); got != 8 {
 		t.Errorf("block used up in 50s, within a lease = %d, want 8 (doubled: a link clicked every 20s needs more than a round's worth)", got)
 	}
-	c.block, c.lastGrant = 4, now.Add(-90*time.Second)
+	l.block, l.lastGrant = 4, now.Add(-90*time.Second)
 	if got := u.nextBlock(c, now); got != 4 {
 		t.Errorf("block used up in 90s = %d, want 4 (kept)", got)
 	}
-	c.lastGrant = now.Add(-3 * time.Minute)
+	l.lastGrant = now.Add(-3 * time.Minute)
 	if got := u.nextBlock(c, now); got != 2 {
 		t.Errorf("block used up in 3 minutes = %d, want 2 (halved)", got)
 	}

@@ -254,7 +254,7 @@ func (p *propertyRun) burst() (string, error) {
 // takeOf is a click on r, and reports whether it served a use of the
 // object uid (r's informer may still show an object deleted since).
 func (r *testReplica) takeOf(uid uint64) bool {
-	of := r.c.uid
+	of := r.c.uid()
 	return r.take() == Served && of == uid
 }
 
@@ -329,12 +329,12 @@ func (r *testReplica) aheadCounted() error {
 	r.u.mu.Unlock()
 	want := 0
 	for _, c := range append([]*Counter{r.c}, r.retired...) {
-		if c.ahead {
+		if c.lim().ahead {
 			want++
 		}
 	}
-	if held != want || r.c.ahead && r.c.held == 0 {
-		return fmt.Errorf("%s: %d held ahead, counter ahead %v with %d held", r.holder, held, r.c.ahead, r.c.held)
+	if held != want || r.c.lim().ahead && r.c.lim().held == 0 {
+		return fmt.Errorf("%s: %d held ahead, counter ahead %v with %d held", r.holder, held, r.c.lim().ahead, r.c.lim().held)
 	}
 	return nil
 }
@@ -386,7 +386,7 @@ func (f *liveForwarder) TakeFrom(_ context.Context, to Holder, v LinkVersion) Fo
 func (f *liveForwarder) takeFrom(to Holder, uid uint64, lose bool) Forwarded {
 	for _, r := range *f.live {
 		if r.holder == to.Name && !r.dead {
-			if r.c.uid != uid {
+			if r.c.uid() != uid {
 				return ForwardRefused // another object under the code (404)
 			}
 			if r.u.TakeHeld(r.c, r.clock()) != Served {

@@ -29,7 +29,7 @@ func (u *Uses) reserve(c *Counter, deadline time.Time) {
 	}
 	defer u.unlock(c)
 	at := u.mono(u.opts.Clock())
-	if c.quota.Load() > 0 && at < c.leaseEnd.Load() || at < c.denied.Load() {
+	if l := c.lim(); l.quota.Load() > 0 && at < l.leaseEnd.Load() || at < l.denied.Load() {
 		return
 	}
 	start := time.Now()
@@ -72,11 +72,12 @@ func reservationFailure(err error) string {
 }
 
 func (u *Uses) deny(c *Counter, gone bool, retryAfter time.Duration) {
-	c.deniedGone.Store(gone)
-	c.retryAfter.Store(max(1, int64((retryAfter+time.Second-1)/time.Second)))
+	l := c.lim()
+	l.deniedGone.Store(gone)
+	l.retryAfter.Store(max(1, int64((retryAfter+time.Second-1)/time.Second)))
 	// Retry no sooner than a second: a burst of requests on a link with no
 	// quota costs one read a second, not one per request.
-	c.denied.Store(u.mono(u.opts.Clock().Add(min(max(retryAfter, 200*time.Millisecond), time.Second))))
+	l.denied.Store(u.mono(u.opts.Clock().Add(min(max(retryAfter, 200*time.Millisecond), time.Second))))
 }
 
 var (
@@ -110,7 +111,8 @@ func (u *Uses) writeReservation(ctx context.Context, c *Counter, grow, release b
 	// that version, its resourceVersion the precondition: one round trip
 	// for a first click, not a read and a write. If the version is stale
 	// the write conflicts and the next attempt reads live.
-	onInformer := grow && c.held == 0 && c.unconfirmed == nil && v.NoReservations && v.ResourceVersion != "" && v.UID == c.uid
+	l := c.lim()
+	onInformer := grow && l.held == 0 && l.unconfirmed == nil && v.NoReservations && v.ResourceVersion != ""
 	for attempt := 0; attempt < maxWriteAttempts; attempt++ {
 		// The budget is spent before the read: a read and a write per token.
 		if !u.spend(ctx, mode) {
@@ -135,7 +137,8 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 		return 0, true, nil // another replica reserved it first, or it was used
 	}
 	now := u.opts.Clock()
-	if c.unconfirmed != nil {
+	l := c.lim()
+	if l.unconfirmed != nil {
 		u.settle(c, &link.Status, link.Spec.MaxUses)
 	}
 	if u.askedToReturn(c, &link.Status) {
@@ -146,13 +149,13 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 	}
 	served := c.pending.Swap(0)
 	split := c.takeSplit() // after the swap: each click counted before its use
-	c.deferred = 0
+	l.deferred = 0
 	plan := PlanReservation(PlanInput{
 		Status: &link.Status, MaxUses: link.Spec.MaxUses, Holder: u.opts.Holder,
-		Held: c.held, Served: served, Now: now, Lease: u.opts.Lease, Grace: u.opts.FlushInterval, Seen: c.seen,
+		Held: l.held, Served: served, Now: now, Lease: u.opts.Lease, Grace: u.opts.FlushInterval, Seen: l.seen,
 	})
 	if plan.Lost {
-		c.quota.Store(0)
+		l.quota.Store(0)
 	}
 	mine := plan.Mine
 	switch {
@@ -163,10 +166,10 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 		mine += granted
 	}
 	reservations := slices.Clone(plan.Others)
-	asked := grow && !release && granted == 0 && askReturn(reservations, c.askReturn.Load())
+	asked := grow && !release && granted == 0 && askReturn(reservations, l.askReturn.Load())
 	reservations, expires := u.withMine(c, reservations, mine, now)
 	sort.Slice(reservations, func(i, j int) bool { return reservations[i].Holder < reservations[j].Holder })
-	delta := quotaDelta(mine, c.held, served, release, plan.Lost)
+	delta := quotaDelta(mine, l.held, served, release, plan.Lost)
 	var lastUsed *metav1.Time
 	if served > 0 {
 		// Read after the swap: every use of this batch was served before it.
@@ -208,13 +211,13 @@ func (u *Uses) writeReservationOnce(ctx context.Context, c *Counter, key types.N
 		// what it took away, as if it had not for what it added, and
 		// let the next live read tell.
 		u.metrics.writes.WithLabelValues(resultError).Inc()
-		c.quota.Add(min(delta, 0))
-		c.unconfirmed = &unconfirmedWrite{served: served, mine: mine, expires: expires, delta: delta, sent: now, forfeited: plan.Forfeited, split: split}
+		l.quota.Add(min(delta, 0))
+		l.unconfirmed = &unconfirmedWrite{served: served, mine: mine, expires: expires, delta: delta, sent: now, forfeited: plan.Forfeited, split: split}
 		if link.Spec.MaxUses != nil {
-			c.unconfirmed.maxUses = *link.Spec.MaxUses
+			l.unconfirmed.maxUses = *link.Spec.MaxUses
 		}
-		if link.Spec.MaxUses != nil && *link.Spec.MaxUses < c.grantMax.Load() {
-			c.grantMax.Store(*link.Spec.MaxUses)
+		if link.Spec.MaxUses != nil && *link.Spec.MaxUses < l.grantMax.Load() {
+			l.grantMax.Store(*link.Spec.MaxUses)
 		}
 		u.markDirty(c)
 		return 0, true, err
@@ -250,25 +253,26 @@ type written struct {
 // that had nothing to change).
 func (u *Uses) written(c *Counter, maxUses *int64, plan Plan, w written) {
 	u.metrics.forfeited.Add(float64(plan.Forfeited))
-	c.seen = plan.Seen
+	l := c.lim()
+	l.seen = plan.Seen
 	if w.served > 0 {
 		u.endAhead(c) // used: an ordinary reservation from now on
 	}
-	c.held, c.heldExpires = w.mine, w.expires
+	l.held, l.heldExpires = w.mine, w.expires
 	if w.granted > 0 {
-		c.block, c.lastGrant = w.granted, w.now
+		l.block, l.lastGrant = w.granted, w.now
 	}
 	if w.mine > 0 {
-		c.quota.Add(w.delta)
+		l.quota.Add(w.delta)
 		u.startLease(c, w.now, *maxUses)
 		u.hold(c, true)
 	} else {
-		c.quota.Store(0)
+		l.quota.Store(0)
 		u.hold(c, false)
 		u.endAhead(c)
 	}
 	if w.asked || w.granted > 0 {
-		c.askReturn.Store(nil)
+		l.askReturn.Store(nil)
 	}
 	if w.grow && w.granted == 0 && maxUses != nil {
 		switch {
@@ -288,10 +292,11 @@ func (u *Uses) written(c *Counter, maxUses *int64, plan Plan, w written) {
 // write was sent), unless the informer already shows a lower limit than
 // maxUses, the one the reservation was written under.
 func (u *Uses) startLease(c *Counter, now time.Time, maxUses int64) {
-	c.leaseEnd.Store(u.mono(now.Add(u.opts.Lease)))
-	c.grantMax.Store(maxUses)
+	l := c.lim()
+	l.leaseEnd.Store(u.mono(now.Add(u.opts.Lease)))
+	l.grantMax.Store(maxUses)
 	if v, ok := c.version(); ok && v.MaxUses > 0 && v.MaxUses < maxUses {
-		c.leaseEnd.Store(0)
+		l.leaseEnd.Store(0)
 	}
 }
 
@@ -357,15 +362,16 @@ func (u *Uses) patchStatus(ctx context.Context, link *linkv1.ShortLink, uses int
 // topped up once per renewal, and a killed replica takes at most that with
 // it (MaxBlock at most).
 func (u *Uses) nextBlock(c *Counter, now time.Time) int64 {
-	switch since := now.Sub(c.lastGrant); {
-	case c.block == 0:
+	l := c.lim()
+	switch since := now.Sub(l.lastGrant); {
+	case l.block == 0:
 		return 1
 	case since < u.opts.Lease:
-		return min(2*c.block, u.opts.MaxBlock)
+		return min(2*l.block, u.opts.MaxBlock)
 	case since > 2*u.opts.Lease:
-		return max(c.block/2, 1)
+		return max(l.block/2, 1)
 	}
-	return c.block
+	return l.block
 }
 
 // quotaDelta is what a write changes of the quota this replica serves:
@@ -389,7 +395,7 @@ func quotaDelta(mine, held, served int64, release, lost bool) int64 {
 func (u *Uses) askedToReturn(c *Counter, st *linkv1.ShortLinkStatus) bool {
 	for _, r := range st.UseReservations {
 		if r.Holder == u.opts.Holder && r.ReturnRequested {
-			c.noAhead.Store(true)
+			c.lim().noAhead.Store(true)
 			u.endAhead(c)
 			u.metrics.returns.WithLabelValues("asked").Inc()
 			return true
@@ -402,8 +408,9 @@ func (u *Uses) askedToReturn(c *Counter, st *linkv1.ShortLinkStatus) bool {
 // and have not counted it yet: every use taken is then in the count the
 // next write reports.
 func (c *Counter) stopServing() {
-	c.quota.Store(0)
-	for c.taking.Load() != 0 {
+	l := c.lim()
+	l.quota.Store(0)
+	for l.taking.Load() != 0 {
 		runtime.Gosched()
 	}
 }
@@ -416,9 +423,9 @@ func (u *Uses) withMine(c *Counter, reservations []linkv1.UseReservation, mine i
 	}
 	// The marker of this write (see settle): microseconds, as stored.
 	expires := now.Add(u.opts.Lease).Round(0).Truncate(time.Microsecond)
-	if !expires.After(c.heldExpires) {
+	if held := c.lim().heldExpires; !expires.After(held) {
 		// Each write's marker is its own, even within a microsecond.
-		expires = c.heldExpires.Add(time.Microsecond)
+		expires = held.Add(time.Microsecond)
 	}
 	return append(reservations, Reservation(u.opts.Holder, mine, expires, u.peer())), expires
 }

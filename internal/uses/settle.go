@@ -12,8 +12,9 @@ import (
 // settle decides whether c's unconfirmed write was applied, from the live
 // status: our reservation carries the expiresAt of the last write applied.
 func (u *Uses) settle(c *Counter, st *linkv1.ShortLinkStatus, liveMax *int64) {
-	w := c.unconfirmed
-	c.unconfirmed = nil
+	l := c.lim()
+	w := l.unconfirmed
+	l.unconfirmed = nil
 	var found time.Time
 	for _, res := range st.UseReservations {
 		if res.Holder == u.opts.Holder {
@@ -24,9 +25,9 @@ func (u *Uses) settle(c *Counter, st *linkv1.ShortLinkStatus, liveMax *int64) {
 	switch {
 	case !w.expires.IsZero() && found.Equal(w.expires):
 		applied = true
-	case !c.heldExpires.IsZero() && found.Equal(c.heldExpires):
+	case !l.heldExpires.IsZero() && found.Equal(l.heldExpires):
 		applied = false
-	case found.IsZero() && c.held > 0:
+	case found.IsZero() && l.held > 0:
 		if w.mine > 0 {
 			// Taken back by another replica: its whole quota, the uses
 			// of this write included, is counted (the planner sees it
@@ -41,17 +42,17 @@ func (u *Uses) settle(c *Counter, st *linkv1.ShortLinkStatus, liveMax *int64) {
 	if applied {
 		u.metrics.settled.WithLabelValues("applied").Inc()
 		u.metrics.forfeited.Add(float64(w.forfeited))
-		c.held, c.heldExpires = w.mine, w.expires
-		c.quota.Add(max(w.delta, 0))
+		l.held, l.heldExpires = w.mine, w.expires
+		l.quota.Add(max(w.delta, 0))
 		if w.mine > 0 {
 			// Under the limit it was written with; a lower one since (the
 			// informer's, or this read's) stops it until the next write.
 			u.startLease(c, w.sent, w.maxUses)
 			if liveMax != nil && *liveMax < w.maxUses {
-				c.leaseEnd.Store(0)
+				l.leaseEnd.Store(0)
 			}
 		} else {
-			c.quota.Store(0)
+			l.quota.Store(0)
 			u.endAhead(c)
 		}
 		return
@@ -61,7 +62,7 @@ func (u *Uses) settle(c *Counter, st *linkv1.ShortLinkStatus, liveMax *int64) {
 	u.metrics.settled.WithLabelValues("not-applied").Inc()
 	c.pending.Add(w.served)
 	w.split.putBack()
-	c.quota.Add(-min(w.delta, 0))
+	l.quota.Add(-min(w.delta, 0))
 }
 
 // definite reports whether a write's error says the API server did not

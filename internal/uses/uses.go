@@ -161,15 +161,18 @@ func (u *Uses) unlock(c *Counter) { u.locks.unlock(c) }
 func (u *Uses) Attach(old *Counter, cur Versioned) *Counter {
 	v := cur.UsesVersion()
 	c := old
-	if c == nil || c.uid != v.UID {
-		c = &Counter{uid: v.UID}
+	if c == nil || c.uid() != v.UID {
+		c = &Counter{}
+	}
+	if v.MaxUses > 0 || !v.NoReservations {
+		c.lim() // before the version is served: its clicks take quota
 	}
 	c.latest.Store(cur)
 	c.resplit(v.SplitURLs)
 	// After latest: a write that stores grantMax and then reads latest
 	// sees this version, or this check sees its grantMax.
-	if g := c.grantMax.Load(); v.MaxUses > 0 && v.MaxUses < g {
-		c.leaseEnd.Store(0)
+	if l := c.limit.Load(); l != nil && v.MaxUses > 0 && v.MaxUses < l.grantMax.Load() {
+		l.leaseEnd.Store(0)
 		u.metrics.limitLowered.Inc()
 	}
 	if v.ReturnRequested {
@@ -227,8 +230,9 @@ const (
 func (u *Uses) Take(c *Counter, now time.Time) Verdict {
 	at := u.mono(now)
 	deadline := time.Now().Add(u.opts.ReserveTimeout)
+	l := c.lim()
 	for attempt := 0; ; attempt++ {
-		if u.takeLocal(c, at) {
+		if u.takeLocal(c, l, at) {
 			return Served
 		}
 		if attempt == 0 && u.forward(c, at, deadline) {
@@ -239,29 +243,30 @@ func (u *Uses) Take(c *Counter, now time.Time) Verdict {
 			}
 			return Served
 		}
-		if attempt > 0 || at < c.denied.Load() {
+		if attempt > 0 || at < l.denied.Load() {
 			break
 		}
 		u.reserve(c, deadline)
 	}
 	u.metrics.unavailable.Inc()
-	if c.deniedGone.Load() {
+	if l.deniedGone.Load() {
 		return Exhausted
 	}
 	return Unavailable
 }
 
-// takeLocal serves one use from this replica's quota and counts it.
-func (u *Uses) takeLocal(c *Counter, at int64) bool {
-	c.taking.Add(1)
-	defer c.taking.Add(-1)
-	if !c.take(at) {
+// takeLocal serves one use from this replica's quota (l, c's limits) and
+// counts it.
+func (u *Uses) takeLocal(c *Counter, l *limits, at int64) bool {
+	l.taking.Add(1)
+	defer l.taking.Add(-1)
+	if !l.take(at) {
 		return false
 	}
 	if c.pending.Add(1) == 1 {
 		u.markDirty(c)
 	}
-	if c.quota.Load() == 0 {
+	if l.quota.Load() == 0 {
 		// The reservation is used up: its uses are written now, not at
 		// the next round, so that a limit reached answers 410 everywhere
 		// within a write (and a link in demand is topped up sooner).
@@ -275,9 +280,10 @@ func (u *Uses) takeLocal(c *Counter, at int64) bool {
 // reserves, so a forwarded use costs no API request. Not served, it is
 // Exhausted if this replica found the limit reached, else Unavailable.
 func (u *Uses) TakeHeld(c *Counter, now time.Time) Verdict {
-	if !u.takeLocal(c, u.mono(now)) {
+	l := c.lim()
+	if !u.takeLocal(c, l, u.mono(now)) {
 		u.metrics.peerTakes.WithLabelValues("refused").Inc()
-		if c.deniedGone.Load() {
+		if l.deniedGone.Load() {
 			return Exhausted
 		}
 		return Unavailable

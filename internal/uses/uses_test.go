@@ -314,12 +314,12 @@ func TestRenewalsDueFirst(t *testing.T) {
 	cs := make([]*Counter, 0, 3)
 	for _, end := range []int64{30, 10, 20} {
 		c := &Counter{}
-		c.leaseEnd.Store(end)
+		c.lim().leaseEnd.Store(end)
 		cs = append(cs, c)
 	}
 	dueFirst(cs)
 	for i, want := range []int64{10, 20, 30} {
-		if got := cs[i].leaseEnd.Load(); got != want {
+		if got := cs[i].lim().leaseEnd.Load(); got != want {
 			t.Fatalf("renewal %d: lease ending at %d, want %d", i, got, want)
 		}
 	}
@@ -460,10 +460,10 @@ func TestReleaseWaitsForATakeInFlight(t *testing.T) {
 	api := newFakeAPI(100)
 	r := newTestReplica(api, &fakeClock{now: epoch}, "a", 0)
 	served := serveUntilDenied(r, 2) // blocks of 1 and 2: one use left
-	if !r.c.take(r.u.mono(r.clock())) {
+	if !r.c.lim().take(r.u.mono(r.clock())) {
 		t.Fatal("no quota left to take")
 	}
-	r.c.taking.Add(1) // a request between its take and its count
+	r.c.lim().taking.Add(1) // a request between its take and its count
 	released := make(chan struct{})
 	go func() {
 		r.flush(true)
@@ -475,14 +475,14 @@ func TestReleaseWaitsForATakeInFlight(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	r.c.pending.Add(1)
-	r.c.taking.Add(-1)
+	r.c.lim().taking.Add(-1)
 	<-released
 	if got := api.get().Status.Uses; got != int64(served+1) {
 		t.Errorf("status.uses %d after %d uses", got, served+1)
 	}
 	// No quota and a denial in force: the request is refused and the
 	// pending count is untouched.
-	r.c.denied.Store(r.u.mono(r.clock().Add(time.Minute)))
+	r.c.lim().denied.Store(r.u.mono(r.clock().Add(time.Minute)))
 	if v := r.take(); v != Unavailable || r.c.pending.Load() != 0 {
 		t.Errorf("a refused request: %v, pending %d", v, r.c.pending.Load())
 	}
@@ -555,7 +555,7 @@ func TestLastUsedAtRidesOnUseWrites(t *testing.T) {
 			aheadAt := api.get().Status.LastUsedAt.Time
 			r.sync()
 			use(r)
-			for limited && r.c.quota.Load() > 0 {
+			for limited && r.c.lim().quota.Load() > 0 {
 				use(r) // a held reservation with quota left reports at its renewal
 			}
 			clk.advance(time.Second)

@@ -1,12 +1,14 @@
-package controllers
+package gctune
 
 import (
+	"context"
+	"runtime/debug"
 	"testing"
 	"time"
 )
 
 func TestGCTunerStep(t *testing.T) {
-	tuner := GCTuner{BusyPercent: 50, QuietPercent: 10, BusyRate: 1000, QuietAfter: 2 * time.Second, Interval: time.Second}
+	tuner := Tuner{BusyPercent: 50, QuietPercent: 10, BusyRate: 1000, QuietAfter: 2 * time.Second, Interval: time.Second}
 	t0 := time.Unix(1000, 0)
 	// A tick: seconds since t0, bytes allocated since the start, live heap.
 	type tick struct {
@@ -71,5 +73,25 @@ func TestGCTunerStep(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The zero Tuner (what a binary runs when GOGC is set in the environment)
+// returns at once and leaves GOGC as it is.
+func TestZeroTunerDoesNothing(t *testing.T) {
+	before := debug.SetGCPercent(77)
+	defer debug.SetGCPercent(before)
+	done := make(chan error, 1)
+	go func() { done <- Tuner{}.Start(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second): // "at once", with a busy machine's margin
+		t.Fatal("the zero Tuner did not return")
+	}
+	if got := debug.SetGCPercent(77); got != 77 {
+		t.Errorf("GOGC %d after the zero Tuner, want 77 kept", got)
 	}
 }
