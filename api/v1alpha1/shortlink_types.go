@@ -256,6 +256,11 @@ type ShortLinkSpec struct {
 	// +optional
 	Card *LinkCard `json:"card,omitempty"`
 
+	// access gates the link behind a password or a sign-in: see
+	// LinkAccess.
+	// +optional
+	Access *LinkAccess `json:"access,omitempty"`
+
 	// activatesAt is the instant (RFC 3339) from which the link redirects.
 	// Before it the link holds its code (status.state Scheduled, Ready with
 	// reason Scheduled) but answers like an unknown code: 404, or the

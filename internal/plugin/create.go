@@ -31,6 +31,7 @@ const createUsage = `create NAME URL [--code CODE] [--ttl DURATION | --expires-a
        [--rule 'url=URL COND...']... [--variant 'url=URL weight=N']... [--variants-end 'at=TIME url=URL']
        [--expired-url URL] [--forward-path]
        [--card-title TEXT] [--card-description TEXT] [--card-image URL]
+       [--password-prompt | --password-hash HASH] [--allow-user USER]... [--allow-group GROUP]...
        [--overwrite] [--timeout 30s] [--dry-run=client|server [-o yaml|json]]
 
 Creates the ShortLink NAME for URL, waits until the controller has made it
@@ -70,6 +71,7 @@ type createOptions struct {
 	expiredURL   string
 	forwardPath  bool
 	card         linkv1.LinkCard
+	access       accessOptions
 }
 
 func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -92,6 +94,7 @@ func runCreate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.StringVar(&o.card.Title, "card-title", "", "the title link previewers (Slack, WhatsApp...) show instead of following the link (spec.card)")
 	f.StringVar(&o.card.Description, "card-description", "", "the text under the card's title")
 	f.StringVar((*string)(&o.card.Image), "card-image", "", "the URL of the card's image (http or https)")
+	o.access.flags(f)
 	f.BoolVar(&o.overwrite, "overwrite", false, "replace the spec of an existing ShortLink NAME that differs")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the link to be Ready; 0 does not wait")
 	f.StringVar(&o.dryRun, "dry-run", "none", `"client" prints the manifest and talks to no cluster; "server" has the API server check the write and keep nothing`)
@@ -219,6 +222,9 @@ func (o *createOptions) link(name, rawURL string, changed func(string) bool) (*l
 		return nil, err
 	}
 	if err := o.setCard(&link.Spec, changed); err != nil {
+		return nil, err
+	}
+	if err := o.access.set(&link.Spec); err != nil {
 		return nil, err
 	}
 	return link, nil

@@ -92,7 +92,7 @@ type requestClock interface{ Time() time.Time }
 // It neither keeps nor returns any of its string arguments, so a caller
 // may pass strings that alias a buffer it reuses afterwards.
 func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock) answer {
-	if method != methodGet && method != methodHead {
+	if method != methodGet && method != methodHead && method != methodPost {
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
 	}
 	if !r.Ready() {
@@ -108,6 +108,10 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		if frt, fe := r.forwardRoute(host, path); fe != nil {
 			rt, e = frt, fe
 		}
+	}
+	if method == methodPost && (e.access() == nil || rt.view != viewRedirect) {
+		// Only a gated link's redirect path takes a post: its password.
+		return answer{resp: respBadMethod, cacheControl: ccNoStore}
 	}
 	if !rt.ok {
 		if rt.root {
@@ -146,23 +150,34 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		return r.previewView(rt, path, e, method, at, now)
 	}
 	// Who asks: a previewer never spends a use (previewerAnswer).
-	if c, ok := r.previewerOf(method, e, at); ok {
-		return r.previewerAnswer(rt, e, method, rawQuery, at, now, c)
+	if method != methodPost {
+		if c, ok := r.previewerOf(method, e, at); ok {
+			return r.previewerAnswer(rt, e, method, rawQuery, at, now, c)
+		}
+	}
+	// A gated link: only whoever passes its gate goes on (gate.go).
+	posted := false
+	var client netip.Addr
+	if acc := e.access(); acc != nil {
+		a, stop := r.gate(e, acc, method, at)
+		if stop {
+			return a
+		}
+		posted, client = method == methodPost, a.client
 	}
 	// Where the click goes: spec.url, unless the link routes it (rules,
 	// variants, a forwarded path); slot is the split's destination, if
 	// the click went through the split.
 	location, target, slot, chosen := "", e.Location, -1, choice{}
-	var client netip.Addr
 	if e.is(flagRouted) {
 		var ok routed
 		if location, target, slot, chosen, client, ok = r.routedClick(e, rt, rawQuery, at, now, false); ok != routedOK {
 			return r.unrouted(rt, ok, client)
 		}
 	}
-	if method == methodGet && r.opts.Uses != nil && e.counter != nil {
-		// A use: a GET answered with a redirect, to anyone but a previewer.
-		// HEAD is not. A split click is counted first, so the write of its
+	if (method == methodGet || posted) && r.opts.Uses != nil && e.counter != nil {
+		// A use: a GET (or a gated link's right password) answered with a
+		// redirect, to anyone but a previewer. HEAD is not. A split click is counted first, so the write of its
 		// use has it.
 		if slot >= 0 {
 			e.counter.CountSplit(slot, 1)
@@ -187,6 +202,11 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	if location == "" {
 		location = e.target(rawQuery)
 	}
+	if posted {
+		// 303: the browser GETs the destination; a 307 or 308 would post
+		// the password on to it.
+		return answer{resp: resp303, cacheControl: ccNoStore, location: location, click: clickLink, chosen: chosen, link: e, target: target, client: client}
+	}
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location,
 		click: clickLink, chosen: chosen, link: e, target: target, client: client}
 }
@@ -195,6 +215,13 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 // destination: a limited link's is for people, and a previewer of its "+"
 // URL gets the card (not a click, nor a fetch of the link).
 func (r *Redirector) previewView(rt route, path string, e *Link, method string, at requestClock, now int64) answer {
+	if e.access() != nil {
+		// A gated link's destination is for whoever passes its gate: its
+		// preview page is its card, for anyone.
+		a := r.cardAnswer(e, method == methodHead)
+		a.click, a.link = clickNone, nil
+		return a
+	}
 	if _, ok := r.previewerOf(methodGet, e, at); ok && e.is(flagMaxUses) {
 		a := r.cardAnswer(e, method == methodHead)
 		a.click, a.link = clickNone, nil
@@ -210,7 +237,7 @@ func (r *Redirector) previewView(rt route, path string, e *Link, method string, 
 // User-Agent (remembered); a request without a RequestCtx (tests) reads
 // as one without an agent.
 func (r *Redirector) previewerOf(method string, e *Link, at requestClock) (agent.Class, bool) {
-	if method != methodGet && !e.is(flagMaxUses|flagCard) {
+	if method != methodGet && !e.is(flagMaxUses|flagCard) && e.access() == nil {
 		return agent.Unknown, false
 	}
 	who := emptyAgent
@@ -237,7 +264,7 @@ func redirectTo(e *Link, location, target, rawQuery string, chosen choice, now i
 // split (rules still apply). Neither is a use: a GET is counted in the
 // link's status.previewerFetches instead.
 func (r *Redirector) previewerAnswer(rt route, e *Link, method, rawQuery string, at requestClock, now int64, c agent.Class) answer {
-	card := e.is(flagMaxUses | flagCard)
+	card := e.is(flagMaxUses|flagCard) || e.access() != nil
 	if method == methodGet {
 		r.metrics.previewerFetches[c&7][btoi(card)].Inc()
 		if r.opts.Uses != nil && e.counter != nil {

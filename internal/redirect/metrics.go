@@ -100,6 +100,7 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready f
 	}, []string{"view"})
 	m.renderRefused[viewQR], m.renderRefused[viewPreview] = renderRefused.WithLabelValues("qr"), renderRefused.WithLabelValues("preview")
 	m.renderRefused[viewCard] = renderRefused.WithLabelValues("card")
+	m.renderRefused[viewGate] = renderRefused.WithLabelValues("gate")
 	previewers := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNamespace,
 		Subsystem: metricsSubsystem,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/linkforge/linkforge/internal/clientaddr"
 	clickevents "github.com/linkforge/linkforge/internal/events"
+	"github.com/linkforge/linkforge/internal/gate"
 	"github.com/linkforge/linkforge/internal/pages"
 	"github.com/linkforge/linkforge/internal/uses"
 )
@@ -110,6 +111,17 @@ type Options struct {
 	// TrustedProxies are the peers whose ClientAddressHeader is read, and
 	// the proxies skipped in it; none: the header is never read.
 	TrustedProxies clientaddr.Proxies
+	// AuthUserHeader and AuthGroupsHeader name the headers in which a
+	// trusted auth proxy (AuthProxies: the socket's peer) names the
+	// signed-in user and their groups, for gated links' users and groups
+	// (gate.go); "": no request is signed in.
+	AuthUserHeader, AuthGroupsHeader string
+	AuthProxies                      clientaddr.Proxies
+	// SignInURL is where a request not signed in as anyone a sign-in gate
+	// allows is sent ({url}: the short URL, to come back to); "": 403.
+	SignInURL string
+	// GateLimits bound password attempts (zero: gate.DefaultLimits).
+	GateLimits gate.Limits
 	// ClickEvents, when set, gets a click event of every answered request
 	// of a link (clicks.go); nil: none.
 	ClickEvents *clickevents.Pipeline
@@ -167,6 +179,13 @@ type Redirector struct {
 	linksSynced, nssSynced []func() bool
 	linkInformers          int
 
+	// gateLimiter bounds password attempts; verifyTime is how long a
+	// verification takes on average (ns); gateMetrics counts the gates'
+	// results (gate.go).
+	gateLimiter *gate.Limiter
+	verifyTime  atomic.Int64
+	gateMetrics [numGateResults]prometheus.Counter
+
 	accessLog *accessLog
 	// refusedLog samples the log lines of refused requests;
 	// clientHeaderLog those of invalid client-address headers.
@@ -200,6 +219,13 @@ func New(opts Options) *Redirector {
 		Refused: r.metrics.renderRefused[viewQR],
 	})
 	r.nsCards = pages.NewCardCache()
+	limits := opts.GateLimits
+	if limits == (gate.Limits{}) {
+		limits = gate.DefaultLimits
+	}
+	r.gateLimiter = gate.NewLimiter(limits, time.Now)
+	r.verifyTime.Store(int64(verifyEstimate))
+	r.gateMetrics = newGateMetrics(opts.Registry)
 	if opts.PublicBaseURL == "" {
 		r.log.Info("no public base URL (--public-base-url): QR codes of /<namespace>/<code> answer 404, since the redirector draws only hosts it is told are its own")
 	} else {

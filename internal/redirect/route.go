@@ -10,6 +10,7 @@ const (
 	viewQR                   // /<namespace>/<code>/qr: a QR code of the short URL
 	viewPreview              // /<namespace>/<code>+: a page naming the destination
 	viewCard                 // the redirect path as a previewer sees it: the link's card (never routed to)
+	viewGate                 // the redirect path of a gated link: its password form (never routed to)
 	numViews
 )
 

@@ -82,7 +82,9 @@ type linkMore struct {
 	variantUses []linkv1.VariantUses
 	describe    *[]string
 	// card is spec.card (flagCard), with its page once rendered.
-	card    *linkCard
+	card *linkCard
+	// access is spec.access: the link is gated (gate.go).
+	access  *linkAccess
 	routing *rules.Compiled
 	// 72 bytes, the 80-byte class.
 }
@@ -289,6 +291,12 @@ func NewLink(in *linkv1.ShortLink) *Link {
 	}
 	if l.Confirmed() && in.Spec.Card != nil {
 		l.extra().card, l.flags = newLinkCard(in.Spec.Card), l.flags|flagCard
+	}
+	if l.Confirmed() && in.Spec.Access != nil {
+		if l.more == nil {
+			l.more = &linkMore{}
+		}
+		l.more.access = newLinkAccess(in.Spec.Access)
 	}
 	if in.Status.PreviewerFetches > 0 {
 		// Here, not in Link: a link previewers never fetched pays nothing.
