@@ -43,6 +43,7 @@ const usage = `usage:
         [--variant 'url=URL weight=N']... [--variants-end 'at=TIME url=URL']
         [--expired-url URL] [--forward-path]
         [--card-title TEXT] [--card-description TEXT] [--card-image URL]
+        [--password-prompt | --password-hash HASH] [--allow-user U]... [--allow-group G]...
         [--overwrite] [--timeout 30s] [--dry-run=client|server [-o yaml|json]]
         create the ShortLink, wait until it is Ready and print its short URL
   linkforge get [NAME] [-A]

@@ -140,6 +140,8 @@ func run() error {
 		"Request header in which the proxies of --trusted-proxies name the client, e.g. X-Forwarded-For or X-Real-IP as the ingress sets it: read only from a trusted peer, from the right, skipping trusted proxies. The one client address it gives is what the variant split, click events and the access log read. Empty (the default): the client is the peer (behind a proxy, the proxy).")
 	flag.StringVar(&trustedProxies, "trusted-proxies", "",
 		"Comma-separated CIDRs (or addresses) of the proxies in front of the redirector, e.g. the ingress controller's pod network 10.244.0.0/16: the only peers whose --client-address-header is read, and the hops skipped in it. Needs --client-address-header, and it needs this.")
+	var authFlags authOptions
+	authFlags.bind(flag.CommandLine)
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address of the pprof endpoints (/debug/pprof); \"0\" disables them.")
 	flag.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	var eventFlags events.Flags
@@ -163,7 +165,8 @@ func run() error {
 		return err
 	}
 	proxies, err := clientAddressFlags(clientHeader, trustedProxies)
-	if err := errors.Join(checkRenderFlags(renderSlots, renderShare), checkRequestFlags(countryHeader, clientHeader), err); err != nil {
+	authProxies, authErr := authFlags.check()
+	if err := errors.Join(checkRenderFlags(renderSlots, renderShare), checkRequestFlags(countryHeader, clientHeader), err, authErr); err != nil {
 		return err
 	}
 	eventsCfg, err := clickEventsConfig(&eventFlags)
@@ -230,6 +233,10 @@ func run() error {
 		CountryHeader:       countryHeader,
 		ClientAddressHeader: clientHeader,
 		TrustedProxies:      proxies,
+		AuthUserHeader:      authFlags.userHeader,
+		AuthGroupsHeader:    authFlags.groupsHeader,
+		AuthProxies:         authProxies,
+		SignInURL:           authFlags.signInURL,
 	}
 	if accessLog {
 		opts.AccessLog = os.Stdout

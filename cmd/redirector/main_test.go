@@ -205,6 +205,12 @@ func TestBadURLFlags(t *testing.T) {
 		"--client-address-header=X-Forwarded-For":                           `--client-address-header=X-Forwarded-For needs --trusted-proxies`,
 		"--trusted-proxies=10.0.0.0/8":                                      `--trusted-proxies=10.0.0.0/8 needs --client-address-header`,
 		"--client-address-header=X-Forwarded-For|--trusted-proxies=ingress": `--trusted-proxies: "ingress" is neither a CIDR such as 10.0.0.0/8 nor an IP address`,
+		// Gated links' sign-in: headers read only from the auth proxies named (issue 55).
+		"--auth-user-header=X-Forwarded-User":                             `--auth-user-header=X-Forwarded-User needs --auth-proxies`,
+		"--auth-groups-header=X-Forwarded-Groups":                         `need --auth-user-header`,
+		"--auth-user-header=X User|--auth-proxies=10.0.0.0/8":             `--auth-user-header="X User" is not a header name`,
+		"--auth-user-header=X-Forwarded-User|--auth-proxies=oauth2-proxy": `--auth-proxies: "oauth2-proxy" is neither a CIDR`,
+		"--auth-sign-in-url=/oauth2/start":                                `--auth-sign-in-url="/oauth2/start": want an absolute http or https URL`,
 		// Click events (docs/events.md).
 		"--events-cloudevents-url=ftp://events.example.com":            `click events: --events-cloudevents-url: "ftp://events.example.com": want an http or https URL`,
 		"--events-otlp-endpoint=https://user:pw@otel.example.com":      `holds a user or password: give credentials in a Secret's file`,
