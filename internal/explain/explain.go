@@ -74,6 +74,9 @@ type Link struct {
 	ExpiredURL string
 	// Rules and Variants are how many rules and variants route its clicks.
 	Rules, Variants int
+	// Password and SignIn say the link is gated (spec.access): by a
+	// password, by signed-in users or groups.
+	Password, SignIn bool
 	// VariantsEndAt and VariantsEndURL are spec.variantsEnd (zero: none):
 	// from then on the split is over and its clicks go to the URL.
 	VariantsEndAt  time.Time
@@ -201,7 +204,32 @@ func Describe(l Link, now time.Time, fb Fallbacks) Answer {
 	a := Answer{State: string(linkv1.StateActive), Status: l.Status, Location: loc, Destination: loc}
 	a.Words = "redirects to " + redirectWords(l, now)
 	a.Previewers = previewers(l)
+	if gate := gateWords(l); gate != "" {
+		// A person without a sign-in gets the form (200) or 403: what
+		// a click gets before it passes, the redirect after.
+		a.Words = gate + ", then " + a.Words
+		switch {
+		case l.Password:
+			a.Status, a.Location = 200, ""
+		default:
+			a.Status, a.Location = 403, ""
+		}
+	}
 	return a
+}
+
+// gateWords says what a gated link asks for before it redirects ("": no
+// gate).
+func gateWords(l Link) string {
+	switch {
+	case l.Password && l.SignIn:
+		return "opens for its signed-in users and groups, and for whoever posts its password (200: a form)"
+	case l.Password:
+		return "asks for its password (200: a form; the right one answers 303 See Other)"
+	case l.SignIn:
+		return "opens only for its signed-in users and groups (403 for anybody else, or a redirect to sign in)"
+	}
+	return ""
 }
 
 // redirectWords is where the link redirects and how: "URL with 302 Found,
@@ -250,6 +278,8 @@ func redirectWords(l Link, now time.Time) string {
 // is no use).
 func previewers(l Link) string {
 	switch {
+	case l.Password || l.SignIn:
+		return "link previewers (chat apps, crawlers) get a card (its own, its namespace's or a neutral one), never its destination"
 	case l.Card:
 		return "link previewers (chat apps, crawlers) get its card, not a redirect"
 	case l.MaxUses > 0:
@@ -344,6 +374,9 @@ func FromShortLink(s *linkv1.ShortLink) Link {
 	}
 	if s.Spec.ExpiredURL != "" {
 		l.ExpiredURL = location.Of(string(s.Spec.ExpiredURL))
+	}
+	if a := s.Spec.Access; a != nil {
+		l.Password, l.SignIn = a.PasswordHash != "", len(a.Users)+len(a.Groups) > 0
 	}
 	if end := s.Spec.VariantsEnd; end != nil {
 		l.VariantsEndAt, l.VariantsEndURL = end.At.Time, location.Of(end.URL)

@@ -94,6 +94,10 @@ func TestExplainAgreesWithTheRedirect(t *testing.T) {
 			l.Spec.Variants = []linkv1.Variant{{URL: "https://example.com/n3-b", Weight: 50}}
 			l.Spec.VariantsEnd = &linkv1.VariantsEnd{At: metav1.NewTime(past), URL: "https://example.com/n3-b"}
 		}}},
+		{name: "a password gate: the form, previewers a card", url: "https://example.com/gated", state: "Active",
+			mut: []func(*linkv1.ShortLink){gated(linkv1.LinkAccess{PasswordHash: gatedHash})}},
+		{name: "a sign-in gate: 403 without a sign-in", url: "https://example.com/gated-groups", state: "Active",
+			mut: []func(*linkv1.ShortLink){gated(linkv1.LinkAccess{Groups: []string{"sre"}})}},
 		{name: "forwardPath", url: "https://example.com/o/", state: "Active", mut: []func(*linkv1.ShortLink){func(l *linkv1.ShortLink) { l.Spec.ForwardPath = true }}},
 		{name: "a card", url: "https://example.com/p", state: "Active", mut: []func(*linkv1.ShortLink){withCard("Launch", "", "")}},
 		{name: "maxUses: previewers get a card", url: "https://example.com/q", state: "Active", mut: []func(*linkv1.ShortLink){func(l *linkv1.ShortLink) { l.Spec.MaxUses = ptr.To[int64](9) }}},

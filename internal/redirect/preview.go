@@ -101,6 +101,9 @@ func busyRetryAfter(busy pages.BusyError) string {
 // link, so that the preview describes what this redirector answers.
 func (e *Link) explained() explain.Link {
 	x := explain.Link{Code: e.Code, Serves: true, Status: e.Status(), Location: e.Location, ForwardQuery: e.is(flagForwardQuery)}
+	if acc := e.access(); acc != nil {
+		x.Password, x.SignIn = acc.hash != "", acc.allowed.Any()
+	}
 	if c := e.routing(); c != nil {
 		x.ExpiredURL, x.ForwardPath, x.Rules, x.Variants = c.ExpiredURL(), c.ForwardPath(), c.Rules(), c.Variants()
 		if at, url, ok := c.VariantsEnd(); ok {
