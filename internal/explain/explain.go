@@ -223,11 +223,11 @@ func Describe(l Link, now time.Time, fb Fallbacks) Answer {
 func gateWords(l Link) string {
 	switch {
 	case l.Password && l.SignIn:
-		return "opens for its signed-in users and groups, and for whoever posts its password (200: a form)"
+		return "opens for its signed-in users and groups, and for whoever posts its password (200 OK: a form; the right one answers 303 See Other)"
 	case l.Password:
-		return "asks for its password (200: a form; the right one answers 303 See Other)"
+		return "asks for its password (200 OK: a form; the right one answers 303 See Other)"
 	case l.SignIn:
-		return "opens only for its signed-in users and groups (403 for anybody else, or a redirect to sign in)"
+		return "opens only for its signed-in users and groups (403 Forbidden for anybody else, or a redirect to sign in)"
 	}
 	return ""
 }
