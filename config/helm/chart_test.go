@@ -877,6 +877,49 @@ func TestRoutingHeaders(t *testing.T) {
 	}
 }
 
+// TestAuthValues: redirector.auth gives the redirector's sign-in gate
+// flags (--auth-user-header, --auth-groups-header, --auth-proxies,
+// --auth-sign-in-url), none by default, and a header without proxies, or
+// proxies or groups without the user header, fail as the flags would.
+func TestAuthValues(t *testing.T) {
+	root := moduleRoot(t)
+	helm := testenv.HelmBinary(t, root)
+	authArgs := func(set map[string]object) []string {
+		d := set["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
+		ct := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		var out []string
+		for _, a := range ct["args"].([]any) {
+			if s := a.(string); strings.HasPrefix(s, "--auth-") {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	if a := authArgs(helmTemplate(t, helm, root)); len(a) != 0 {
+		t.Errorf("default auth flags %v, want none", a)
+	}
+	got := authArgs(helmTemplate(t, helm, root,
+		"--set", "redirector.auth.userHeader=X-Forwarded-User",
+		"--set", "redirector.auth.groupsHeader=X-Forwarded-Groups",
+		"--set", "redirector.auth.proxies={10.244.3.0/24,192.0.2.7}",
+		"--set", "redirector.auth.signInURL=https://auth.example.com/oauth2/start?rd={url}"))
+	want := []string{"--auth-user-header=X-Forwarded-User", "--auth-groups-header=X-Forwarded-Groups",
+		"--auth-proxies=10.244.3.0/24,192.0.2.7", "--auth-sign-in-url=https://auth.example.com/oauth2/start?rd={url}"}
+	if !slices.Equal(got, want) {
+		t.Errorf("auth flags %v, want %v", got, want)
+	}
+	for set, want := range map[string]string{
+		"redirector.auth.userHeader=X-Forwarded-User":     "redirector.auth.userHeader needs redirector.auth.proxies",
+		"redirector.auth.proxies={10.0.0.0/8}":            "need redirector.auth.userHeader",
+		"redirector.auth.groupsHeader=X-Forwarded-Groups": "need redirector.auth.userHeader",
+	} {
+		out, err := exec.Command(helm, "template", release, filepath.Join(root, "config", "helm", "linkforge"), "--set", set).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("helm template --set %s: %v, %s; want a failure with %q", set, err, tail(string(out), 300), want)
+		}
+	}
+}
+
 func tail(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -14,6 +14,7 @@ func TestCluster(t *testing.T) {
 	t.Run("a link's spec.code moved to a taken code keeps its short URL answering, clicked through the Service", c.testCodeChange)
 	t.Run("a limited link serves exactly maxUses through the Service", c.testMaxUses)
 	t.Run("a single-use link fetched by Slack's previewer, then clicked by its person, through the Service", c.testPreviewers)
+	t.Run("a password link through the Service: previewers, HEAD and wrong passwords spend nothing, the right one is its use", c.testGatedLinks)
 	t.Run("metrics scraped from the pods' ports", c.testMetrics)
 	t.Run("rollout restart of the redirectors during a burst of clicks", c.testRolloutRestart)
 	t.Run("the redirector holding a link's quota is deleted while it is clicked", c.testHolderDeleted)

@@ -83,7 +83,11 @@ func readPassword() ([]byte, error) {
 		if err != nil && err != io.EOF {
 			return nil, err
 		}
-		return bytes.TrimRight(line, "\r\n"), nil
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) > gate.MaxPasswordBytes {
+			return nil, fmt.Errorf("a password longer than %d bytes: bcrypt reads at most %d", gate.MaxPasswordBytes, gate.MaxPasswordBytes)
+		}
+		return line, nil
 	}
 	_, _ = fmt.Fprint(passwordPrompts, "Password: ")
 	first, err := term.ReadPassword(fd)
