@@ -244,7 +244,7 @@ func TestGatedLinks(t *testing.T) {
 		other = create(g, "", "other", dest("other"), "--password-hash", hash(otherPassword))
 		open = create(g, "", "open", "https://example.com/open")
 		// Not a terminal: the plugin reads the password as one line of stdin.
-		prompted = create(g, promptedPassword+"\n", "prompted", dest("prompted"), "--password-prompt", "--max-uses", "1")
+		prompted = create(g, promptedPassword+"\n", "prompted", dest("prompted"), "--password-prompt")
 		spec := ge.mustKubectl("get", "shortlink", "prompted", "-n", gateNS, "-o", "jsonpath={.spec.access}")
 		g.Expect(spec).NotTo(ContainSubstring(promptedPassword), "only the hash is written")
 		got := ge.mustKubectl("get", "shortlink", "prompted", "-n", gateNS, "-o", "jsonpath={.spec.access.passwordHash}")
