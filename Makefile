@@ -173,7 +173,7 @@ bench: envtest-assets build ## Run the benchmarks: code algorithm, controller an
 	go test ./internal/shortcode -run '^$$' -bench . -benchmem
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./controllers -run '^$$' -bench . -benchtime 1x -timeout $(BENCH_TIMEOUT)
 	go test ./internal/redirect -run '^$$' -bench CountingOverhead -benchtime 1x
-	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench 'UsesDrain|FirstClicks|BusyLimitedLinks|UnreachableHolder|StopReturnsEverything|ClickOutage' -benchtime 1x -timeout $(BENCH_TIMEOUT)
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test ./internal/e2e -run '^$$' -bench 'UsesDrain|FirstClicks|BusyLimitedLinks|UnreachableHolder|StopReturnsEverything|ClickOutage|GateFlood' -benchtime 1x -timeout $(BENCH_TIMEOUT)
 	go test ./internal/peer -run '^$$' -bench Forward -count 3
 	go run ./hack/callgrind-bench
 	hack/bench-redirect.sh
