@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/clientaddr"
 	"github.com/linkforge/linkforge/internal/gate"
@@ -178,5 +181,37 @@ func TestSignInGate(t *testing.T) {
 	hides(t, "headers from a peer that is not the auth proxy", g)
 	if g.status != http.StatusForbidden {
 		t.Errorf("headers from a peer that is not the auth proxy: %d", g.status)
+	}
+}
+
+// A finished gated link (used up, expired) has no gate left to pass: its
+// preview page, for a person or a previewer, is its card with 410, never
+// the page that names where the link went.
+func TestFinishedGatedLinkHidesItsDestination(t *testing.T) {
+	past := epoch.Add(-time.Minute)
+	for name, finish := range map[string]func(*linkv1.ShortLink){
+		"used up": func(l *linkv1.ShortLink) {
+			l.Spec.MaxUses = ptr.To[int64](1)
+			l.Status.Uses, l.Status.FinishedAt = 1, &metav1.Time{Time: past}
+		},
+		"expired": func(l *linkv1.ShortLink) {
+			l.Spec.ExpiresAt = &metav1.Time{Time: past}
+			l.Status.FinishedAt = &metav1.Time{Time: past}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.add(link("ns", "secret", "s1", secretDestination, gated(linkv1.LinkAccess{PasswordHash: gatedHash}), finish))
+			for _, ua := range []string{uaPerson, uaPreviewer} {
+				for _, method := range []string{"GET", "HEAD"} {
+					g := h.get(method, "", "/ns/s1+", "User-Agent", ua)
+					hides(t, method+" of the preview page by "+ua, g)
+					if g.status != http.StatusGone {
+						t.Errorf("%s of the preview page by %s: %d, want 410", method, ua, g.status)
+					}
+				}
+				hides(t, "a GET by "+ua, h.get("GET", "", "/ns/s1", "User-Agent", ua))
+			}
+		})
 	}
 }

@@ -96,7 +96,7 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready f
 		Namespace: metricsNamespace,
 		Subsystem: metricsSubsystem,
 		Name:      "renders_refused_total",
-		Help:      "QR codes, preview pages and cards answered 503 because the render budget (--render-concurrency, --render-cpu-share) was spent, by view (qr, preview, card).",
+		Help:      "QR codes, preview pages, cards and gated links' password checks and forms answered 503 because the render budget (--render-concurrency, --render-cpu-share) was spent, by view (qr, preview, card, gate).",
 	}, []string{"view"})
 	m.renderRefused[viewQR], m.renderRefused[viewPreview] = renderRefused.WithLabelValues("qr"), renderRefused.WithLabelValues("preview")
 	m.renderRefused[viewCard] = renderRefused.WithLabelValues("card")

@@ -48,6 +48,17 @@ func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, no
 	if e.is(flagTombstone) || e.gone(now) {
 		status = respPreviewGone
 	}
+	if e.access() != nil {
+		// A gated link's destination is for whoever passes its gate, and a
+		// finished one has no gate left to pass: its card, for anyone (410
+		// once it is finished).
+		a := r.cardAnswer(e, head)
+		if a.resp == respOK {
+			a.resp = status
+		}
+		a.click, a.link = clickNone, nil
+		return a
+	}
 	a := answer{resp: status, contentType: contentTypeHTML, cacheControl: ccNoStore, extra: previewHeaders}
 	if head {
 		return a // the headers of the page, without describing or rendering it (nor a length)
