@@ -145,6 +145,9 @@ func appendEventData(dst []byte, e *Event, ns, name span) []byte {
 	} else {
 		dst = append(dst, `","orphan":false`...)
 	}
+	if e.Gated || e.Gate != GateNone { // a gated link's click
+		dst = appendGate(dst, e)
+	}
 	if e.Target != "" {
 		dst = append(dst, `,"target":"`...)
 		dst = appendValue(dst, e.Target, target)
@@ -192,6 +195,24 @@ func appendEventData(dst []byte, e *Event, ns, name span) []byte {
 		dst = append(dst, '"')
 	}
 	return append(dst, '}')
+}
+
+// appendGate appends gated and gatePassed as encoding/json writes them:
+// gated when true, gatePassed unless GateNone (Gate.MarshalJSON).
+func appendGate(dst []byte, e *Event) []byte {
+	if e.Gated {
+		dst = append(dst, `,"gated":true`...)
+	}
+	switch e.Gate {
+	case GateNone:
+	case GatePassed:
+		dst = append(dst, `,"gatePassed":`...)
+		dst = append(dst, `true`...)
+	default:
+		dst = append(dst, `,"gatePassed":`...)
+		dst = append(dst, `false`...)
+	}
+	return dst
 }
 
 // appendValue appends a string's value: as it is when plain (the record

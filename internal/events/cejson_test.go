@@ -126,6 +126,8 @@ func encodingCases() []Event {
 	add(func(e *Event) { e.Rule, e.Status, e.Time = 7, 307, at.Add(-123456789) })
 	add(func(e *Event) { e.Target, e.RefererHost, e.Country, e.ClientAddress, e.UID = "", "", "", "", "" })
 	add(func(e *Event) { e.Time = time.Date(1999, 12, 31, 23, 59, 59, 100, time.FixedZone("x", 3600)) })
+	add(func(e *Event) { e.Gated, e.Gate, e.Status, e.Target = true, GateNotPassed, 200, "" }) // a gated link's form
+	add(func(e *Event) { e.Gated, e.Gate, e.Status = true, GatePassed, 303 })                  // its right password
 	return cases
 }
 
@@ -184,15 +186,16 @@ func TestCloudEventEncodingMatchesSDK(t *testing.T) {
 // writes them without a look.
 func FuzzCloudEventEncoding(f *testing.F) {
 	for _, e := range encodingCases() {
-		f.Add(e.Namespace, e.Name, e.UID, e.Code, e.Target, e.RefererHost, e.Country, e.ClientAddress, e.Orphan, e.Rule, e.Time.UnixNano())
+		f.Add(e.Namespace, e.Name, e.UID, e.Code, e.Target, e.RefererHost, e.Country, e.ClientAddress, e.Orphan, e.Rule, e.Time.UnixNano(), e.Gated, uint8(e.Gate))
 	}
-	f.Fuzz(func(t *testing.T, ns, name, uid, code, target, referer, country, client string, orphan bool, rule int, at int64) {
+	f.Fuzz(func(t *testing.T, ns, name, uid, code, target, referer, country, client string, orphan bool, rule int, at int64, gated bool, gate uint8) {
 		if orphan && strings.TrimSpace(code) == "" || !orphan && (ns == "" || name == "") {
 			return // no such event: an orphan has a code, a link a namespace and name
 		}
 		country, client = builtCountry(country), builtAddress(client)
 		e := Event{ID: "6f1b2c3d-4e5f-8a7b-8000-00000000002a", Time: time.Unix(0, at).UTC(), Namespace: ns, Name: name, UID: uid, Code: code,
-			Orphan: orphan, Target: target, Rule: rule, Status: 302, RefererHost: referer, Device: DeviceDesktop, Country: country, ClientAddress: client}
+			Orphan: orphan, Target: target, Rule: rule, Status: 302, RefererHost: referer, Device: DeviceDesktop, Country: country, ClientAddress: client,
+			Gated: gated, Gate: Gate(gate % 3)}
 		if y := e.Time.Year(); y < 0 || y > 9999 {
 			return // RFC 3339 has four digits of year
 		}

@@ -43,6 +43,14 @@ type Event struct {
 	Code      string `json:"code"`
 	// Orphan: no link holds the code.
 	Orphan bool `json:"orphan"`
+	// Gated says that the link is gated (spec.access), and Gate whether
+	// the click passed its gate (gatePassed: true or false). The event of
+	// a link without a gate, or of an orphan, has neither (Gated false,
+	// Gate GateNone): it is no longer than before gates. No event has the
+	// password or its hash. (Beside Orphan and plain, in the padding of
+	// their word: the Event stays 224 bytes.)
+	Gated bool `json:"gated,omitempty"`
+	Gate  Gate `json:"gatePassed,omitzero"`
 	// plain says which strings the record said were Plain: the
 	// encoders write them without a look.
 	plain       plainStrings
@@ -212,7 +220,7 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 	idEnd := len(text)
 	text = append(text, rec.code[:rec.codeLen]...)
 	codeEnd := len(text)
-	host := refererHost(rec.referer[:rec.refererLen], !rec.refererCut)
+	host := refererHost(rec.referer[:rec.refererLen], !rec.refererCut())
 	text = append(text, host...)
 	lowerASCII(text[len(text)-len(host):])
 	hostEnd := len(text)
@@ -226,6 +234,7 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 	str := unsafe.String(unsafe.SliceData(s), len(s)) // never empty: the id
 	idEnd, codeEnd, hostEnd, countryEnd = idEnd-start, codeEnd-start, hostEnd-start, countryEnd-start
 	bot, device := b.classify(rec.userAgent[:rec.uaLen])
+	gate := rec.Gate()
 	var plain plainStrings
 	if rec.LinkPlain && rec.Namespace != "" && rec.Name != "" { // a link's
 		plain |= plainLink
@@ -241,6 +250,8 @@ func (b *builder) build(e *Event, rec *Record, text []byte) []byte {
 		UID:           rec.UID,
 		Code:          str[idEnd:codeEnd],
 		Orphan:        rec.Name == "",
+		Gated:         gate != GateNone,
+		Gate:          gate,
 		plain:         plain,
 		Target:        rec.Target,
 		Rule:          max(int(rec.Rule), NoRule),

@@ -33,6 +33,8 @@ const (
 	AttrTarget        = "linkforge.link.target"
 	AttrRule          = "linkforge.link.rule"
 	AttrVariant       = "linkforge.link.variant"
+	AttrGated         = "linkforge.link.gated"
+	AttrGatePassed    = "linkforge.link.gate_passed"
 	AttrStatus        = "http.response.status_code"
 	AttrRefererHost   = "linkforge.referer.host"
 	AttrBot           = "linkforge.user_agent.bot"

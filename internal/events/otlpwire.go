@@ -114,6 +114,9 @@ func appendLogRecord(dst []byte, e *Event) []byte {
 	dst = appendBoolAttr(dst, AttrOrphan, e.Orphan)
 	dst = appendIntAttr(dst, AttrRule, e.Rule)
 	dst = appendIntAttr(dst, AttrVariant, e.Variant)
+	if e.Gated || e.Gate != GateNone { // a gated link's click
+		dst = appendGateAttrs(dst, e)
+	}
 	dst = appendIntAttr(dst, AttrStatus, e.Status)
 	dst = appendBoolAttr(dst, AttrBot, e.Bot)
 	dst = appendASCIIAttr(dst, AttrDevice, e.Device)
@@ -131,6 +134,19 @@ func appendLogRecord(dst []byte, e *Event) []byte {
 	dst = protowire.AppendFixed64(dst, t)
 	dst = appendString(dst, fEventName, EventType)
 	return closeMessage(dst, rec)
+}
+
+// appendGateAttrs appends linkforge.link.gated and .gate_passed as the
+// CloudEvents data has gated and gatePassed: the first when true, the
+// second unless GateNone.
+func appendGateAttrs(dst []byte, e *Event) []byte {
+	if e.Gated {
+		dst = appendBoolAttr(dst, AttrGated, true)
+	}
+	if e.Gate != GateNone {
+		dst = appendBoolAttr(dst, AttrGatePassed, e.Gate == GatePassed)
+	}
+	return dst
 }
 
 func appendStringAttr(dst []byte, num protowire.Number, key, value string) []byte {

@@ -84,8 +84,14 @@ func (s *sdkOTLP) request(t testing.TB, batch []Event) *collogspb.ExportLogsServ
 		r.SetBody(attribute.StringValue(e.Subject()))
 		r.AddAttributes(
 			attribute.String(AttrEventID, e.ID), attribute.String(AttrCode, e.Code), attribute.Bool(AttrOrphan, e.Orphan),
-			attribute.Int(AttrRule, e.Rule), attribute.Int(AttrVariant, e.Variant), attribute.Int(AttrStatus, e.Status), attribute.Bool(AttrBot, e.Bot),
-			attribute.String(AttrDevice, e.Device))
+			attribute.Int(AttrRule, e.Rule), attribute.Int(AttrVariant, e.Variant))
+		if e.Gated { // a gated link's click, as the JSON has gated and gatePassed
+			r.AddAttributes(attribute.Bool(AttrGated, true))
+		}
+		if e.Gate != GateNone {
+			r.AddAttributes(attribute.Bool(AttrGatePassed, e.Gate == GatePassed))
+		}
+		r.AddAttributes(attribute.Int(AttrStatus, e.Status), attribute.Bool(AttrBot, e.Bot), attribute.String(AttrDevice, e.Device))
 		for _, kv := range [...]struct{ k, v string }{
 			{AttrNamespace, e.Namespace}, {AttrName, e.Name}, {AttrUID, e.UID}, {AttrTarget, e.Target},
 			{AttrRefererHost, e.RefererHost}, {AttrCountry, e.Country}, {AttrClientAddress, e.ClientAddress},
@@ -149,13 +155,14 @@ func TestOTLPEncodingMatchesSDK(t *testing.T) {
 // builtCountry, builtAddress): the encoder writes them without a look.
 func FuzzOTLPEncoding(f *testing.F) {
 	for _, e := range encodingCases() {
-		f.Add(e.Namespace, e.Name, e.UID, e.Code, e.Target, e.RefererHost, e.Country, e.ClientAddress, e.Orphan, e.Rule, e.Time.UnixNano())
+		f.Add(e.Namespace, e.Name, e.UID, e.Code, e.Target, e.RefererHost, e.Country, e.ClientAddress, e.Orphan, e.Rule, e.Time.UnixNano(), e.Gated, uint8(e.Gate))
 	}
 	sdk := newSDKOTLP(f, "redirector-0")
-	f.Fuzz(func(t *testing.T, ns, name, uid, code, target, referer, country, client string, orphan bool, rule int, at int64) {
+	f.Fuzz(func(t *testing.T, ns, name, uid, code, target, referer, country, client string, orphan bool, rule int, at int64, gated bool, gate uint8) {
 		referer, country, client = builtRefererHost(referer), builtCountry(country), builtAddress(client)
 		e := Event{ID: "6f1b2c3d-4e5f-8a7b-8000-00000000002a", Time: time.Unix(0, at), Namespace: ns, Name: name, UID: uid, Code: code,
-			Orphan: orphan, Target: target, Rule: rule, Status: 302, RefererHost: referer, Device: DeviceDesktop, Country: country, ClientAddress: client}
+			Orphan: orphan, Target: target, Rule: rule, Status: 302, RefererHost: referer, Device: DeviceDesktop, Country: country, ClientAddress: client,
+			Gated: gated, Gate: Gate(gate)} // any byte: the attribute says passed for GatePassed alone
 		got := sinkOTLPRequest(t, "redirector-0", []Event{e})
 		for _, s := range []*string{&e.Namespace, &e.Name, &e.UID, &e.Code, &e.Target, &e.RefererHost, &e.Country, &e.ClientAddress} {
 			*s = validUTF8(*s)

@@ -2,6 +2,8 @@ package events
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 )
@@ -69,8 +71,12 @@ type Record struct {
 	// Config.KeepClientAddress.
 	Client netip.Addr
 
-	codeLen    uint8
-	refererCut bool // the Referer was longer than MaxRefererLen
+	codeLen uint8
+	// bits are whether the Referer was longer than MaxRefererLen
+	// (bitRefererCut) and the gate (SetGate), in the one byte the first
+	// had alone: the Record has no padding, and a field more would cost
+	// it 8 bytes (688 now, TestRecordSize).
+	bits       recordBits
 	refererLen uint16
 	uaLen      uint16
 	country    [countryLen]byte
@@ -90,7 +96,7 @@ func (r *Record) copyTo(dst *Record) {
 	dst.Status, dst.Rule, dst.Variant = r.Status, r.Rule, r.Variant
 	dst.LinkPlain, dst.TargetPlain = r.LinkPlain, r.TargetPlain
 	dst.Client = r.Client
-	dst.codeLen, dst.refererCut, dst.refererLen, dst.uaLen = r.codeLen, r.refererCut, r.refererLen, r.uaLen
+	dst.codeLen, dst.bits, dst.refererLen, dst.uaLen = r.codeLen, r.bits, r.refererLen, r.uaLen
 	dst.country = r.country
 	// A copy calls memmove even of nothing; many requests send no
 	// Referer, some no User-Agent.
@@ -123,7 +129,11 @@ func (r *Record) Code() string { return string(r.code[:r.codeLen]) }
 // what page. A value with no host (a relative or malformed one), or whose
 // host does not end within MaxRefererLen bytes, gives none.
 func (r *Record) SetReferer(referer []byte) {
-	r.refererLen, r.refererCut = 0, len(referer) > MaxRefererLen
+	r.refererLen = 0
+	r.bits &^= bitRefererCut
+	if len(referer) > MaxRefererLen {
+		r.bits |= bitRefererCut
+	}
 	if len(referer) > 0 { // most requests send none: no call to copy nothing
 		r.refererLen = uint16(copy(r.referer[:], referer))
 	}
@@ -132,8 +142,11 @@ func (r *Record) SetReferer(referer []byte) {
 // RefererHost is the host of the Referer SetReferer kept, as sent (the
 // event lower-cases it).
 func (r *Record) RefererHost() string {
-	return string(refererHost(r.referer[:r.refererLen], !r.refererCut))
+	return string(refererHost(r.referer[:r.refererLen], !r.refererCut()))
 }
+
+// refererCut reports whether the Referer was longer than MaxRefererLen.
+func (r *Record) refererCut() bool { return r.bits&bitRefererCut != 0 }
 
 // refererHost returns the host of an absolute URL, or nil. When u is not
 // all of the URL (complete false), a host must end within it.
@@ -247,6 +260,73 @@ func (r *Record) appendCountry(dst []byte) []byte {
 		}
 	}
 	return append(dst, c[:]...)
+}
+
+// Gate is what the gate of a gated link (spec.access) made of a click: the
+// event says that the link is gated and whether the click passed
+// (docs/events.md), and nothing else of the gate: never the password or
+// its hash.
+type Gate uint8
+
+const (
+	// GateNone: the link has no gate, or no link answered (an orphan).
+	// The event has neither gated nor gatePassed.
+	GateNone Gate = iota
+	// GateNotPassed: the link is gated and the click did not pass: the
+	// password form, a wrong password or one not checked (the limiter,
+	// the render budget), a redirect to sign in, 403, a previewer's card,
+	// and an answer before the gate (410, a link not active yet).
+	GateNotPassed
+	// GatePassed: the click passed the gate: the right password, or an
+	// allowed user or group named by a trusted auth proxy.
+	GatePassed
+)
+
+// recordBits are the bits of Record.bits.
+type recordBits uint8
+
+const (
+	bitRefererCut recordBits = 1 // the Referer was longer than MaxRefererLen
+	gateShift                = 1 // the gate's two bits follow
+	bitsGate      recordBits = 3 << gateShift
+)
+
+// SetGate keeps what the link's gate made of the click (GateNone: no
+// gate). A value past GatePassed reads as GateNotPassed.
+func (r *Record) SetGate(g Gate) {
+	if g > GatePassed {
+		g = GateNotPassed
+	}
+	r.bits = r.bits&^bitsGate | recordBits(g)<<gateShift
+}
+
+// Gate is what SetGate kept.
+func (r *Record) Gate() Gate { return Gate(r.bits & bitsGate >> gateShift) }
+
+// MarshalJSON writes g as the event's gatePassed: true for GatePassed,
+// else false (the event of a link without a gate, GateNone, has none:
+// Event.Gate is omitted when zero).
+func (g Gate) MarshalJSON() ([]byte, error) {
+	if g == GatePassed {
+		return []byte("true"), nil
+	}
+	return []byte("false"), nil
+}
+
+// UnmarshalJSON reads gatePassed: true is GatePassed, false GateNotPassed.
+func (g *Gate) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // as encoding/json reads null into a bool
+	}
+	var passed bool
+	if err := json.Unmarshal(b, &passed); err != nil {
+		return fmt.Errorf("gatePassed: %w", err)
+	}
+	*g = GateNotPassed
+	if passed {
+		*g = GatePassed
+	}
+	return nil
 }
 
 // SetClientIP sets Client from a net.IP (fasthttp's RemoteIP), IPv4-mapped

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/uuid"
 
@@ -206,9 +207,17 @@ func TestBuildEvent(t *testing.T) {
 	if e := eventOf(newBuilder(true), &r); e.ClientAddress != "198.51.100.23" {
 		t.Errorf("KeepClientAddress: %s, want the whole address", e.ClientAddress)
 	}
+	for _, g := range []Gate{GateNotPassed, GatePassed} {
+		r.SetGate(g)
+		gated := want
+		gated.ID, gated.Gated, gated.Gate = "", true, g
+		if e := eventOf(newBuilder(false), &r); !sameEventButID(e, gated) {
+			t.Errorf("a gated link's event, %d:\n %+v\nwant\n %+v", g, e, gated)
+		}
+	}
 	orphan := Record{Status: 404, Rule: NoRule, Variant: NoVariant}
 	orphan.SetCodeString("nope")
-	if e := eventOf(newBuilder(false), &orphan); !e.Orphan || e.Subject() != "nope" || e.ClientAddress != "" {
+	if e := eventOf(newBuilder(false), &orphan); !e.Orphan || e.Subject() != "nope" || e.ClientAddress != "" || e.Gated || e.Gate != GateNone {
 		t.Errorf("orphan event %+v: want orphan, subject the code, no address", e)
 	}
 }
@@ -249,6 +258,7 @@ func TestRecordCopyTo(t *testing.T) {
 	long.SetUserAgent([]byte(strings.Repeat("u", 2*MaxUserAgentLen)))
 	long.SetCountry([]byte("FR"))
 	long.SetClientIP(net.ParseIP("2001:db8::1"))
+	long.SetGate(GatePassed)
 	for _, rec := range []Record{
 		func() (r Record) {
 			r = Record{Time: 1, Namespace: "team-a", Name: "docs", UID: "u-1", Target: "https://example.com/", Status: 302, Rule: NoRule, Variant: 1, LinkPlain: true, TargetPlain: true}
@@ -257,20 +267,83 @@ func TestRecordCopyTo(t *testing.T) {
 			r.SetUserAgent([]byte("curl/8.5.0"))
 			r.SetCountry([]byte("de"))
 			r.SetClientIP(net.ParseIP("198.51.100.23"))
+			r.SetGate(GateNotPassed)
 			return r
 		}(),
-		{Status: 404, Rule: NoRule, Variant: NoVariant}, // nothing from the request
+		{Status: 404, Rule: NoRule, Variant: NoVariant}, // nothing from the request, no gate
 	} {
 		dst := long
 		rec.copyTo(&dst)
 		if dst.Time != rec.Time || dst.Namespace != rec.Namespace || dst.Name != rec.Name || dst.UID != rec.UID ||
 			dst.Target != rec.Target || dst.Status != rec.Status || dst.Rule != rec.Rule || dst.Variant != rec.Variant ||
-			dst.LinkPlain != rec.LinkPlain || dst.TargetPlain != rec.TargetPlain || dst.Client != rec.Client || dst.refererCut != rec.refererCut || dst.Code() != rec.Code() ||
+			dst.LinkPlain != rec.LinkPlain || dst.TargetPlain != rec.TargetPlain || dst.Client != rec.Client || dst.refererCut() != rec.refererCut() || dst.Gate() != rec.Gate() || dst.Code() != rec.Code() ||
 			dst.RefererHost() != rec.RefererHost() || dst.UserAgent() != rec.UserAgent() || dst.Country() != rec.Country() {
 			t.Errorf("copied\n %+v\nreads as\n %+v", rec, dst)
 		}
 		if a, b := eventOf(newBuilder(true), &rec), eventOf(newBuilder(true), &dst); a.ID == "" || !sameEventButID(a, b) {
 			t.Errorf("the copy's event\n %+v\nthe record's\n %+v", b, a)
+		}
+	}
+}
+
+// TestRecordSize: a Record is copied into the ring per click and zeroed
+// on the stack per request, and an Event is built per click: a field
+// that makes either larger is a choice, made here (the gate took no
+// byte: it shares refererCut's, and the Event's padding beside Orphan).
+func TestRecordSize(t *testing.T) {
+	if got, want := unsafe.Sizeof(Record{}), uintptr(688); got != want {
+		t.Errorf("a Record is %d bytes, was %d", got, want)
+	}
+	if got, want := unsafe.Sizeof(Event{}), uintptr(224); got != want {
+		t.Errorf("an Event is %d bytes, was %d", got, want)
+	}
+}
+
+// TestSetGate: the gate a record keeps, and the Referer's cut it shares
+// a byte with, are each what was set last, whatever the other is; the
+// event says gated and gatePassed of a gated link's click only.
+func TestSetGate(t *testing.T) {
+	long := []byte("https://example.com/" + strings.Repeat("p", MaxRefererLen))
+	for _, tc := range []struct {
+		set        Gate
+		want       Gate
+		gated      bool
+		gatePassed string // in the event's JSON; "" for none
+	}{
+		{GateNone, GateNone, false, ""},
+		{GateNotPassed, GateNotPassed, true, "false"},
+		{GatePassed, GatePassed, true, "true"},
+		{GatePassed + 1, GateNotPassed, true, "false"}, // no such gate: never read as passed
+		{255, GateNotPassed, true, "false"},
+	} {
+		for _, referer := range [][]byte{nil, long, []byte("https://news.example.org/x")} {
+			var r Record
+			r.SetGate(GatePassed) // a reused record forgets the last gate
+			r.SetReferer(long)    // and the last cut
+			r.SetGate(tc.set)
+			r.SetReferer(referer)
+			if r.Gate() != tc.want || r.refererCut() != (len(referer) > MaxRefererLen) {
+				t.Errorf("SetGate(%d), then a Referer of %d bytes: gate %d, cut %v; want %d, %v", tc.set, len(referer), r.Gate(), r.refererCut(), tc.want, len(referer) > MaxRefererLen)
+			}
+			r.SetGate(tc.set) // and the other way round
+			if r.Gate() != tc.want || r.refererCut() != (len(referer) > MaxRefererLen) {
+				t.Errorf("a Referer of %d bytes, then SetGate(%d): gate %d, cut %v", len(referer), tc.set, r.Gate(), r.refererCut())
+			}
+		}
+		r := Record{Namespace: "ns", Name: "n", Status: 200, Rule: NoRule, Variant: NoVariant}
+		r.SetCodeString("c")
+		r.SetGate(tc.set)
+		e := eventOf(newBuilder(false), &r)
+		if e.Gated != tc.gated || e.Gate != tc.want {
+			t.Errorf("SetGate(%d): the event has gated %v, gate %d; want %v, %d", tc.set, e.Gated, e.Gate, tc.gated, tc.want)
+		}
+		data := string(encodeCloudEvent(&e, DefaultSource))
+		if got := strings.Contains(data, `"gated":true`); got != tc.gated {
+			t.Errorf("SetGate(%d): gated in %s is %v, want %v", tc.set, data, got, tc.gated)
+		}
+		if i := strings.Index(data, `"gatePassed":`); (i >= 0) != (tc.gatePassed != "") ||
+			i >= 0 && !strings.HasPrefix(data[i+len(`"gatePassed":`):], tc.gatePassed) {
+			t.Errorf("SetGate(%d): %s, want gatePassed %q", tc.set, data, tc.gatePassed)
 		}
 	}
 }

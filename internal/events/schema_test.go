@@ -61,13 +61,18 @@ func TestEmittedEventsMatchTheSchema(t *testing.T) {
 	v6.Client = netipMust("2001:db8:abcd:12::7")
 	v6.SetUserAgent(nil)
 	v6.SetReferer([]byte("https://[2001:db8::1]:8443/x"))
-	for _, r := range []Record{full, orphan, v6} {
+	form, passed := record(3), record(4) // a gated link's: its form, its right password
+	form.Status, form.Target = 200, ""
+	form.SetGate(GateNotPassed)
+	passed.Status = 303
+	passed.SetGate(GatePassed)
+	for _, r := range []Record{full, orphan, v6, form, passed} {
 		if !p.Offer(&r) {
 			t.Fatal("offer refused")
 		}
 	}
-	waitFor(t, func() bool { return countsOf(p, SinkCloudEvents).sent == 3 }, "3 events sent")
-	raw := make([]json.RawMessage, 0, 3)
+	waitFor(t, func() bool { return countsOf(p, SinkCloudEvents).sent == 5 }, "5 events sent")
+	raw := make([]json.RawMessage, 0, 5)
 	for _, req := range recv.got() {
 		var batch []json.RawMessage
 		if err := json.Unmarshal(req.body, &batch); err != nil {
@@ -75,8 +80,8 @@ func TestEmittedEventsMatchTheSchema(t *testing.T) {
 		}
 		raw = append(raw, batch...)
 	}
-	if len(raw) != 3 {
-		t.Fatalf("%d events received, want 3", len(raw))
+	if len(raw) != 5 {
+		t.Fatalf("%d events received, want 5", len(raw))
 	}
 	for _, ev := range raw {
 		if err := validate(t, s, ev); err != nil {
@@ -95,6 +100,9 @@ func TestEmittedEventsMatchTheSchema(t *testing.T) {
 		{`"rule":-1`, `"rule":-2`},
 		{`"variant":-1`, `"variant":-2`},
 		{`"orphan":false`, `"orphan":false,"extra":1`},
+		{`"orphan":false`, `"orphan":false,"gated":true`},      // gated without gatePassed
+		{`"orphan":false`, `"orphan":false,"gatePassed":true`}, // gatePassed without gated
+		{`"orphan":false`, `"orphan":false,"gated":false`},     // gated is there only when true
 	} {
 		changed := bytes.Replace(raw[0], []byte(bad.from), []byte(bad.to), 1)
 		if bytes.Equal(changed, raw[0]) {
@@ -102,6 +110,33 @@ func TestEmittedEventsMatchTheSchema(t *testing.T) {
 		}
 		if validate(t, s, changed) == nil {
 			t.Errorf("the schema takes an event with %s", bad.to)
+		}
+	}
+	// A gated link's events say gated and whether the click passed; the
+	// schema refuses them without either, or with either of another type.
+	for i, want := range map[int]string{3: `"gated":true,"gatePassed":false`, 4: `"gated":true,"gatePassed":true`} {
+		if !bytes.Contains(raw[i], []byte(want)) {
+			t.Errorf("a gated link's event has no %s: %s", want, raw[i])
+		}
+	}
+	for _, bad := range []struct{ from, to string }{
+		{`,"gatePassed":false`, ``},
+		{`"gated":true,`, ``},
+		{`"gatePassed":false`, `"gatePassed":"false"`},
+		{`"gatePassed":false`, `"gatePassed":0`},
+		{`"gated":true`, `"gated":"true"`},
+	} {
+		changed := bytes.Replace(raw[3], []byte(bad.from), []byte(bad.to), 1)
+		if bytes.Equal(changed, raw[3]) {
+			t.Fatalf("%s is not in the event %s", bad.from, raw[3])
+		}
+		if validate(t, s, changed) == nil {
+			t.Errorf("the schema takes a gated link's event with %q replaced by %q", bad.from, bad.to)
+		}
+	}
+	for _, ev := range raw[:3] { // the others are no longer for gates
+		if bytes.Contains(ev, []byte(`"gate`)) {
+			t.Errorf("an event of a link without a gate, or an orphan's, says gated or gatePassed: %s", ev)
 		}
 	}
 }

@@ -36,8 +36,11 @@ type answer struct {
 	// neither routes nor looks the link up again.
 	click  clickKind
 	chosen choice
-	link   *Link
-	target string
+	// gatePassed says that the request passed the gate of link, a gated
+	// link (gate.go): its event says gatePassed (clicks.go).
+	gatePassed bool
+	link       *Link
+	target     string
 	// client is the client's address if answering it read it (a split
 	// reads it), so that the request reads it once (Redirector.client).
 	client netip.Addr
@@ -156,14 +159,15 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		}
 	}
 	// A gated link: only whoever passes its gate goes on (gate.go).
-	posted := false
+	posted, passed := false, false
 	var client netip.Addr
 	if acc := e.access(); acc != nil {
 		a, stop := r.gate(e, acc, method, at)
 		if stop {
 			return a
 		}
-		posted, client = method == methodPost, a.client
+		// Passed: every answer from here on says so, a gone or a 503 too.
+		posted, passed, client = method == methodPost, a.gatePassed, a.client
 	}
 	// Where the click goes: spec.url, unless the link routes it (rules,
 	// variants, a forwarded path); slot is the split's destination, if
@@ -189,11 +193,11 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 			case uses.Exhausted:
 				e.counter.CountSplit(slot, -1)
 				a := clickOf(r.gone(rt, e, method, path, now), rt, e)
-				a.client = client
+				a.client, a.gatePassed = client, passed
 				return a
 			case uses.Unavailable:
 				e.counter.CountSplit(slot, -1)
-				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter()), click: clickLink, link: e, client: client}
+				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter()), click: clickLink, link: e, client: client, gatePassed: passed}
 			}
 		}
 	}
@@ -205,10 +209,10 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	if posted {
 		// 303: the browser GETs the destination; a 307 or 308 would post
 		// the password on to it.
-		return answer{resp: resp303, cacheControl: ccNoStore, location: location, click: clickLink, chosen: chosen, link: e, target: target, client: client}
+		return answer{resp: resp303, cacheControl: ccNoStore, location: location, click: clickLink, chosen: chosen, link: e, target: target, client: client, gatePassed: passed}
 	}
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location,
-		click: clickLink, chosen: chosen, link: e, target: target, client: client}
+		click: clickLink, chosen: chosen, link: e, target: target, client: client, gatePassed: passed}
 }
 
 // previewView answers the preview page ("+") of e. The page names the

@@ -111,12 +111,16 @@ const verifyEstimate = 80 * time.Millisecond
 
 // gate decides a person's request (GET, HEAD or POST on the redirect path)
 // for gated link e: stop says the answer is a's; otherwise the request
-// passed, and goes on to the redirect (posted: with 303).
+// passed, and goes on to the redirect (posted: with 303). a.gatePassed
+// says which, for the click event (a gated link's says gatePassed): true
+// for the outcomes that pass (passed, admitted), false for every other
+// (the form, refused, limited, busy, sign-in, forbidden), whose answers
+// stop here.
 func (r *Redirector) gate(e *Link, acc *linkAccess, method string, at requestClock) (a answer, stop bool) {
 	ctx := ctxOf(at)
 	if acc.allowed.Any() && acc.allowed.Admits(r.identity(ctx)) {
 		r.gateMetrics[gateAdmitted].Inc()
-		return answer{}, false
+		return answer{gatePassed: true}, false
 	}
 	if acc.hash == "" {
 		if r.opts.SignInURL != "" && method != methodPost {
@@ -166,7 +170,7 @@ func (r *Redirector) gate(e *Link, acc *linkAccess, method string, at requestClo
 		return a, true
 	}
 	r.gateMetrics[gatePassed].Inc()
-	return answer{client: client}, false
+	return answer{client: client, gatePassed: true}, false
 }
 
 // noteVerifyTime folds d into the running average of verifications.
