@@ -245,3 +245,42 @@ func FuzzParseGroups(f *testing.F) {
 		}
 	})
 }
+
+// An attempt refunded (not checked: the redirector was busy) is not
+// spent, neither the client's nor the link's, and a refund never raises a
+// bucket past its burst.
+func TestLimiterRefund(t *testing.T) {
+	clk := &testClock{now: time.Unix(1_800_000_000, 0)}
+	l := NewLimiter(DefaultLimits, clk.Now)
+	a := netip.MustParseAddr("198.51.100.4")
+	for range 3 * DefaultLimits.PerClient.Burst {
+		if ok, _, _ := l.Attempt("ns/code", a); !ok {
+			t.Fatal("an attempt refunded each time was refused")
+		}
+		l.Refund("ns/code", a)
+	}
+	l.Refund("ns/code", a) // one more than taken: no extra attempt
+	for i := range DefaultLimits.PerClient.Burst {
+		if ok, _, _ := l.Attempt("ns/code", a); !ok {
+			t.Fatalf("attempt %d of the burst refused", i+1)
+		}
+	}
+	if ok, _, _ := l.Attempt("ns/code", a); ok {
+		t.Error("a refund raised the bucket past its burst")
+	}
+}
+
+func TestCost(t *testing.T) {
+	for cost := MinCost; cost <= MaxCost; cost++ {
+		h, err := Hash([]byte("pw"), cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Cost(h); got != cost {
+			t.Errorf("Cost of a cost-%d hash: %d", cost, got)
+		}
+	}
+	if got := Cost("not a hash"); got != DefaultCost {
+		t.Errorf("Cost of an invalid hash: %d, want %d", got, DefaultCost)
+	}
+}

@@ -82,6 +82,17 @@ func (l *Limiter) Attempt(link string, client netip.Addr) (ok bool, retryAfter t
 	return true, 0, false
 }
 
+// Refund gives back the attempt Attempt counted for link and client, for
+// an attempt that was not checked after all (the redirector had no CPU
+// for it): a busy answer spends no guess.
+func (l *Limiter) Refund(link string, client netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.clients.bucket(ClientKey(client), now).give(l.limits.PerClient, now)
+	l.links.bucket(link, now).give(l.limits.PerLink, now)
+}
+
 // ClientKey is what one client's attempts are counted under: its IPv4
 // address, or its IPv6 /64 (the prefix one subscriber gets); an address
 // not known shares the zero prefix.
@@ -121,6 +132,11 @@ func (b *bucket) wait(r Rate, now time.Time) time.Duration {
 
 func (b *bucket) take(r Rate, now time.Time) {
 	b.tokens, b.at = b.level(r, now)-1, now
+}
+
+// give puts a token back, up to the burst.
+func (b *bucket) give(r Rate, now time.Time) {
+	b.tokens, b.at = min(float64(r.Burst), b.level(r, now)+1), now
 }
 
 // generations holds buckets by key in two maps: current, and the one

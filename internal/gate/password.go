@@ -56,6 +56,14 @@ func CheckHash(hash string) error {
 	return errors.New("not a bcrypt hash of the form $2b$10$ followed by 53 characters of [./A-Za-z0-9]")
 }
 
+// Cost is the cost of a valid hash (CheckHash), else DefaultCost.
+func Cost(hash string) int {
+	if !hashForm.MatchString(hash) {
+		return DefaultCost
+	}
+	return int(hash[4]-'0')*10 + int(hash[5]-'0')
+}
+
 // Hash is the bcrypt hash of password at cost (0: DefaultCost).
 func Hash(password []byte, cost int) (string, error) {
 	if cost == 0 {

@@ -17,7 +17,7 @@ import (
 // allowed to post to this origin.
 var GatePageHeaders = []Header{
 	{"X-Robots-Tag", "noindex, nofollow"},
-	{"Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"},
+	{headerCSP, "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"},
 	{"Referrer-Policy", "no-referrer"},
 	NoSniff,
 }

@@ -15,6 +15,9 @@ import (
 // ContentTypeHTML is the content type of the preview and card pages.
 const ContentTypeHTML = "text/html; charset=utf-8"
 
+// headerCSP names the Content-Security-Policy header of every page.
+const headerCSP = "Content-Security-Policy"
+
 // Header is a response header.
 type Header struct{ Name, Value string }
 
@@ -25,7 +28,7 @@ var NoSniff = Header{"X-Content-Type-Options", "nosniff"}
 // no script, no referrer, no sniffing.
 var PageHeaders = []Header{
 	{"X-Robots-Tag", "noindex, nofollow"},
-	{"Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+	{headerCSP, "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
 	{"Referrer-Policy", "no-referrer"},
 	NoSniff,
 }

@@ -44,7 +44,7 @@ const (
 const vary = "Vary"
 
 var (
-	imageCSP = Header{"Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"}
+	imageCSP = Header{headerCSP, "default-src 'none'; style-src 'unsafe-inline'"}
 	// VaryAccept says the answer varies with the Accept header.
 	VaryAccept = Header{vary, "Accept"}
 	// qrHeaders are the headers of a QR code, by what its body varies with:

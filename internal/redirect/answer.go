@@ -101,17 +101,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	if !r.Ready() {
 		return answer{resp: respUnavailable, cacheControl: ccNoStore, retryAfter: hdrRetry}
 	}
-	rt := r.route(host, path)
-	var e *Link
-	if rt.ok {
-		e = r.index.Lookup(rt.ns, rt.code)
-	}
-	if e == nil && !rt.root {
-		// A path that goes on after a code: a link with forwardPath's.
-		if frt, fe := r.forwardRoute(host, path); fe != nil {
-			rt, e = frt, fe
-		}
-	}
+	rt, e := r.lookup(host, path)
 	if method == methodPost && (e.access() == nil || rt.view != viewRedirect) {
 		// Only a gated link's redirect path takes a post: its password.
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
@@ -125,15 +115,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	if e == nil {
 		return clickOf(r.notFound(rt), rt, nil)
 	}
-	var start time.Time
-	var now int64
-	if e.flags&(flagTombstone|flagExpires|flagMaxUses|flagActivates) != 0 {
-		start = at.Time()
-		now = start.UnixNano()
-		if r.clock != nil {
-			now = r.clock.Now().UnixNano()
-		}
-	}
+	start, now := r.clickTime(e, at)
 	if e.waiting(now) {
 		return clickOf(r.notFound(rt), rt, e) // not active yet: as an unknown code
 	}
@@ -162,7 +144,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	posted, passed := false, false
 	var client netip.Addr
 	if acc := e.access(); acc != nil {
-		a, stop := r.gate(e, acc, method, at)
+		a, stop := r.gate(e, acc, method, rt, host, rawQuery, at)
 		if stop {
 			return a
 		}
@@ -179,26 +161,10 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 			return r.unrouted(rt, ok, client)
 		}
 	}
-	if (method == methodGet || posted) && r.opts.Uses != nil && e.counter != nil {
-		// A use: a GET (or a gated link's right password) answered with a
-		// redirect, to anyone but a previewer. HEAD is not. A split click is counted first, so the write of its
-		// use has it.
-		if slot >= 0 {
-			e.counter.CountSplit(slot, 1)
-		}
-		if !e.is(flagMaxUses) {
-			r.opts.Uses.Count(e.counter)
-		} else {
-			switch r.opts.Uses.Take(e.counter, start) {
-			case uses.Exhausted:
-				e.counter.CountSplit(slot, -1)
-				a := clickOf(r.gone(rt, e, method, path, now), rt, e)
-				a.client, a.gatePassed = client, passed
-				return a
-			case uses.Unavailable:
-				e.counter.CountSplit(slot, -1)
-				return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter()), click: clickLink, link: e, client: client, gatePassed: passed}
-			}
+	if method == methodGet || posted {
+		if a, spent := r.spendUse(rt, e, method, path, slot, start, now); !spent {
+			a.client, a.gatePassed = client, passed
+			return a
 		}
 	}
 	r.splitClicked(slot, method)
@@ -213,6 +179,65 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	}
 	return answer{resp: redirectResponse(e.Status()), cacheControl: cacheControl(e, now), location: location,
 		click: clickLink, chosen: chosen, link: e, target: target, client: client, gatePassed: passed}
+}
+
+// lookup is the route of host and path and the link it names, if any: a
+// path that goes on after a code is a link with forwardPath's.
+func (r *Redirector) lookup(host, path string) (route, *Link) {
+	rt := r.route(host, path)
+	var e *Link
+	if rt.ok {
+		e = r.index.Lookup(rt.ns, rt.code)
+	}
+	if e == nil && !rt.root {
+		if frt, fe := r.forwardRoute(host, path); fe != nil {
+			return frt, fe
+		}
+	}
+	return rt, e
+}
+
+// clickTime is when the request arrived (start) and the time its answer
+// is decided at (now, Unix ns), read only for a link whose answer depends
+// on the time (an expiry, an activation, a tombstone, maxUses): a plain
+// redirect costs no clock read.
+func (r *Redirector) clickTime(e *Link, at requestClock) (start time.Time, now int64) {
+	if e.flags&(flagTombstone|flagExpires|flagMaxUses|flagActivates) == 0 {
+		return start, 0
+	}
+	start = at.Time()
+	now = start.UnixNano()
+	if r.clock != nil {
+		now = r.clock.Now().UnixNano()
+	}
+	return start, now
+}
+
+// spendUse counts a use of e: a GET (or a gated link's right password)
+// answered with a redirect, to anyone but a previewer (HEAD is not one).
+// A split click (slot >= 0) is counted first, so the write of its use has
+// it. A limited link whose use cannot be taken is not spent, and a is its
+// answer: gone when its uses are, 503 while its quota cannot be had.
+func (r *Redirector) spendUse(rt route, e *Link, method, path string, slot int, start time.Time, now int64) (a answer, spent bool) {
+	if r.opts.Uses == nil || e.counter == nil {
+		return answer{}, true
+	}
+	if slot >= 0 {
+		e.counter.CountSplit(slot, 1)
+	}
+	if !e.is(flagMaxUses) {
+		r.opts.Uses.Count(e.counter)
+		return answer{}, true
+	}
+	switch r.opts.Uses.Take(e.counter, start) {
+	case uses.Exhausted:
+		e.counter.CountSplit(slot, -1)
+		return clickOf(r.gone(rt, e, method, path, now), rt, e), false
+	case uses.Unavailable:
+		e.counter.CountSplit(slot, -1)
+		return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter()), click: clickLink, link: e}, false
+	}
+	return answer{}, true
 }
 
 // previewView answers the preview page ("+") of e. The page names the

@@ -40,8 +40,11 @@ import (
 
 // linkAccess is spec.access as a Link keeps it.
 type linkAccess struct {
-	hash    string // spec.access.passwordHash ("": no password)
-	allowed gate.Allowed
+	hash string // spec.access.passwordHash ("": no password)
+	// costShift is the hash's cost past gate.MinCost: a check takes
+	// 1<<costShift times one at the lowest cost.
+	costShift uint8
+	allowed   gate.Allowed
 	// form is the password form of the link, fresh (0) and refused (1),
 	// once rendered.
 	form [2]atomic.Pointer[[]byte]
@@ -52,7 +55,8 @@ func newLinkAccess(a *linkv1.LinkAccess) *linkAccess {
 	if a == nil {
 		return nil
 	}
-	return &linkAccess{hash: a.PasswordHash, allowed: gate.Allowed{Users: a.Users, Groups: a.Groups}}
+	return &linkAccess{hash: a.PasswordHash, costShift: uint8(gate.Cost(a.PasswordHash) - gate.MinCost),
+		allowed: gate.Allowed{Users: a.Users, Groups: a.Groups}}
 }
 
 // access is the link's gate, or nil.
@@ -116,7 +120,7 @@ const verifyEstimate = 80 * time.Millisecond
 // for the outcomes that pass (passed, admitted), false for every other
 // (the form, refused, limited, busy, sign-in, forbidden), whose answers
 // stop here.
-func (r *Redirector) gate(e *Link, acc *linkAccess, method string, at requestClock) (a answer, stop bool) {
+func (r *Redirector) gate(e *Link, acc *linkAccess, method string, rt route, host, rawQuery string, at requestClock) (a answer, stop bool) {
 	ctx := ctxOf(at)
 	if acc.allowed.Any() && acc.allowed.Admits(r.identity(ctx)) {
 		r.gateMetrics[gateAdmitted].Inc()
@@ -125,7 +129,7 @@ func (r *Redirector) gate(e *Link, acc *linkAccess, method string, at requestClo
 	if acc.hash == "" {
 		if r.opts.SignInURL != "" && method != methodPost {
 			r.gateMetrics[gateSignIn].Inc()
-			return answer{resp: resp302, cacheControl: ccNoStore, location: r.signInURL(ctx), click: clickLink, link: e}, true
+			return answer{resp: resp302, cacheControl: ccNoStore, location: r.signInURL(rt, host, rawQuery, ctx), click: clickLink, link: e}, true
 		}
 		r.gateMetrics[gateForbidden].Inc()
 		return answer{resp: respForbidden, cacheControl: ccNoStore, click: clickLink, link: e}, true
@@ -145,15 +149,19 @@ func (r *Redirector) gate(e *Link, acc *linkAccess, method string, at requestClo
 			password = ctx.PostArgs().Peek("password")
 		}
 	}
-	if ok, _, _ := r.gateLimiter.Attempt(e.Namespace+"/"+e.Code, client); !ok {
+	key := e.Namespace + "/" + e.Code
+	if ok, _, _ := r.gateLimiter.Attempt(key, client); !ok {
 		r.gateMetrics[gateLimited].Inc()
-		time.Sleep(time.Duration(r.verifyTime.Load())) // as long as a check: a lock is not told from a wrong password
+		// As long as a check of this hash takes: a lock is not told from
+		// a wrong password.
+		time.Sleep(time.Duration(r.verifyTime.Load()) << acc.costShift)
 		a := r.formAnswer(e, acc, false, true)
 		a.client = client
 		return a, true
 	}
 	release, retryAfter, ok := r.render.Acquire()
 	if !ok {
+		r.gateLimiter.Refund(key, client) // not checked: no guess spent
 		r.gateMetrics[gateBusy].Inc()
 		r.metrics.renderRefused[viewGate].Inc()
 		return answer{resp: respGateBusy, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(int64((retryAfter + time.Second - 1) / time.Second)),
@@ -162,7 +170,7 @@ func (r *Redirector) gate(e *Link, acc *linkAccess, method string, at requestClo
 	began := time.Now()
 	matched := gate.Verify(acc.hash, password)
 	release()
-	r.noteVerifyTime(time.Since(began))
+	r.noteVerifyTime(time.Since(began) >> acc.costShift)
 	if !matched {
 		r.gateMetrics[gateRefused].Inc()
 		a := r.formAnswer(e, acc, false, true)
@@ -241,18 +249,31 @@ func (r *Redirector) identity(ctx *fasthttp.RequestCtx) gate.Identity {
 	return id
 }
 
-// signInURL is Options.SignInURL with {url} replaced by the request's
-// short URL (query-escaped), where the sign-in sends the person back.
-func (r *Redirector) signInURL(ctx *fasthttp.RequestCtx) string {
+// signInURL is Options.SignInURL with {url} replaced by the link's short
+// URL (query-escaped, with the request's query), where the sign-in sends
+// the person back: the URL a QR code of the request would show
+// (shortURL: the public base, or the vanity host the namespace claims),
+// never one the request's Host alone names; without one, the request's
+// path, which an auth proxy in front of the redirector resolves on its
+// own host.
+func (r *Redirector) signInURL(rt route, host, rawQuery string, ctx *fasthttp.RequestCtx) string {
 	u := r.opts.SignInURL
-	if !strings.Contains(u, "{url}") || ctx == nil {
+	if !strings.Contains(u, "{url}") {
 		return u
 	}
-	back := string(ctx.Request.Header.RequestURI())
-	if r.publicBase != nil {
-		back = strings.TrimSuffix(r.publicBase.String(), "/") + back
-	} else if host := ctx.Request.Header.Host(); len(host) > 0 {
-		back = "//" + string(host) + back
+	var proto string
+	if ctx != nil {
+		proto = string(ctx.Request.Header.Peek("X-Forwarded-Proto"))
+	}
+	back, _, ok := r.shortURL(rt, host, proto)
+	if !ok {
+		back = "/" + rt.code
+		if !rt.vanity {
+			back = "/" + rt.ns + back
+		}
+	}
+	if rawQuery != "" {
+		back += "?" + rawQuery
 	}
 	return strings.ReplaceAll(u, "{url}", url.QueryEscape(back))
 }

@@ -213,6 +213,9 @@ func TestGateClickEvents(t *testing.T) {
 			defer release()
 			return h.post("/ns/p1", "open sesame", "User-Agent", uaPerson)
 		}, 503, "pw", notPassed},
+		// The one the budget refused was not spent (the limiter's refund):
+		// two more take the client's burst of 4.
+		{"a third password, wrong", func() got { return h.post("/ns/p1", "hunter2-guess", "User-Agent", uaPerson) }, 200, "pw", notPassed},
 		{"a fourth password, wrong", func() got { return h.post("/ns/p1", "hunter2-guess", "User-Agent", uaPerson) }, 200, "pw", notPassed},
 		{"a password the limiter did not check", func() got { return h.post("/ns/p1", "open sesame", "User-Agent", uaPerson) }, 200, "pw", notPassed},
 		{"an allowed user", func() got { return h.get("GET", "", "/ns/t1", "X-Forwarded-User", "ana@example.com") }, 302, "team", passed},

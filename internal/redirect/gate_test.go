@@ -164,7 +164,9 @@ func TestSignInGate(t *testing.T) {
 		if want := strings.HasPrefix(tc.name, "an allowed") || strings.HasPrefix(tc.name, "a member"); passed != want || g.status != tc.status {
 			t.Errorf("%s: %d %q", tc.name, g.status, loc)
 		}
-		if !passed && loc != "https://auth.example.com/oauth2/start?rd="+url.QueryEscape("//redirector/ns/t1") {
+		// No public base URL here: the short URL is the path, which the
+		// auth proxy resolves on its own host (never the request's Host).
+		if !passed && loc != "https://auth.example.com/oauth2/start?rd="+url.QueryEscape("/ns/t1") {
 			t.Errorf("%s: sent to %q", tc.name, loc)
 		}
 	}
@@ -213,5 +215,31 @@ func TestFinishedGatedLinkHidesItsDestination(t *testing.T) {
 				hides(t, "a GET by "+ua, h.get("GET", "", "/ns/s1", "User-Agent", ua))
 			}
 		})
+	}
+}
+
+// The sign-in's way back ({url}) is the short URL a QR code of the same
+// request shows: the public base's long form, or the vanity host the
+// namespace claims (its own form, not the public base's, where the code
+// alone is a 404), never a host the request alone names.
+func TestSignInURLIsTheShortURL(t *testing.T) {
+	trusted, err := clientaddr.ParseProxies("192.0.2.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, Options{AuthUserHeader: "X-Forwarded-User", AuthProxies: trusted,
+		SignInURL: "https://auth.example.com/oauth2/start?rd={url}", PublicBaseURL: "https://go.example.com"})
+	h.addNS(nsObj("ns", epoch.Add(-48*time.Hour), "go.ns.example"))
+	h.add(link("ns", "team", "t1", secretDestination, gated(linkv1.LinkAccess{Groups: []string{"sre"}})))
+	for _, tc := range []struct{ host, path, want string }{
+		{"go.example.com", "/ns/t1", "https://go.example.com/ns/t1"},
+		{"evil.example", "/ns/t1", "https://go.example.com/ns/t1"},
+		{"go.ns.example", "/t1", "https://go.ns.example/t1"},
+		{"go.ns.example", "/t1?utm=x", "https://go.ns.example/t1?utm=x"},
+	} {
+		g := h.get("GET", tc.host, tc.path)
+		if want := "https://auth.example.com/oauth2/start?rd=" + url.QueryEscape(tc.want); g.status != http.StatusFound || g.header.Get("Location") != want {
+			t.Errorf("%s%s: %d to %q, want %q", tc.host, tc.path, g.status, g.header.Get("Location"), want)
+		}
 	}
 }
