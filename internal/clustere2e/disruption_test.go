@@ -194,8 +194,10 @@ func useUp(g *WithT, tg *target) {
 }
 
 // finish clicks each limited link until it answers 410, so that it has
-// served all it will, then checks the promise: exactly maxUses redirects
-// in all, and status.uses equal to the redirects each link answered.
+// served all it will, then checks the promise: at most maxUses redirects
+// in all, fewer only by forwards answered 503 (lost under load, bound (c)
+// of docs/uses.md), and status.uses equal to the redirects each link
+// answered, high only within the same bounds.
 func (c *cluster) finish(g *WithT, ns string, targets []*target) {
 	for _, tg := range targets {
 		if tg.maxUses == 0 {
@@ -206,14 +208,33 @@ func (c *cluster) finish(g *WithT, ns string, targets []*target) {
 			c.t.Logf("%s: a replica of the previous release gave up its last write; %d of %d uses served", tg.name, tg.counts[http.StatusFound], tg.maxUses)
 			continue // at most maxUses: useUp checked it
 		}
-		g.Expect(tg.counts[http.StatusFound]).To(Equal(tg.maxUses), "%s: every use served (answers: %v)", tg.name, tg.counts)
+		// A forward its holder answered too late (500 ms: at a load of 25
+		// and more, it happens) may have been served by the holder, and
+		// its client was answered 503: docs/uses.md's bound (c). So every
+		// use not served is one a click saw 503 for, and no more.
+		served, unserved := tg.counts[http.StatusFound], tg.counts[http.StatusServiceUnavailable]
+		if served < tg.maxUses {
+			c.t.Logf("%s: %d of %d uses served; %d answers were 503, of which lost forwards (docs/uses.md, bound (c)) may have spent %d",
+				tg.name, served, tg.maxUses, unserved, tg.maxUses-served)
+		}
+		g.Expect(served).To(BeNumerically(">=", tg.maxUses-unserved), "%s: every use served but those of forwards answered 503 (answers: %v)", tg.name, tg.counts)
 	}
 	for _, tg := range targets {
-		want := tg.counts[http.StatusFound]
+		// status.uses counts every redirect, and reads high only by what
+		// the bounds let it: a lost forward's use (c), the quota a replica
+		// of the previous release gave up.
+		low := int64(tg.counts[http.StatusFound])
+		high := low
+		switch {
+		case tg.maxUses > 0 && tg.lostByPrevious:
+			high = int64(tg.maxUses)
+		case tg.maxUses > 0:
+			high = min(int64(tg.maxUses), low+int64(tg.counts[http.StatusServiceUnavailable]))
+		}
 		g.Eventually(func() (int64, error) {
 			uses, _, err := c.status(ns, tg.name)
 			return uses, err
-		}).Should(BeEquivalentTo(want), "%s: status.uses counts every redirect", tg.name)
+		}).Should(SatisfyAll(BeNumerically(">=", low), BeNumerically("<=", high)), "%s: status.uses counts every redirect (%d), and at most %d more", tg.name, low, high-low)
 	}
 }
 
