@@ -309,15 +309,18 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 # k8s.io/api four times (issue 41). internal/repocheck's
 # TestToolsShareTheProjectsVersions keeps the two in step.
 # hack/tools/build.sh builds what is missing, all in one go build;
-# golangci-lint keeps its own module, as its authors advise.
+# golangci-lint keeps its own module, as its authors advise, and so do
+# oauth2-proxy and the test OIDC provider (hack/authproxy, for the e2e test
+# of gated links behind a real auth proxy): oauth2-proxy needs newer
+# versions of a few libraries than linkforge compiles (hack/authproxy/README.md).
 TOOLS_BUILD = LOCALBIN="$(LOCALBIN)" hack/tools/build.sh
 
 .PHONY: tools
-tools: ## Build controller-gen, kustomize, helm, crd-ref-docs, ko and the test Collector (hack/tools) where missing, in one go build.
-	@$(TOOLS_BUILD) controller-gen kustomize helm crd-ref-docs ko otelcol
+tools: ## Build controller-gen, kustomize, helm, crd-ref-docs, ko and the test Collector (hack/tools), oauth2-proxy and the test OIDC provider (hack/authproxy) where missing, in one go build a module.
+	@$(TOOLS_BUILD) controller-gen kustomize helm crd-ref-docs ko otelcol oauth2-proxy mockoidc
 
-.PHONY: controller-gen setup-envtest kustomize helm crd-ref-docs ko
-controller-gen setup-envtest kustomize helm crd-ref-docs ko: ## A tool of hack/tools, built where missing as bin/<tool>-<version> (hack/tools/go.mod's).
+.PHONY: controller-gen setup-envtest kustomize helm crd-ref-docs ko oauth2-proxy mockoidc
+controller-gen setup-envtest kustomize helm crd-ref-docs ko oauth2-proxy mockoidc: ## A tool of hack/tools (or hack/authproxy), built where missing as bin/<tool>-<version> (its go.mod's; a local main as bin/<tool>).
 	@$(TOOLS_BUILD) $@
 
 .PHONY: tools-align

@@ -24,7 +24,7 @@ func (a *authOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&a.proxies, "auth-proxies", "",
 		"Comma-separated CIDRs (or addresses) of the auth proxies in front of the redirector: the only peers (the socket's) whose --auth-user-header and --auth-groups-header are read. Needed with --auth-user-header: a header read from any peer would let anyone sign in as anybody.")
 	fs.StringVar(&a.signInURL, "auth-sign-in-url", "",
-		"Where a request not signed in as anyone a sign-in gated link allows is sent (302), e.g. https://auth.example.com/oauth2/start?rd={url}: {url} becomes the short URL (query-escaped), to come back to. Empty (the default): 403.")
+		"Where a request that is not signed in is sent (302) by a link gated by users or groups, e.g. https://auth.example.com/oauth2/start?rd={url}: {url} becomes the short URL (query-escaped), to come back to. Empty (the default): 403. Someone signed in whom the link does not allow gets 403 either way (sent to sign in, they would come back as the same person, for ever).")
 }
 
 // check reads --auth-proxies and checks the flags go together.

@@ -628,13 +628,21 @@ func TestGatedLinks(t *testing.T) {
 // (the same public base URL), and returns its base URL and its probes'
 // address once it is ready.
 func startSignInReplica(t *testing.T, g *WithT, bin, tmp, kubeconfig, publicBase string) (base, probes string) {
+	return startRedirector(t, g, bin, tmp, kubeconfig, "redirector-signin",
+		append([]string{"--peer-bind-address", "0", "--public-base-url", publicBase, "--auth-sign-in-url", gateSignIn}, gateAuthFlags...)...)
+}
+
+// startRedirector starts the redirector as name, with kubeconfig and args
+// (beside its addresses, which it picks), stopped when t ends (its log on
+// a failure, and no forbidden request allowed), and returns its base URL
+// and its probes' address once it is ready.
+func startRedirector(t *testing.T, g *WithT, bin, tmp, kubeconfig, name string, args ...string) (base, probes string) {
 	addr, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
 	probes, err = devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
-	red, err := devenv.Start("redirector-signin", filepath.Join(tmp, "redirector-signin.log"), filepath.Join(bin, "redirector"),
-		append([]string{"--kubeconfig", kubeconfig, "--bind-address", addr, "--health-probe-bind-address", probes, "--peer-bind-address", "0",
-			"--public-base-url", publicBase, "--auth-sign-in-url", gateSignIn}, gateAuthFlags...)...)
+	red, err := devenv.Start(name, filepath.Join(tmp, name+".log"), filepath.Join(bin, "redirector"),
+		append([]string{"--kubeconfig", kubeconfig, "--bind-address", addr, "--health-probe-bind-address", probes}, args...)...)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		if err := red.Stop(15 * time.Second); err != nil {

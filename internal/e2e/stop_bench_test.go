@@ -178,7 +178,7 @@ func slowKubeconfig(b *testing.B, kubeconfig, dir string, delay time.Duration) s
 	}
 	for _, cl := range cfg.Clusters {
 		host := cl.Server[len("https://"):]
-		cl.Server = "https://" + delayProxy(b, host, delay)
+		cl.Server = "https://" + delayProxy(b, "", host, delay)
 	}
 	path := dir + "/kubeconfig-slow"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
@@ -187,21 +187,26 @@ func slowKubeconfig(b *testing.B, kubeconfig, dir string, delay time.Duration) s
 	return path
 }
 
-// delayProxy forwards TCP connections to target, each chunk delayed by
-// delay, in order; it stops with b.
-func delayProxy(b *testing.B, target string, delay time.Duration) string {
+// delayProxy forwards TCP connections to target, each dialed from the
+// loopback address from ("": any) and each chunk delayed by delay, in
+// order; it stops with tb.
+func delayProxy(tb testing.TB, from, target string, delay time.Duration) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { _ = ln.Close() })
+	tb.Cleanup(func() { _ = ln.Close() })
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
 	go func() {
 		for {
 			in, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			out, err := net.Dial("tcp", target)
+			out, err := d.Dial("tcp", target)
 			if err != nil {
 				_ = in.Close()
 				continue

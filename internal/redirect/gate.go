@@ -32,7 +32,11 @@ import (
 //     words, the size nor the time tell the two apart. A verification runs
 //     within the render budget (pages.Budget: a share of the CPUs, a few at
 //     once), and beyond it is answered 503 with Retry-After;
-//   - else (a sign-in gate only): a redirect to Options.SignInURL, or 403.
+//   - else (a sign-in gate only): whoever is not signed in is sent to
+//     Options.SignInURL (302), or answered 403 without one; a person
+//     signed in whom the link does not allow gets 403 (sent to sign in,
+//     they would come back signed in as the same person, and be sent
+//     again, for ever: a browser's "too many redirects").
 //
 // Previewers get the link's card (or its namespace's, or the neutral one),
 // the preview page shows the card, HEAD the headers of the form: nothing
@@ -86,7 +90,7 @@ const (
 	gateBusy             // a password not checked: the render budget is spent (503)
 	gateAdmitted         // an allowed user or group, from a trusted proxy
 	gateSignIn           // sent to sign in
-	gateForbidden        // 403: not signed in as anyone allowed, and no password
+	gateForbidden        // 403: not signed in as anyone allowed, and no password (nor, for whoever is not signed in, a sign-in URL)
 	numGateResults
 )
 
@@ -122,12 +126,13 @@ const verifyEstimate = 80 * time.Millisecond
 // stop here.
 func (r *Redirector) gate(e *Link, acc *linkAccess, method string, rt route, host, rawQuery string, at requestClock) (a answer, stop bool) {
 	ctx := ctxOf(at)
-	if acc.allowed.Any() && acc.allowed.Admits(r.identity(ctx)) {
+	id := r.identity(ctx)
+	if acc.allowed.Any() && acc.allowed.Admits(id) {
 		r.gateMetrics[gateAdmitted].Inc()
 		return answer{gatePassed: true}, false
 	}
 	if acc.hash == "" {
-		if r.opts.SignInURL != "" && method != methodPost {
+		if r.opts.SignInURL != "" && method != methodPost && !id.SignedIn() {
 			r.gateMetrics[gateSignIn].Inc()
 			return answer{resp: resp302, cacheControl: ccNoStore, location: r.signInURL(rt, host, rawQuery, ctx), click: clickLink, link: e}, true
 		}

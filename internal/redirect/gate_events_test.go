@@ -222,7 +222,8 @@ func TestGateClickEvents(t *testing.T) {
 		{"a member of an allowed group", func() got {
 			return h.get("GET", "", "/ns/t1", "X-Forwarded-User", "bo@example.com", "X-Forwarded-Groups", "dev, platform")
 		}, 302, "team", passed},
-		{"sent to sign in", func() got { return h.get("GET", "", "/ns/t1", "X-Forwarded-User", "bo@example.com") }, 302, "team", notPassed},
+		{"sent to sign in", func() got { return h.get("GET", "", "/ns/t1", "User-Agent", uaPerson) }, 302, "team", notPassed},
+		{"signed in, not allowed", func() got { return h.get("GET", "", "/ns/t1", "X-Forwarded-User", "bo@example.com") }, 403, "team", notPassed},
 		{"a post to a sign-in gate", func() got { return h.post("/ns/t1", "open sesame") }, 403, "team", notPassed},
 		{"a gated link expired", func() got { return h.get("GET", "", "/ns/x1", "User-Agent", uaPerson) }, 410, "old", notPassed},
 		{"a link without a gate", func() got { return h.get("GET", "", "/ns/o1", "User-Agent", uaPerson) }, 302, "open", no},

@@ -131,9 +131,12 @@ func TestPasswordGateLimitsGuesses(t *testing.T) {
 }
 
 // A sign-in gate: an allowed user or group from the trusted auth proxy
-// passes; anybody else is sent to sign in (or 403 without a sign-in URL);
-// the same headers from a peer that is not the auth proxy, or a user
-// header sent twice, sign nobody in.
+// passes; whoever is not signed in is sent to sign in (or 403 without a
+// sign-in URL), someone signed in and not allowed gets 403 (sent to sign
+// in, they would come back as the same person: a loop, which
+// TestGatedLinksBehindOAuth2Proxy found through a real oauth2-proxy); the
+// same headers from a peer that is not the auth proxy, or a user header
+// sent twice, sign nobody in.
 func TestSignInGate(t *testing.T) {
 	trusted, err := clientaddr.ParseProxies("0.0.0.0/0,::/0")
 	if err != nil {
@@ -155,8 +158,9 @@ func TestSignInGate(t *testing.T) {
 	}{
 		{"an allowed user", []string{"X-Forwarded-User", "ana@example.com"}, http.StatusFound},
 		{"a member of an allowed group", []string{"X-Forwarded-User", "bo@example.com", "X-Forwarded-Groups", "dev, platform"}, http.StatusFound},
-		{"another group", []string{"X-Forwarded-User", "bo@example.com", "X-Forwarded-Groups", "dev"}, http.StatusFound /* to sign in */},
-		{"nobody signed in", nil, http.StatusFound},
+		{"signed in, in another group", []string{"X-Forwarded-User", "bo@example.com", "X-Forwarded-Groups", "dev"}, http.StatusForbidden},
+		{"signed in, in no group", []string{"X-Forwarded-User", "bo@example.com"}, http.StatusForbidden},
+		{"nobody signed in", nil, http.StatusFound /* to sign in */},
 	} {
 		g := h.get("GET", "", "/ns/t1", tc.header...)
 		loc := g.header.Get("Location")
@@ -166,8 +170,11 @@ func TestSignInGate(t *testing.T) {
 		}
 		// No public base URL here: the short URL is the path, which the
 		// auth proxy resolves on its own host (never the request's Host).
-		if !passed && loc != "https://auth.example.com/oauth2/start?rd="+url.QueryEscape("/ns/t1") {
+		if g.status == http.StatusFound && !passed && loc != "https://auth.example.com/oauth2/start?rd="+url.QueryEscape("/ns/t1") {
 			t.Errorf("%s: sent to %q", tc.name, loc)
+		}
+		if g.status == http.StatusForbidden {
+			hides(t, tc.name, g)
 		}
 	}
 	req, _ := http.NewRequest("GET", "http://redirector/ns/t1", nil)

@@ -117,8 +117,9 @@ type Options struct {
 	// (gate.go); "": no request is signed in.
 	AuthUserHeader, AuthGroupsHeader string
 	AuthProxies                      clientaddr.Proxies
-	// SignInURL is where a request not signed in as anyone a sign-in gate
-	// allows is sent ({url}: the short URL, to come back to); "": 403.
+	// SignInURL is where a request not signed in is sent by a sign-in
+	// gate ({url}: the short URL, to come back to); "": 403. Someone
+	// signed in whom the gate does not allow gets 403 either way.
 	SignInURL string
 	// GateLimits bound password attempts (zero: gate.DefaultLimits).
 	GateLimits gate.Limits

@@ -12,15 +12,39 @@ import (
 // $HOME for the test.
 func HelmBinary(t testing.TB, root string) string {
 	t.Helper()
-	helm := filepath.Join(root, "bin", "helm")
-	if _, err := os.Stat(helm); err != nil {
-		t.Fatalf("no %s: run `make helm` (make test does) to build the pinned helm", helm)
-	}
+	helm := builtTool(t, root, "helm", "the pinned helm")
 	home := t.TempDir()
 	for _, v := range []string{"HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"} {
 		t.Setenv(v, filepath.Join(home, v))
 	}
 	return helm
+}
+
+// OAuth2ProxyBinary is root/bin/oauth2-proxy, which `make oauth2-proxy`
+// (and make tools) builds from github.com/oauth2-proxy/oauth2-proxy/v7 at
+// the version hack/authproxy/go.mod pins.
+func OAuth2ProxyBinary(t testing.TB, root string) string {
+	t.Helper()
+	return builtTool(t, root, "oauth2-proxy", "the pinned oauth2-proxy")
+}
+
+// MockOIDCBinary is root/bin/mockoidc, oauth2-proxy's mock OpenID Connect
+// provider as a process (hack/authproxy/mockoidc), which `make mockoidc`
+// (and make tools) builds.
+func MockOIDCBinary(t testing.TB, root string) string {
+	t.Helper()
+	return builtTool(t, root, "mockoidc", "the test OpenID Connect provider")
+}
+
+// builtTool is root/bin/name, which `make name` builds (what it is, in
+// the message of a test that finds none).
+func builtTool(t testing.TB, root, name, what string) string {
+	t.Helper()
+	p := filepath.Join(root, "bin", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no %s: run `make %s` (make tools and make test do) to build %s", p, name, what)
+	}
+	return p
 }
 
 // KubectlBinary is the kubectl on PATH, else the one hack/envtest-assets.sh
