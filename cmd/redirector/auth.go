@@ -18,7 +18,7 @@ type authOptions struct {
 
 func (a *authOptions) bind(fs *flag.FlagSet) {
 	fs.StringVar(&a.userHeader, "auth-user-header", "",
-		"Request header in which the auth proxy of --auth-proxies names the signed-in user (oauth2-proxy: X-Forwarded-User or X-Forwarded-Email), for gated links' spec.access.users and groups. Empty (the default): nobody is ever signed in, and links gated by users or groups open for nobody but by their password.")
+		"Request header in which the auth proxy of --auth-proxies names the signed-in user (oauth2-proxy with OIDC: X-Forwarded-Email, the user's email; its X-Forwarded-User is the provider's subject id), for gated links' spec.access.users and groups. Empty (the default): nobody is ever signed in, and links gated by users or groups open for nobody but by their password.")
 	fs.StringVar(&a.groupsHeader, "auth-groups-header", "",
 		"Request header in which the auth proxy names the signed-in user's groups, comma-separated (oauth2-proxy: X-Forwarded-Groups). Needs --auth-user-header.")
 	fs.StringVar(&a.proxies, "auth-proxies", "",
