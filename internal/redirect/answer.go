@@ -95,13 +95,23 @@ type requestClock interface{ Time() time.Time }
 // It neither keeps nor returns any of its string arguments, so a caller
 // may pass strings that alias a buffer it reuses afterwards.
 func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock) answer {
-	if method != methodGet && method != methodHead && method != methodPost {
+	if !takesMethod(method) {
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
 	}
 	if !r.Ready() {
 		return answer{resp: respUnavailable, cacheControl: ccNoStore, retryAfter: hdrRetry}
 	}
-	rt, e := r.lookup(host, path)
+	rt := r.route(host, path)
+	var e *Link
+	if rt.ok {
+		e = r.index.Lookup(rt.ns, rt.code)
+	}
+	if e == nil && !rt.root {
+		// A path that goes on after a code: a link with forwardPath's.
+		if frt, fe := r.forwardRoute(host, path); fe != nil {
+			rt, e = frt, fe
+		}
+	}
 	if method == methodPost && (e.access() == nil || rt.view != viewRedirect) {
 		// Only a gated link's redirect path takes a post: its password.
 		return answer{resp: respBadMethod, cacheControl: ccNoStore}
@@ -135,10 +145,8 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		return r.previewView(rt, path, e, method, at, now)
 	}
 	// Who asks: a previewer never spends a use (previewerAnswer).
-	if method != methodPost {
-		if c, ok := r.previewerOf(method, e, at); ok {
-			return r.previewerAnswer(rt, e, method, rawQuery, at, now, c)
-		}
+	if c, ok := r.previewerOf(method, e, at); ok {
+		return r.previewerAnswer(rt, e, method, rawQuery, at, now, c)
 	}
 	// A gated link: only whoever passes its gate goes on (gate.go).
 	posted, passed := false, false
@@ -162,9 +170,13 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		}
 	}
 	if method == methodGet || posted {
-		if a, spent := r.spendUse(rt, e, method, path, slot, start, now); !spent {
+		switch r.spendUse(e, slot, start) {
+		case uses.Exhausted:
+			a := clickOf(r.gone(rt, e, method, path, now), rt, e)
 			a.client, a.gatePassed = client, passed
 			return a
+		case uses.Unavailable:
+			return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter()), click: clickLink, link: e, client: client, gatePassed: passed}
 		}
 	}
 	r.splitClicked(slot, method)
@@ -181,30 +193,25 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		click: clickLink, chosen: chosen, link: e, target: target, client: client, gatePassed: passed}
 }
 
-// lookup is the route of host and path and the link it names, if any: a
-// path that goes on after a code is a link with forwardPath's.
-func (r *Redirector) lookup(host, path string) (route, *Link) {
-	rt := r.route(host, path)
-	var e *Link
-	if rt.ok {
-		e = r.index.Lookup(rt.ns, rt.code)
-	}
-	if e == nil && !rt.root {
-		if frt, fe := r.forwardRoute(host, path); fe != nil {
-			return frt, fe
-		}
-	}
-	return rt, e
+// takesMethod says whether the redirect port answers method: GET, HEAD,
+// and POST (a gated link's password; answer refuses it elsewhere).
+func takesMethod(method string) bool {
+	return method == methodGet || method == methodHead || method == methodPost
 }
 
 // clickTime is when the request arrived (start) and the time its answer
 // is decided at (now, Unix ns), read only for a link whose answer depends
 // on the time (an expiry, an activation, a tombstone, maxUses): a plain
-// redirect costs no clock read.
+// redirect costs no clock read (and this check is inlined).
 func (r *Redirector) clickTime(e *Link, at requestClock) (start time.Time, now int64) {
 	if e.flags&(flagTombstone|flagExpires|flagMaxUses|flagActivates) == 0 {
 		return start, 0
 	}
+	return r.readClock(at)
+}
+
+// readClock is clickTime's reading of the clocks.
+func (r *Redirector) readClock(at requestClock) (start time.Time, now int64) {
 	start = at.Time()
 	now = start.UnixNano()
 	if r.clock != nil {
@@ -216,28 +223,26 @@ func (r *Redirector) clickTime(e *Link, at requestClock) (start time.Time, now i
 // spendUse counts a use of e: a GET (or a gated link's right password)
 // answered with a redirect, to anyone but a previewer (HEAD is not one).
 // A split click (slot >= 0) is counted first, so the write of its use has
-// it. A limited link whose use cannot be taken is not spent, and a is its
-// answer: gone when its uses are, 503 while its quota cannot be had.
-func (r *Redirector) spendUse(rt route, e *Link, method, path string, slot int, start time.Time, now int64) (a answer, spent bool) {
+// it. A limited link's use that cannot be taken is not spent: Exhausted
+// (its uses are gone) or Unavailable (no quota at hand), which the caller
+// answers. It returns a Verdict, not an answer, as the hit path copies
+// what a call returns.
+func (r *Redirector) spendUse(e *Link, slot int, start time.Time) uses.Verdict {
 	if r.opts.Uses == nil || e.counter == nil {
-		return answer{}, true
+		return uses.Served
 	}
 	if slot >= 0 {
 		e.counter.CountSplit(slot, 1)
 	}
 	if !e.is(flagMaxUses) {
 		r.opts.Uses.Count(e.counter)
-		return answer{}, true
+		return uses.Served
 	}
-	switch r.opts.Uses.Take(e.counter, start) {
-	case uses.Exhausted:
+	v := r.opts.Uses.Take(e.counter, start)
+	if v != uses.Served {
 		e.counter.CountSplit(slot, -1)
-		return clickOf(r.gone(rt, e, method, path, now), rt, e), false
-	case uses.Unavailable:
-		e.counter.CountSplit(slot, -1)
-		return answer{resp: respNoQuota, cacheControl: ccNoStore, retryAfter: retryAfterSeconds(e.counter.RetryAfter()), click: clickLink, link: e}, false
 	}
-	return answer{}, true
+	return v
 }
 
 // previewView answers the preview page ("+") of e. The page names the
@@ -266,8 +271,8 @@ func (r *Redirector) previewView(rt route, path string, e *Link, method string, 
 // User-Agent (remembered); a request without a RequestCtx (tests) reads
 // as one without an agent.
 func (r *Redirector) previewerOf(method string, e *Link, at requestClock) (agent.Class, bool) {
-	if method != methodGet && !e.is(flagMaxUses|flagCard) && e.access() == nil {
-		return agent.Unknown, false
+	if method == methodPost || method != methodGet && !e.is(flagMaxUses|flagCard) && e.access() == nil {
+		return agent.Unknown, false // a post is a person's password, whatever its agent
 	}
 	who := emptyAgent
 	if ctx := ctxOf(at); ctx != nil {
