@@ -845,15 +845,7 @@ func TestRoutingHeaders(t *testing.T) {
 	root := moduleRoot(t)
 	helm := testenv.HelmBinary(t, root)
 	headerArgs := func(set map[string]object) []string {
-		d := set["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
-		ct := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
-		var out []string
-		for _, a := range ct["args"].([]any) {
-			if s := a.(string); strings.HasPrefix(s, "--country-header") || strings.HasPrefix(s, "--client-address-header") || strings.HasPrefix(s, "--trusted-proxies") {
-				out = append(out, s)
-			}
-		}
-		return out
+		return redirectorArgs(set, "--country-header", "--client-address-header", "--trusted-proxies")
 	}
 	if a := headerArgs(helmTemplate(t, helm, root)); len(a) != 0 {
 		t.Errorf("default header flags %v, want none", a)
@@ -884,17 +876,7 @@ func TestRoutingHeaders(t *testing.T) {
 func TestAuthValues(t *testing.T) {
 	root := moduleRoot(t)
 	helm := testenv.HelmBinary(t, root)
-	authArgs := func(set map[string]object) []string {
-		d := set["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
-		ct := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
-		var out []string
-		for _, a := range ct["args"].([]any) {
-			if s := a.(string); strings.HasPrefix(s, "--auth-") {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
+	authArgs := func(set map[string]object) []string { return redirectorArgs(set, "--auth-") }
 	if a := authArgs(helmTemplate(t, helm, root)); len(a) != 0 {
 		t.Errorf("default auth flags %v, want none", a)
 	}
@@ -918,6 +900,24 @@ func TestAuthValues(t *testing.T) {
 			t.Errorf("helm template --set %s: %v, %s; want a failure with %q", set, err, tail(string(out), 300), want)
 		}
 	}
+}
+
+// redirectorArgs are the redirector container's args that start with one
+// of prefixes, in their order.
+func redirectorArgs(set map[string]object, prefixes ...string) []string {
+	d := set["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
+	ct := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+	var out []string
+	for _, a := range ct["args"].([]any) {
+		s := a.(string)
+		for _, p := range prefixes {
+			if strings.HasPrefix(s, p) {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func tail(s string, n int) string {

@@ -115,6 +115,20 @@ spec: {url: 'https://example.com/open'}
 	}).Should(HavePrefix(ask + "/oauth2/start"))
 
 	hosts := map[string]string{everyAddr: "proxy", askAddr: "proxy", provider.host: "provider"}
+	// signIn queues c's person at the provider, follows the login from
+	// target and checks where it ended: the hops of login, then c's status
+	// and Location, and nothing of the destination without one.
+	signIn := func(g Gomega, target string, login []string, c signInCase) {
+		provider.queue(g, c.email, c.groups...)
+		r, hops, err := browse(target, hosts)
+		g.Expect(err).NotTo(HaveOccurred(), "%s: %v", c.email, hops)
+		g.Expect(hops).To(Equal(login), c.email)
+		g.Expect(r.status).To(Equal(c.status), "%s: %s", c.email, r)
+		g.Expect(r.header.Get("Location")).To(Equal(c.location), c.email)
+		if c.location == "" {
+			g.Expect(r.showsDestination()).To(BeFalse(), "%s", r)
+		}
+	}
 	gateMetric := func(probes, result string) float64 {
 		return metricWith(probes, "linkforge_redirector_gate_total", `result="`+result+`"`)
 	}
@@ -123,25 +137,12 @@ spec: {url: 'https://example.com/open'}
 		g := newG(t)
 		login := []string{"proxy " + team, "provider /oidc/authorize", "proxy /oauth2/callback", "proxy " + team}
 		admitted, forbidden := gateMetric(pr.redirectProbes, "admitted"), gateMetric(pr.redirectProbes, "forbidden")
-		for _, c := range []struct {
-			email    string
-			groups   []string
-			status   int
-			location string
-		}{
+		for _, c := range []signInCase{
 			{"alice@example.com", []string{"sre", "oncall"}, http.StatusFound, dest("team")},
 			{"carol@example.com", nil, http.StatusFound, dest("team")},
 			{"bob@example.com", []string{"marketing"}, http.StatusForbidden, ""},
 		} {
-			provider.queue(g, c.email, c.groups...)
-			r, hops, err := browse(every+team, hosts)
-			g.Expect(err).NotTo(HaveOccurred(), "%s: %v", c.email, hops)
-			g.Expect(hops).To(Equal(login), c.email)
-			g.Expect(r.status).To(Equal(c.status), "%s: %s", c.email, r)
-			g.Expect(r.header.Get("Location")).To(Equal(c.location), c.email)
-			if c.location == "" {
-				g.Expect(r.showsDestination()).To(BeFalse(), "%s", r)
-			}
+			signIn(g, every+team, login, c)
 		}
 		g.Expect(gateMetric(pr.redirectProbes, "admitted")).To(Equal(admitted+2), "the redirector admitted alice and carol")
 		g.Expect(gateMetric(pr.redirectProbes, "forbidden")).To(Equal(forbidden+1), "the 403 is the redirector's")
@@ -178,26 +179,13 @@ spec: {url: 'https://example.com/open'}
 
 		login := []string{"proxy " + team, "proxy /oauth2/start", "provider /oidc/authorize", "proxy /oauth2/callback", "proxy " + team}
 		admitted, forbidden := gateMetric(askProbes, "admitted"), gateMetric(askProbes, "forbidden")
-		for _, c := range []struct {
-			email    string
-			groups   []string
-			status   int
-			location string
-		}{
+		for _, c := range []signInCase{
 			{"alice@example.com", []string{"oncall", "sre"}, http.StatusFound, dest("team")},
 			// Signed in, and not allowed: 403, not the sign-in again,
 			// which signs the same person in and comes back, for ever.
 			{"bob@example.com", []string{"marketing"}, http.StatusForbidden, ""},
 		} {
-			provider.queue(g, c.email, c.groups...)
-			r, hops, err := browse(ask+team, hosts)
-			g.Expect(err).NotTo(HaveOccurred(), "%s: %v", c.email, hops)
-			g.Expect(hops).To(Equal(login), c.email)
-			g.Expect(r.status).To(Equal(c.status), "%s: %s", c.email, r)
-			g.Expect(r.header.Get("Location")).To(Equal(c.location), c.email)
-			if c.location == "" {
-				g.Expect(r.showsDestination()).To(BeFalse(), "%s", r)
-			}
+			signIn(g, ask+team, login, c)
 		}
 		g.Expect(gateMetric(askProbes, "admitted")).To(Equal(admitted+1), "the redirector admitted alice")
 		g.Expect(gateMetric(askProbes, "forbidden")).To(Equal(forbidden+1), "the 403 is the redirector's")
@@ -317,4 +305,13 @@ func startLogged(t *testing.T, g *WithT, tmp, name, bin string, args ...string) 
 		}
 	})
 	return p
+}
+
+// signInCase is a person who signs in through oauth2-proxy, and where
+// the login ends.
+type signInCase struct {
+	email    string
+	groups   []string
+	status   int
+	location string
 }
