@@ -79,7 +79,7 @@ func BenchmarkUnreachableHolder(b *testing.B) {
 	all := []string{holder[0].addr, others[0].addr, others[1].addr}
 	// A link not served within loadedMachine times the bound counts as
 	// never served.
-	waits, redirects := clickUntilServed(hc, paths, all[1:], all, loadedMachine*holderBound)
+	waits, redirects, _ := clickUntilServed(hc, paths, all[1:], all, loadedMachine*holderBound)
 	for b.Loop() {
 	}
 	wrong := 0

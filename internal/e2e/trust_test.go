@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -99,29 +98,22 @@ func TestUntrustedPeers(t *testing.T) {
 				g.Expect(l.Status.Reservations).To(HaveLen(1))
 				g.Expect(l.Status.Reservations[0].PeerAddress).To(Equal(nowhere))
 				paths[i] = "/uses/" + l.Status.Code
-			}).WithTimeout(30*time.Second).Should(Succeed(), func() string {
-				resp, err := http.Get("http://" + a.probes + "/metrics")
-				if err != nil {
-					return err.Error()
-				}
-				defer func() { _ = resp.Body.Close() }()
-				body, _ := io.ReadAll(resp.Body)
-				var lines []string
-				for _, l := range strings.Split(string(body), "\n") {
-					if strings.HasPrefix(l, "linkforge_redirector_uses") || strings.HasPrefix(l, "linkforge_redirector_peer") {
-						lines = append(lines, l)
-					}
-				}
-				return strings.Join(lines, "\n")
-			})
+			}).WithTimeout(30*time.Second).Should(Succeed(), func() string { return usesMetrics(a.probes) })
 			for _, r := range []*replica{b, c} {
 				g.Eventually(func() int { return u.head(r.addr, paths[i]) }).Should(Equal(http.StatusFound))
 			}
 		}
-		waits, redirects := clickUntilServed(u.client, paths, addrs(b, c), addrs(u.replicas...), servedWithin)
+		waits, redirects, answers := clickUntilServed(u.client, paths, addrs(b, c), addrs(u.replicas...), servedWithin)
 		testtiming.Of(t).Logf("first click to redirect: p50 %v, p99 %v (max of %d)", waits[links/2].Round(time.Millisecond), waits[links-1].Round(time.Millisecond), links)
 		for i, n := range redirects {
-			g.Expect(n).To(Equal(1), "held-%d redirected %d times (0: not within %s of its first click)", i, n, servedWithin)
+			g.Expect(n).To(Equal(1), func() string {
+				// What the link's status and the replicas say tells a
+				// holder that never handed the quota back from one
+				// taken back as used.
+				l, err := u.link(fmt.Sprintf("held-%d", i))
+				return fmt.Sprintf("held-%d redirected %d times (0: not within %s of its first click); answers until then %v; its status now %+v (%v)\n%s",
+					i, n, servedWithin, answers[i], l, err, replicasUsesMetrics(u.replicas...))
+			})
 		}
 	})
 
@@ -256,12 +248,23 @@ func addrs(rs ...*replica) []string {
 	return out
 }
 
+// replicasUsesMetrics is usesMetrics of each of replicas, named.
+func replicasUsesMetrics(replicas ...*replica) string {
+	var out []string
+	for _, r := range replicas {
+		out = append(out, "--- "+r.name+" ---\n"+usesMetrics(r.probes))
+	}
+	return strings.Join(out, "\n")
+}
+
 // clickUntilServed clicks each path (single-use links) on the redirectors
 // clickOn in turn, every 100 ms, until it redirects (giveUp after its first
 // click at most), then 10 times more over all of them. It returns how long
 // each took from its first click, sorted (an hour for one never served),
-// and how many redirects each path got.
-func clickUntilServed(hc *http.Client, paths, clickOn, all []string, giveUp time.Duration) ([]time.Duration, []int) {
+// how many redirects each path got, and each path's answers by status (0:
+// no answer), which tell a link never served (503s) from one taken back
+// as used (410s).
+func clickUntilServed(hc *http.Client, paths, clickOn, all []string, giveUp time.Duration) ([]time.Duration, []int, []map[int]int) {
 	get := func(addr, path string) int {
 		resp, err := hc.Get("http://" + addr + path)
 		if err != nil {
@@ -272,6 +275,7 @@ func clickUntilServed(hc *http.Client, paths, clickOn, all []string, giveUp time
 	}
 	waits := make([]time.Duration, len(paths))
 	redirects := make([]int, len(paths))
+	answers := make([]map[int]int, len(paths))
 	var wg sync.WaitGroup
 	for i, path := range paths {
 		wg.Go(func() {
@@ -280,8 +284,11 @@ func clickUntilServed(hc *http.Client, paths, clickOn, all []string, giveUp time
 			// measured to that.
 			tick := time.NewTicker(100 * time.Millisecond)
 			defer tick.Stop()
+			answers[i] = map[int]int{}
 			for n := 0; time.Since(start) < giveUp; n, _ = n+1, <-tick.C {
-				if get(clickOn[n%len(clickOn)], path) == http.StatusFound {
+				code := get(clickOn[n%len(clickOn)], path)
+				answers[i][code]++
+				if code == http.StatusFound {
 					redirects[i]++
 					waits[i] = time.Since(start)
 					break
@@ -299,7 +306,7 @@ func clickUntilServed(hc *http.Client, paths, clickOn, all []string, giveUp time
 	}
 	wg.Wait()
 	slices.Sort(waits)
-	return waits, redirects
+	return waits, redirects, answers
 }
 
 // get sends one GET to addr and returns the status, 0 on error.

@@ -116,8 +116,8 @@ func (u *usesEnv) hitExplained(i int, path string) (int, string) {
 		r.name, resp.StatusCode, body, resp.Header.Get("Retry-After"), usesMetrics(r.probes))
 }
 
-// usesMetrics is the counters of linkforge_redirector_uses_* that addr's
-// /metrics serves, one a line.
+// usesMetrics is the counters of linkforge_redirector_uses_* and
+// linkforge_redirector_peer_* that addr's /metrics serves, one a line.
 func usesMetrics(addr string) string {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -127,7 +127,7 @@ func usesMetrics(addr string) string {
 	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, "linkforge_redirector_uses_") && !strings.Contains(line, "_bucket{") {
+		if line := sc.Text(); (strings.HasPrefix(line, "linkforge_redirector_uses_") || strings.HasPrefix(line, "linkforge_redirector_peer_")) && !strings.Contains(line, "_bucket{") {
 			lines = append(lines, line)
 		}
 	}

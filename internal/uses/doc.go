@@ -61,8 +61,13 @@
 //     replica there proves it cannot take this one's requests) marks the
 //     holder's reservation returnRequested in the reservation write that
 //     found no quota; the holder returns its unused quota when its
-//     informer shows the mark. Congestion, slowness and the forwarder's
-//     own limits (NotForwarded, Lost) mark nothing.
+//     informer shows the mark (roundWriters returns at a time: asked for
+//     many links at once, the last is not returned after the askers would
+//     take it back). Congestion, slowness and the forwarder's own limits
+//     (NotForwarded, Lost) mark nothing.
+//   - Rounds (flush.go). A flush round writes roundWriters links at a time,
+//     paced by the budget: one at a time, an API server slow to answer
+//     would let the round's last leases lapse while their holder lives.
 //   - The last use (forward.go). A reservation used up is written at once,
 //     so a limit reached shows in status within a write.
 //   - Releasing (release.go). A stopping replica writes every link it holds,

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -318,26 +320,64 @@ func (u *Uses) Flush(ctx context.Context, final bool) int64 {
 	return pending
 }
 
-// flushRound writes todo in order as the budget allows: a round may spend
-// the budget of one interval (it waits for tokens until the next round is
-// due) and leaves the rest to that round.
+// flushRound writes todo in order as the budget allows, roundWriters at a
+// time: a round may spend the budget of one interval (it waits for tokens
+// until the next round is due) and leaves the rest to that round.
 func (u *Uses) flushRound(ctx context.Context, todo []*Counter) {
 	u.roundEnd = time.Now().Add(u.opts.FlushInterval) // a real deadline for the budget's wait
-	for _, c := range todo {
-		if ctx.Err() != nil {
-			return
-		}
+	var logged sync.Once
+	eachAtOnce(ctx, todo, roundWriters, func(c *Counter) (stop bool) {
 		err := u.flushWithin(ctx, c, false, budgetRound)
 		switch {
 		case errors.Is(err, errNoBudget):
-			return
+			return true
 		case err != nil:
 			// The API server is unreachable or refusing: the rest of the
 			// round would only wait for it too.
-			u.opts.Log.Info("cannot write uses yet; they wait for the next round", "link", c.name(), "error", err.Error())
-			return
+			logged.Do(func() {
+				u.opts.Log.Info("cannot write uses yet; they wait for the next round", "link", c.name(), "error", err.Error())
+			})
+			return true
 		}
+		return false
+	})
+}
+
+// roundWriters is how many writes a flush round, and the returns another
+// replica asked for, have in flight at once. A write is a live read and a
+// patch: one at a time, an API server that takes 250 ms a request under
+// load allows two writes a second, fewer than the renewals of 25 links
+// with a 6 s lease need, and the leases lapse (another replica then takes
+// them back, counted as used, though this one is alive). Eight at a time
+// keep the budget (--uses-writes-per-second, 20) the limit up to 400 ms a
+// request; the budget's pace still spaces their starts.
+const roundWriters = 8
+
+// eachAtOnce calls write for each of todo in order, at most workers at a
+// time, and returns when every call has. Once a call returns stop (no
+// budget left, the API server failing), or ctx ends, the links not yet
+// begun are left for the next round.
+func eachAtOnce(ctx context.Context, todo []*Counter, workers int, write func(*Counter) (stop bool)) {
+	work := make(chan *Counter)
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	for range min(workers, len(todo)) {
+		wg.Go(func() {
+			for c := range work {
+				if !stopped.Load() && write(c) {
+					stopped.Store(true)
+				}
+			}
+		})
 	}
+	for _, c := range todo {
+		if ctx.Err() != nil || stopped.Load() {
+			break
+		}
+		work <- c
+	}
+	close(work)
+	wg.Wait()
 }
 
 // flushWithin is flushOne within writeTimeout; a link deleted meanwhile is

@@ -138,13 +138,20 @@ func (u *Uses) runReturns(ctx context.Context) {
 			return
 		case <-u.returnKick:
 		}
-		for _, c := range u.takeReturns() {
-			if ctx.Err() != nil {
-				return
-			}
-			u.returnOne(ctx, c)
-		}
+		u.returnQueued(ctx)
 	}
+}
+
+// returnQueued writes the links queued by requestReturn, roundWriters at
+// once: a replica nobody could reach is asked for many links together (a
+// campaign clicked on the others), and each return waits for a write;
+// returned one by one, the last would come after the others take their
+// reservations back as used.
+func (u *Uses) returnQueued(ctx context.Context) {
+	eachAtOnce(ctx, u.takeReturns(), roundWriters, func(c *Counter) bool {
+		u.returnOne(ctx, c)
+		return false
+	})
 }
 
 // takeReturns empties the queue of requestReturn.

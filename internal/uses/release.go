@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync"
 	"time"
 )
 
@@ -25,28 +24,15 @@ func (u *Uses) Stop(ctx context.Context) int64 {
 // the shutdown timeout in ctx bounds it). Each link's writes are still one
 // at a time (its lock).
 func (u *Uses) releaseAll(ctx context.Context, todo []*Counter) {
-	work := make(chan *Counter)
-	var wg sync.WaitGroup
-	for range min(releaseWorkers, len(todo)) {
-		wg.Go(func() {
-			for c := range work {
-				// A rollout has the other replicas writing the link too:
-				// its writes are retried until the shutdown timeout.
-				err := untilWon(ctx, func() error { return u.flushWithin(ctx, c, true, budgetNone) })
-				if err != nil {
-					u.opts.Log.Info("cannot write uses before stopping", "link", c.name(), "error", err.Error())
-				}
-			}
-		})
-	}
-	for _, c := range todo {
-		if ctx.Err() != nil {
-			break
+	eachAtOnce(ctx, todo, releaseWorkers, func(c *Counter) bool {
+		// A rollout has the other replicas writing the link too: its
+		// writes are retried until the shutdown timeout.
+		err := untilWon(ctx, func() error { return u.flushWithin(ctx, c, true, budgetNone) })
+		if err != nil {
+			u.opts.Log.Info("cannot write uses before stopping", "link", c.name(), "error", err.Error())
 		}
-		work <- c
-	}
-	close(work)
-	wg.Wait()
+		return false
+	})
 }
 
 // untilWon runs write, and again while it loses every race, until ctx
