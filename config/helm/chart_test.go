@@ -388,7 +388,8 @@ func TestLint(t *testing.T) {
 // TestApplyToEnvtest applies the rendered chart (CRD included, and the
 // HTTPRoute and Ingress of expose, with the Gateway API's HTTPRoute CRD) to
 // an envtest API server with no CRD installed, checks every object exists and
-// the ServiceAccounts are granted what they need, then installs a second
+// the ServiceAccounts are granted what they need, has the API server check
+// config/expose's objects (a server-side dry run), then installs a second
 // release with `helm install`. No pods run in envtest; creating the objects
 // is the test.
 func TestApplyToEnvtest(t *testing.T) {
@@ -427,6 +428,14 @@ expose:
 		t.Fatal(err)
 	}
 	k("apply", "--server-side", "-f", rendered)
+	// config/expose's components, as config/default renders them.
+	for _, c := range []string{"httproute", "ingress"} {
+		exposed := filepath.Join(t.TempDir(), c+".yaml")
+		if err := os.WriteFile(exposed, []byte(run(t, kubectl, "kustomize", defaultWith(t, root, "#components:", "#- ../expose/"+c))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		k("apply", "--server-side", "--dry-run=server", "--force-conflicts", "-f", exposed)
+	}
 	names := strings.Fields(k("get", "-f", rendered, "-o", "name"))
 	set := parse(t, []byte(out))
 	if len(names) != len(set) {

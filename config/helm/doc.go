@@ -3,7 +3,8 @@
 // `kubectl kustomize config/default` (names, namespaces, labels, RBAC rules,
 // Deployments), its copies of the generated CRD and roles equal their sources,
 // its expose values render the HTTPRoute and Ingress and the public base URL
-// they give, and refuse each bad value with a message, and the rendered chart
+// they give (as the components of config/expose do), and refuse each bad value
+// with a message, and the rendered chart
 // applies to an envtest API server (the HTTPRoute against the Gateway API's
 // CRD, which `go mod download` fetches).
 //

@@ -432,3 +432,94 @@ func dig(v any, keys ...string) any {
 	}
 	return v
 }
+
+// TestExposeMatchesKustomize: the components config/expose/httproute and
+// config/expose/ingress, enabled in config/default, render what the chart
+// renders with the same values (the object, and the base URL patched into
+// both Deployments), and a component's base URL follows its first host when
+// that is changed.
+func TestExposeMatchesKustomize(t *testing.T) {
+	root := moduleRoot(t)
+	helm := testenv.HelmBinary(t, root)
+	kubectl := testenv.KubectlBinary(t, root)
+	for _, c := range []struct {
+		component, values, key string
+	}{
+		{"httproute", `
+expose:
+  httpRoute:
+    enabled: true
+    hostnames: [go.example.com]
+    parentRefs: [{name: web, namespace: gateway-system, sectionName: https}]`, routeKey},
+		{"ingress", `
+expose:
+  ingress:
+    enabled: true
+    className: nginx
+    hosts: [go.example.com]
+    tls: [{secretName: linkforge-tls, hosts: [go.example.com]}]
+    annotations: {cert-manager.io/cluster-issuer: letsencrypt}`, ingressKey},
+	} {
+		t.Run(c.component, func(t *testing.T) {
+			want := kustomizeBuild(t, kubectl, defaultWith(t, root, "#components:", "#- ../expose/"+c.component))
+			if _, ok := want[c.key]; !ok {
+				t.Fatalf("config/expose/%s renders no %s", c.component, c.key)
+			}
+			if got := baseURLArgs(want); !slices.Equal(got, wantBaseURL("https://go.example.com")) {
+				t.Errorf("config/expose/%s: base URL flags %q, want %q", c.component, got, wantBaseURL("https://go.example.com"))
+			}
+			compareSets(t, want, helmTemplate(t, helm, root, "--set", "namespace.create=true", "-f", writeValues(t, c.values)))
+		})
+		t.Run(c.component+": the base URL follows the host", func(t *testing.T) {
+			// A copy of the component with another host, as an overlay
+			// would have it.
+			src := filepath.Join(root, "config", "expose", c.component)
+			dst := filepath.Join(t.TempDir(), c.component)
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			entries, err := os.ReadDir(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				b, err := os.ReadFile(filepath.Join(src, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.Name() != "kustomization.yaml" {
+					b = bytes.ReplaceAll(b, []byte("go.example.com"), []byte("links.example.org"))
+				}
+				if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := defaultWith(t, root, "#components:", "#- ../expose/"+c.component)
+			k, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, err := filepath.Rel(dir, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k = regexp.MustCompile(`(?m)^- \S*/expose/`+c.component+`$`).ReplaceAll(k, []byte("- "+rel))
+			if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), k, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			set := kustomizeBuild(t, kubectl, dir)
+			if got, want := baseURLArgs(set), wantBaseURL("https://links.example.org"); !slices.Equal(got, want) {
+				t.Errorf("base URL flags %q, want %q", got, want)
+			}
+			if !strings.Contains(compact(set[c.key]["spec"]), "links.example.org") {
+				t.Errorf("%s: %s, want the host links.example.org", c.key, compact(set[c.key]["spec"]))
+			}
+		})
+	}
+	t.Run("absent by default", func(t *testing.T) {
+		set := kustomizeBuild(t, kubectl, filepath.Join(root, "config", "default"))
+		if n := countKind(set, "HTTPRoute") + countKind(set, "Ingress"); n != 0 || len(baseURLArgs(set)) != 0 {
+			t.Errorf("config/default renders %d HTTPRoutes and Ingresses and the base URL flags %q, want none", n, baseURLArgs(set))
+		}
+	})
+}
