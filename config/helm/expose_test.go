@@ -523,3 +523,29 @@ expose:
 		}
 	})
 }
+
+// TestServiceAnnotations: redirector.service.annotations (a load balancer's
+// TLS, docs/install.md#a-plain-loadbalancer-service) are the redirect
+// Service's, and it has none by default.
+func TestServiceAnnotations(t *testing.T) {
+	root := moduleRoot(t)
+	helm := testenv.HelmBinary(t, root)
+	const svc = "v1 Service " + namespace + "/linkforge-redirector"
+	annotations := func(set map[string]object) any { return set[svc]["metadata"].(map[string]any)["annotations"] }
+	if a := annotations(helmTemplate(t, helm, root)); a != nil {
+		t.Errorf("default annotations %v, want none", a)
+	}
+	set := helmTemplate(t, helm, root, "-f", writeValues(t, `
+redirector:
+  service:
+    type: LoadBalancer
+    port: 443
+    annotations: {service.beta.kubernetes.io/aws-load-balancer-ssl-cert: "arn:aws:acm:eu-west-1:1:certificate/x"}`))
+	want := decodeOne(t, `{service.beta.kubernetes.io/aws-load-balancer-ssl-cert: "arn:aws:acm:eu-west-1:1:certificate/x"}`)
+	if d := diff("annotations", want, annotations(set)); len(d) > 0 {
+		t.Errorf("the Service's annotations differ (- want, + got):\n%s", strings.Join(d, "\n"))
+	}
+	if spec := compact(set[svc]["spec"]); !strings.Contains(spec, `"type":"LoadBalancer"`) || !strings.Contains(spec, `"port":443`) {
+		t.Errorf("the Service's spec %s, want type LoadBalancer on port 443", spec)
+	}
+}
