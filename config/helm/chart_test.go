@@ -385,10 +385,13 @@ func TestLint(t *testing.T) {
 	run(t, testenv.HelmBinary(t, root), "lint", "--strict", filepath.Join(root, "config", "helm", "linkforge"))
 }
 
-// TestApplyToEnvtest applies the rendered chart (CRD included) to an envtest
-// API server with no CRD installed, checks every object exists and the
-// ServiceAccounts are granted what they need, then installs a second release
-// with `helm install`. No pods run in envtest; creating the objects is the test.
+// TestApplyToEnvtest applies the rendered chart (CRD included, and the
+// HTTPRoute and Ingress of expose, with the Gateway API's HTTPRoute CRD) to
+// an envtest API server with no CRD installed, checks every object exists and
+// the ServiceAccounts are granted what they need, has the API server check
+// config/expose's objects (a server-side dry run), then installs a second
+// release with `helm install`. No pods run in envtest; creating the objects
+// is the test.
 func TestApplyToEnvtest(t *testing.T) {
 	root := moduleRoot(t)
 	helm := testenv.HelmBinary(t, root)
@@ -398,14 +401,41 @@ func TestApplyToEnvtest(t *testing.T) {
 		return run(t, kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	}
 
+	// The HTTPRoute CRD, so that the API server checks the chart's routes
+	// against the Gateway API's own schema and rules.
+	k("apply", "--server-side", "-f", httpRouteCRD(t))
+	k("wait", "--for=condition=Established", "--timeout=60s", "crd/httproutes.gateway.networking.k8s.io")
+
 	rendered := filepath.Join(t.TempDir(), "linkforge.yaml")
 	out := run(t, helm, "template", release, filepath.Join(root, "config", "helm", "linkforge"),
-		"--namespace", namespace, "--set", "namespace.create=true", "--set", "baseURL=https://go.example.com",
-		"--set", "destinationPolicy.enabled=true", "--set", "networkPolicy.enabled=true")
+		"--namespace", namespace, "--set", "namespace.create=true",
+		"--set", "destinationPolicy.enabled=true", "--set", "networkPolicy.enabled=true",
+		"-f", writeValues(t, `
+expose:
+  httpRoute:
+    enabled: true
+    hostnames: [go.example.com, "*.go.example.com"]
+    parentRefs: [{name: web, namespace: gateway-system, sectionName: https}, {name: internal}]
+    annotations: {example.com/owner: links}
+  ingress:
+    enabled: true
+    className: nginx
+    hosts: [go.example.com, "*.go.example.com"]
+    tls: [{secretName: linkforge-tls, hosts: [go.example.com, "*.go.example.com"]}]
+    annotations: {cert-manager.io/cluster-issuer: letsencrypt}
+`))
 	if err := os.WriteFile(rendered, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	k("apply", "--server-side", "-f", rendered)
+	// config/expose's components, as config/default renders them.
+	for _, c := range []string{"httproute", "ingress"} {
+		exposed := filepath.Join(t.TempDir(), c+".yaml")
+		if err := os.WriteFile(exposed, []byte(run(t, kubectl, "kustomize", defaultWith(t, root, "#components:", "#- ../expose/"+c))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		k("apply", "--server-side", "--dry-run=server", "--force-conflicts", "-f", exposed)
+	}
 	names := strings.Fields(k("get", "-f", rendered, "-o", "name"))
 	set := parse(t, []byte(out))
 	if len(names) != len(set) {
@@ -905,7 +935,13 @@ func TestAuthValues(t *testing.T) {
 // redirectorArgs are the redirector container's args that start with one
 // of prefixes, in their order.
 func redirectorArgs(set map[string]object, prefixes ...string) []string {
-	d := set["apps/v1 Deployment "+namespace+"/linkforge-redirector"]
+	return deploymentArgs(set, "linkforge-redirector", prefixes...)
+}
+
+// deploymentArgs are the args of the first container of the Deployment
+// name that start with one of prefixes, in their order.
+func deploymentArgs(set map[string]object, name string, prefixes ...string) []string {
+	d := set["apps/v1 Deployment "+namespace+"/"+name]
 	ct := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 	var out []string
 	for _, a := range ct["args"].([]any) {

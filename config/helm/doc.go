@@ -2,7 +2,11 @@
 // with its default values the chart renders the same objects as
 // `kubectl kustomize config/default` (names, namespaces, labels, RBAC rules,
 // Deployments), its copies of the generated CRD and roles equal their sources,
-// and the rendered chart applies to an envtest API server.
+// its expose values render the HTTPRoute and Ingress and the public base URL
+// they give (as the components of config/expose do), and refuse each bad value
+// with a message, and the rendered chart
+// applies to an envtest API server (the HTTPRoute against the Gateway API's
+// CRD, which `go mod download` fetches).
 //
 // The tests run bin/helm, which `make helm` builds (`make test` does it first).
 package chart

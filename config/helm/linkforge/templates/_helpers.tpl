@@ -107,3 +107,106 @@ The ServiceAccount names.
 {{- if or .cloudEvents.url .otlp.endpoint .otlp.logsEndpoint }}true{{ end -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+Fails unless .host is a host name an HTTPRoute and an Ingress both take: a DNS
+name in lower case (labels of a-z, 0-9 and -, at most 63 characters each, 253
+in all), not an IP address, perhaps a wildcard "*." before it. .at names the
+value in the message. Call with (dict "host" $h "at" "expose.ingress.hosts[0]").
+*/}}
+{{- define "linkforge.checkHost" -}}
+{{- $h := .host }}
+{{- if not (kindIs "string" $h) }}
+{{- fail (printf "%s: %v is not a host name: want a string such as go.example.com" .at $h) }}
+{{- end }}
+{{- $name := trimPrefix "*." $h }}
+{{- if contains "://" $h }}
+{{- fail (printf "%s: %q is a URL: want its host alone, such as go.example.com (set baseURL for a URL)" .at $h) }}
+{{- else if gt (len (splitList ":" $h)) 2 }}
+{{- fail (printf "%s: %q is an IP address: routes and Ingresses match host names only" .at $h) }}
+{{- else if contains ":" $h }}
+{{- fail (printf "%s: %q: want a host name alone, without a port (routes match the name; the port is the Gateway's listener or the Ingress controller's)" .at $h) }}
+{{- else if contains "*" $name }}
+{{- fail (printf "%s: %q: a wildcard is \"*.\" before a name, such as *.example.com, and nowhere else" .at $h) }}
+{{- else if ne $h (lower $h) }}
+{{- fail (printf "%s: %q has capitals: write it %q (routes and Ingresses take host names in lower case)" .at $h (lower $h)) }}
+{{- else if regexMatch `^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$` $name }}
+{{- fail (printf "%s: %q is an IP address: routes and Ingresses match host names only" .at $h) }}
+{{- else if or (gt (len $h) 253) (not (regexMatch `^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$` $name)) }}
+{{- fail (printf "%s: %q is not a DNS name: want labels of a-z, 0-9 and - (not first or last), at most 63 characters each and 253 in all, joined by dots, without a trailing dot, such as go.example.com" .at $h) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails unless .hosts is a list of hosts (linkforge.checkHost), at least one
+and at most .max (when set), each named once; .base: they give the base URL. Call with (dict "hosts" $list "at" "expose.httpRoute.hostnames"
+"max" 16).
+*/}}
+{{- define "linkforge.checkHosts" -}}
+{{- $at := .at }}
+{{- if not .hosts }}
+{{- fail (printf "%s is empty: name the hosts to serve, such as [go.example.com]%s" $at (ternary "; the first gives the short URLs' base (https://<first host>) unless baseURL is set" "" (default false .base))) }}
+{{- end }}
+{{- if not (kindIs "slice" .hosts) }}
+{{- fail (printf "%s: %v is not a list: want the hosts to serve, such as [go.example.com]" $at .hosts) }}
+{{- end }}
+{{- if and .max (gt (len .hosts) (int .max)) }}
+{{- fail (printf "%s: %d hosts, at most %d" $at (len .hosts) (int .max)) }}
+{{- end }}
+{{- range $i, $h := .hosts }}
+{{- include "linkforge.checkHost" (dict "host" $h "at" (printf "%s[%d]" $at $i)) }}
+{{- end }}
+{{- if ne (len .hosts) (len (uniq .hosts)) }}
+{{- fail (printf "%s: %v names a host twice" $at .hosts) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The public base URL of the short links, the manager's --redirect-base-url and
+the redirector's --public-base-url: baseURL; else, from expose, <scheme>://
+the first host of expose.httpRoute (scheme: expose.httpRoute.scheme) or
+expose.ingress (https when a tls entry names the host or its wildcard, else
+http); else empty. Fails where expose is on and gives no exact host, or gives
+two.
+*/}}
+{{- define "linkforge.baseURL" -}}
+{{- if .Values.baseURL }}
+{{- .Values.baseURL }}
+{{- else }}
+{{- $urls := dict }}
+{{- with .Values.expose.httpRoute }}
+{{- if .enabled }}
+{{- include "linkforge.checkHosts" (dict "hosts" .hostnames "at" "expose.httpRoute.hostnames" "max" 16 "base" true) }}
+{{- if not (has .scheme (list "https" "http")) }}
+{{- fail (printf "expose.httpRoute.scheme: %q: want https (the Gateway's listener terminates TLS for these hosts) or http" (toString .scheme)) }}
+{{- end }}
+{{- $_ := set $urls "expose.httpRoute.hostnames" (printf "%s://%s" .scheme (first .hostnames)) }}
+{{- end }}
+{{- end }}
+{{- with .Values.expose.ingress }}
+{{- if .enabled }}
+{{- include "linkforge.checkHosts" (dict "hosts" .hosts "at" "expose.ingress.hosts" "base" true) }}
+{{- $host := first .hosts }}
+{{- $scheme := "http" }}
+{{- $wildcard := printf "*.%s" (regexReplaceAll `^[^.]*\.` $host "") }}
+{{- if kindIs "slice" .tls }}
+{{- range .tls }}
+{{- if and (kindIs "map" .) (kindIs "slice" .hosts) (or (has $host .hosts) (and (contains "." $host) (has $wildcard .hosts))) }}
+{{- $scheme = "https" }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $_ := set $urls "expose.ingress.hosts" (printf "%s://%s" $scheme $host) }}
+{{- end }}
+{{- end }}
+{{- range $at, $url := $urls }}
+{{- if hasPrefix "*." (trimPrefix "https://" (trimPrefix "http://" $url)) }}
+{{- fail (printf "%s[0] is the wildcard %q: the short URLs need an exact host (their base is <scheme>://<first host>): put an exact host first, or set baseURL" $at (trimPrefix "https://" (trimPrefix "http://" $url))) }}
+{{- end }}
+{{- end }}
+{{- if gt (len (values $urls | uniq)) 1 }}
+{{- fail (printf "expose.httpRoute and expose.ingress give two public base URLs, %s and %s: set baseURL to the one the short URLs name" (get $urls "expose.httpRoute.hostnames") (get $urls "expose.ingress.hosts")) }}
+{{- end }}
+{{- values $urls | first | default "" }}
+{{- end }}
+{{- end }}
