@@ -1,6 +1,7 @@
 package redirect
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"net/http"
@@ -293,6 +294,11 @@ func requestTarget(target, hostHeader string) (path, rawQuery, host string, ok b
 		return parseTarget(target, hostHeader)
 	}
 	i := 1
+	for ; i+8 <= len(target); i += 8 {
+		if !plainWord(binary.LittleEndian.Uint64(sbytes(target[i:]))) {
+			break
+		}
+	}
 	for i < len(target) && targetBytes[target[i]] == targetPlain {
 		i++
 	}
@@ -308,6 +314,27 @@ func requestTarget(target, hostHeader string) (path, rawQuery, host string, ok b
 		}
 	}
 	return target[:i], target[i+1:], hostHeader, true
+}
+
+// Words of eight bytes, for plainWord.
+const (
+	wordOnes  = 0x0101010101010101
+	wordHighs = 0x8080808080808080
+)
+
+// plainWord reports whether the eight bytes of w (a word of a request
+// target) are all targetPlain: none below 0x21, none 0x7f, '%' or '?'.
+// Eight bytes at a time, where requestTarget's table costs about ten
+// instructions a byte. hasZero(x) is non-zero if and only if a byte of x
+// is zero (it may flag more bytes than those, above one that is, which
+// does not matter here); x-ones*0x21 &^ x has a byte's high bit set for
+// the bytes of x below 0x21 (and, like hasZero, above them), and never
+// for one of 0x80 or more.
+func plainWord(w uint64) bool {
+	hasZero := func(x uint64) uint64 { return (x - wordOnes) &^ x }
+	special := (w-wordOnes*0x21)&^w |
+		hasZero(w^(wordOnes*0x7f)) | hasZero(w^(wordOnes*'%')) | hasZero(w^(wordOnes*'?'))
+	return special&wordHighs == 0
 }
 
 // parseTarget is requestTarget's slow path: net/url.
