@@ -47,4 +47,3 @@ func TestPlainWord(t *testing.T) {
 		}
 	}
 }
-
