@@ -276,7 +276,7 @@ func (r *Redirector) previewerOf(method string, e *Link, at requestClock) (agent
 	}
 	who := emptyAgent
 	if ctx := ctxOf(at); ctx != nil {
-		who, _ = r.agents.lookup(ctx.Request.Header.UserAgent())
+		who, _ = r.agentOf(ctx, ctx.Request.Header.UserAgent())
 	}
 	return who.Class(), who.Reads()
 }

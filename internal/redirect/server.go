@@ -256,6 +256,9 @@ type timedConn struct {
 	wrote bool         // something was written since the last Read
 	yield readYield    // whether to yield before the next read
 	peek  *inputPeeker // nil: never yields
+	// agent is the User-Agent of the last request, and what it reads as
+	// (Redirector.agentOf).
+	agent connAgent
 }
 
 // phaseStamp packs a phase and its start (nanoseconds since the server's
