@@ -51,14 +51,16 @@ func retryAfterSeconds(s int64) string {
 	return retryAfterValues[min(max(s, 1), 60)]
 }
 
-// canned is a response whose status and body are fixed.
+// canned is a response whose status and body are fixed; class is the
+// status's class (3 for a redirect), computed once (metrics.count).
 type canned struct {
 	status int
+	class  int
 	body   []byte
 }
 
 func newCanned(status int, body string) *canned {
-	return &canned{status: status, body: []byte(body)}
+	return &canned{status: status, class: statusClass(status), body: []byte(body)}
 }
 
 var (
@@ -133,7 +135,7 @@ func (r *Redirector) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeAnswer(ctx, &a)
-	r.metrics.count(a.resp.status)
+	r.metrics.count(a.resp.class)
 	if r.accessLog != nil {
 		r.accessLog.record(ctx, r.client(ctx, &a), a.resp.status, a.location, at.Time())
 	}
@@ -171,12 +173,12 @@ func writeAnswer(ctx *fasthttp.RequestCtx, a *answer) {
 	h := &ctx.Response.Header
 	h.SetStatusCode(a.resp.status)
 	switch {
+	case a.redirect(): // first: the answer of almost every request
+		h.SetCanonical(hdrKeyLocation, sbytes(a.location))
 	case a.resp == respBadMethod:
 		h.SetCanonical(hdrKeyAllow, sbytes(hdrAllow))
 	case a.retryAfter != "":
 		h.SetCanonical(hdrKeyRetryAfter, sbytes(a.retryAfter))
-	case a.redirect():
-		h.SetCanonical(hdrKeyLocation, sbytes(a.location))
 	}
 	if a.resp != respOptionsServer {
 		if a.contentType != "" {
