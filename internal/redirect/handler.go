@@ -331,11 +331,12 @@ const (
 // is zero (it may flag more bytes than those, above one that is, which
 // does not matter here); x-ones*0x21 &^ x has a byte's high bit set for
 // the bytes of x below 0x21 (and, like hasZero, above them), and never
-// for one of 0x80 or more.
+// for one of 0x80 or more. '?' (0x3f) and 0x7f are the two bytes that
+// setting bit 0x40 makes 0x7f: one test for both.
 func plainWord(w uint64) bool {
 	hasZero := func(x uint64) uint64 { return (x - wordOnes) &^ x }
 	special := (w-wordOnes*0x21)&^w |
-		hasZero(w^(wordOnes*0x7f)) | hasZero(w^(wordOnes*'%')) | hasZero(w^(wordOnes*'?'))
+		hasZero((w|wordOnes*0x40)^(wordOnes*0x7f)) | hasZero(w^(wordOnes*'%'))
 	return special&wordHighs == 0
 }
 
@@ -358,9 +359,4 @@ func sbytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s))
 
 // bstr is b as a string without a copy; it aliases b, so it must not outlive
 // the request (answer keeps none of its arguments).
-func bstr(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
-}
+func bstr(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
