@@ -80,7 +80,7 @@ type header struct {
 }
 
 // redirect reports whether the answer carries a Location.
-func (a *answer) redirect() bool { return a.resp.status/100 == 3 }
+func (a *answer) redirect() bool { return a.resp.class == 3 }
 
 // requestClock tells when a request arrived; answer reads it only for a
 // link whose answer depends on the time (an expiry, an activation, a
@@ -276,7 +276,7 @@ func (r *Redirector) previewerOf(method string, e *Link, at requestClock) (agent
 	}
 	who := emptyAgent
 	if ctx := ctxOf(at); ctx != nil {
-		who, _ = r.agents.lookup(ctx.Request.Header.UserAgent())
+		who, _ = r.agentOf(ctx, ctx.Request.Header.UserAgent())
 	}
 	return who.Class(), who.Reads()
 }

@@ -172,10 +172,14 @@ func newMetrics(reg prometheus.Registerer, idx *Index, domains *Domains, ready f
 	return m
 }
 
-func (m *metrics) count(status int) {
+// count counts an answer of status class c (statusClass).
+func (m *metrics) count(c int) { m.byClass[c].Inc() }
+
+// statusClass is the class of an HTTP status: 1 to 5, else 0.
+func statusClass(status int) int {
 	c := status / 100
 	if c < 1 || c > 5 {
 		c = 0
 	}
-	m.byClass[c].Inc()
+	return c
 }

@@ -279,9 +279,11 @@ func (r *Redirector) now() time.Time {
 // becomes unreachable later does not make the redirector unready, since it
 // keeps serving from its cache.
 func (r *Redirector) Ready() bool {
-	if r.ready.Load() {
-		return true
-	}
+	return r.ready.Load() || r.readySlow() // inlined: once ready, a load
+}
+
+// readySlow is Ready until the caches have synced.
+func (r *Redirector) readySlow() bool {
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
 	if len(r.linksSynced) < r.linkInformers || len(r.nssSynced) == 0 {

@@ -156,6 +156,41 @@ func newAgentMemo() *agentMemo { return &agentMemo{seed: maphash.MakeSeed()} }
 // empty is what an absent User-Agent reads as.
 var emptyAgent, emptyAgentSum = agent.Classify(nil), rules.AgentSum(nil)
 
+// connAgentMax is the longest User-Agent a connection remembers (agentOf):
+// longer ones, rare, are looked up in the agentMemo every time.
+const connAgentMax = 256
+
+// connAgent is the User-Agent a connection's last request sent, and its
+// class and sum (agentOf). Owned by the goroutine serving the connection.
+type connAgent struct {
+	ua    []byte
+	agent agent.Agent
+	sum   uint32
+	known bool
+}
+
+// agentOf is the class and the sum of userAgent, the User-Agent of ctx's
+// request: a keep-alive connection sends the same agent with every request,
+// so the connection remembers the last it sent, compared byte for byte
+// (a few instructions, where the agentMemo hashes the agent and reads its
+// slot); a new agent is looked up in the agentMemo.
+func (r *Redirector) agentOf(ctx *fasthttp.RequestCtx, userAgent []byte) (agent.Agent, uint32) {
+	c, ok := ctx.Conn().(*timedConn)
+	if !ok {
+		return r.agents.lookup(userAgent)
+	}
+	m := &c.agent
+	if m.known && string(m.ua) == string(userAgent) {
+		return m.agent, m.sum
+	}
+	a, sum := r.agents.lookup(userAgent)
+	if len(userAgent) <= connAgentMax {
+		m.ua = append(m.ua[:0], userAgent...)
+		m.agent, m.sum, m.known = a, sum, true
+	}
+	return a, sum
+}
+
 // lookup is the class and the sum of userAgent.
 func (m *agentMemo) lookup(userAgent []byte) (agent.Agent, uint32) {
 	if len(userAgent) == 0 {
@@ -208,7 +243,7 @@ func (r *Redirector) routedClick(e *Link, rt route, rawQuery string, at requestC
 			f.Headers = (*canonicalHeaders)(h)
 			if reads&(rules.FactDevice|rules.FactClient) != 0 {
 				f.UserAgent = h.UserAgent()
-				a, sum := r.agents.lookup(f.UserAgent)
+				a, sum := r.agentOf(ctx, f.UserAgent)
 				f.Device, f.AgentSum = rules.DeviceOf(a), sum
 				f.DeviceKnown, f.AgentSumKnown = true, true
 			}

@@ -3,10 +3,12 @@ package redirect
 import (
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -327,3 +329,28 @@ func TestAgentMemo(t *testing.T) {
 }
 
 func classifyDirect(ua string) agent.Agent { return agent.Classify([]byte(ua)) }
+
+// A connection remembers the agent of its last request (agentOf): each
+// request of a keep-alive connection reads as its own agent does, whatever
+// the connection's earlier requests sent, a previewer's or a person's, an
+// empty one or one too long to remember.
+func TestAgentOfConnection(t *testing.T) {
+	r := &Redirector{agents: newAgentMemo()}
+	server, client := net.Pipe()
+	defer func() { _ = server.Close(); _ = client.Close() }()
+	tc := newTimedConn(server, nil)
+	long := strings.Repeat("Mozilla/5.0 ", connAgentMax/10)
+	var ctx fasthttp.RequestCtx
+	ctx.Init2(tc, nil, false)
+	for _, ua := range []string{uaDesktop, uaDesktop, uaPreviewer, uaDesktop, "", uaIPhone,
+		long, long, uaAndroid, uaAndroid[:len(uaAndroid)-1], "curl/8.5.0"} {
+		ctx.Request.Header.SetUserAgent(ua)
+		a, sum := r.agentOf(&ctx, ctx.Request.Header.UserAgent())
+		if a != classifyDirect(ua) || sum != rules.AgentSum([]byte(ua)) {
+			t.Errorf("%q: %v %#x, want %v %#x", ua, a, sum, classifyDirect(ua), rules.AgentSum([]byte(ua)))
+		}
+	}
+	if got := string(tc.agent.ua); got != "curl/8.5.0" {
+		t.Errorf("the connection remembers %q, want the last agent", got)
+	}
+}

@@ -113,7 +113,22 @@ func NewServer(addr string, r *Redirector, opts ServerOptions) *Server {
 		// Errors may quote requests; they are the client's, not ours.
 		SecureErrorLogMessage: true,
 		Logger:                fasthttpLogger{s.log},
-		ConnState:             s.track,
+		// A function of its own, not the method value s.track: the two
+		// changes of every request (StateActive, StateIdle) are stamped
+		// here, without the method value's wrapper and track's call.
+		ConnState: func(nc net.Conn, state fasthttp.ConnState) {
+			if c, ok := nc.(*timedConn); ok && s.opts.connState == nil {
+				switch state {
+				case fasthttp.StateActive:
+					c.leave(phaseIdle, phaseHead, s.clock.Load())
+					return
+				case fasthttp.StateIdle:
+					c.enter(phaseIdle, s.clock.Load())
+					return
+				}
+			}
+			s.track(nc, state)
+		},
 	}
 	return s
 }
@@ -194,7 +209,9 @@ func (s *Server) track(nc net.Conn, state fasthttp.ConnState) {
 		case fasthttp.StateActive:
 			// The first byte of a request after an idle wait. The first
 			// request's head is timed from the accept (the stamp the
-			// listener gave it), so it is not restamped.
+			// listener gave it), so it is not restamped. (NewServer's
+			// ConnState stamps this and StateIdle itself unless a test
+			// watches the states.)
 			c.leave(phaseIdle, phaseHead, s.clock.Load())
 		case fasthttp.StateIdle:
 			c.enter(phaseIdle, s.clock.Load())
@@ -239,6 +256,9 @@ type timedConn struct {
 	wrote bool         // something was written since the last Read
 	yield readYield    // whether to yield before the next read
 	peek  *inputPeeker // nil: never yields
+	// agent is the User-Agent of the last request, and what it reads as
+	// (Redirector.agentOf).
+	agent connAgent
 }
 
 // phaseStamp packs a phase and its start (nanoseconds since the server's
