@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,14 +16,17 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/linkforge/linkforge/internal/claim"
 )
@@ -50,6 +54,13 @@ const gatewayHostsTimeout = 30 * time.Second
 // Service in a namespace of its own.
 func newGatewayHostsEnv(userListeners int, createGateway bool) *gatewayHostsEnv {
 	GinkgoHelper()
+	return newGatewayHostsEnvAs(nil, userListeners, createGateway)
+}
+
+// newGatewayHostsEnvAs is newGatewayHostsEnv with the manager's client
+// given by as(redirector's namespace, Gateway's namespace) (nil: admin).
+func newGatewayHostsEnvAs(as func(redirector, gateway string) *rest.Config, userListeners int, createGateway bool) *gatewayHostsEnv {
+	GinkgoHelper()
 	installGatewayCRDs.Do(func() { installCRDs("gateway-api") })
 	e := &gatewayHostsEnv{
 		gw:         types.NamespacedName{Namespace: newNamespace("gw"), Name: "public"},
@@ -65,7 +76,11 @@ func newGatewayHostsEnv(userListeners int, createGateway bool) *gatewayHostsEnv 
 	}
 	copts := ManagerCacheOptions(nil, nil)
 	GatewayHostsCacheOptions(&copts, opts)
-	startManagerWith(ctrl.Options{Cache: copts}, func(_ context.Context, mgr ctrl.Manager) error {
+	c := cfg
+	if as != nil {
+		c = as(e.redirector, e.gw.Namespace)
+	}
+	startManagerAs(c, ctrl.Options{Cache: copts}, func(_ context.Context, mgr ctrl.Manager) error {
 		r := &GatewayHostsReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("linkforge-manager"), Options: opts}
 		return r.SetupWithManager(mgr)
 	})
@@ -354,4 +369,65 @@ var _ = Describe("Gateway hosts", Ordered, func() {
 		Eventually(func() bool { _, ok := hostGauge(host, ns, HostConditionAccepted); return ok }).WithTimeout(gatewayHostsTimeout).Should(BeFalse())
 		Expect(client.IgnoreNotFound(k8sClient.Delete(suiteCtx, cert))).To(Succeed())
 	})
+
+	It("needs no more than the manager's ClusterRole and the Roles of config/gateway-hosts", func() {
+		var user string
+		e := newGatewayHostsEnvAs(func(redirector, gateway string) *rest.Config {
+			user = grantGatewayHostsRoles(redirector, gateway, "public")
+			c := rest.CopyConfig(cfg)
+			c.Impersonate = rest.ImpersonationConfig{UserName: user}
+			return c
+		}, 1, true)
+		host := "rbac." + e.redirector + ".example"
+		claimHost("rbac", host)
+		Eventually(func(g Gomega) {
+			g.Expect(e.ownListeners(g)).To(Equal([]string{listenerName(host)}))
+			g.Expect(e.routes(g)).To(Equal([]string{listenerName(host)}))
+		}).WithTimeout(gatewayHostsTimeout).Should(Succeed())
+
+		By("and no more: not another Gateway, not a route elsewhere, not a Secret")
+		as := rest.CopyConfig(cfg)
+		as.Impersonate = rest.ImpersonationConfig{UserName: user}
+		c, err := client.New(as, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		other := &gatewayv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: e.gw.Namespace, Name: "other"},
+			Spec: gatewayv1.GatewaySpec{GatewayClassName: "traefik", Listeners: []gatewayv1.Listener{{Name: "http", Port: 80, Protocol: gatewayv1.HTTPProtocolType}}}}
+		Expect(k8sClient.Create(suiteCtx, other)).To(Succeed())
+		Expect(apierrors.IsForbidden(c.Get(suiteCtx, client.ObjectKeyFromObject(other), &gatewayv1.Gateway{}))).To(BeTrue())
+		Expect(apierrors.IsForbidden(c.Patch(suiteCtx, other, client.Merge))).To(BeTrue())
+		Expect(apierrors.IsForbidden(c.List(suiteCtx, &gatewayv1.HTTPRouteList{}, client.InNamespace(e.gw.Namespace)))).To(BeTrue())
+		Expect(apierrors.IsForbidden(c.List(suiteCtx, &corev1.SecretList{}, client.InNamespace(e.gw.Namespace)))).To(BeTrue())
+		Expect(apierrors.IsForbidden(c.Get(suiteCtx, client.ObjectKey{Namespace: e.gw.Namespace, Name: listenerName(host)}, &corev1.Secret{}))).To(BeTrue())
+	})
 })
+
+// grantGatewayHostsRoles binds a service account of namespace redirector
+// (standing for linkforge-system) to the manager's ClusterRole
+// (config/rbac/role.yaml) and to the Roles of config/gateway-hosts for the
+// Gateway gateway/name, as a user would fill them in; it returns the
+// service account's user name.
+func grantGatewayHostsRoles(redirector, gateway, name string) string {
+	GinkgoHelper()
+	replace := strings.NewReplacer("GATEWAY_NAMESPACE", gateway, "GATEWAY_NAME", name, "linkforge-system", redirector, "name: manager-role", "name: manager-role-"+redirector)
+	var objs []*unstructured.Unstructured
+	for _, f := range []string{"../config/gateway-hosts/gateway_role.yaml", "../config/gateway-hosts/routes_role.yaml", "../config/rbac/role.yaml"} {
+		b, err := os.ReadFile(f)
+		Expect(err).NotTo(HaveOccurred())
+		for _, doc := range strings.Split(replace.Replace(string(b)), "\n---") {
+			u := &unstructured.Unstructured{}
+			Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
+			if len(u.Object) > 0 {
+				objs = append(objs, u)
+			}
+		}
+	}
+	objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": map[string]any{"name": "manager-role-" + redirector},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "manager-role-" + redirector},
+		"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "linkforge-manager", "namespace": redirector}},
+	}})
+	for _, o := range objs {
+		Expect(k8sClient.Create(suiteCtx, o)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+	}
+	return "system:serviceaccount:" + redirector + ":linkforge-manager"
+}
