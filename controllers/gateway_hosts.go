@@ -191,7 +191,7 @@ func (r *GatewayHostsReconciler) Reconcile(ctx context.Context, _ reconcile.Requ
 		seen := map[[2]string]bool{}
 		for ns, c := range claims {
 			seen[[2]string{c.Host, ns}] = true
-			gatewayHostGauge.WithLabelValues(c.Host, ns, HostConditionListener).Set(0)
+			unlisted(c.Host, ns)
 			r.say(byName[ns], c.Host, corev1.EventTypeWarning, ReasonGatewayMissing,
 				fmt.Sprintf("host %q gets no listener: Gateway %s (the manager's --gateway) does not exist; it is programmed once the Gateway is created", c.Host, gwName))
 		}
@@ -216,10 +216,7 @@ func (r *GatewayHostsReconciler) Reconcile(ctx context.Context, _ reconcile.Requ
 	seen := map[[2]string]bool{}
 	for _, h := range refused {
 		seen[[2]string{h.Host, h.Namespace}] = true
-		gatewayHostGauge.WithLabelValues(h.Host, h.Namespace, HostConditionListener).Set(0)
-		for _, c := range []string{HostConditionAccepted, HostConditionProgrammed, HostConditionCertificateReady} {
-			gatewayHostGauge.DeleteLabelValues(h.Host, h.Namespace, c)
-		}
+		unlisted(h.Host, h.Namespace)
 		r.say(byName[h.Namespace], h.Host, corev1.EventTypeWarning, h.Reason, h.Message)
 	}
 	recheck := false
@@ -336,6 +333,15 @@ func (r *GatewayHostsReconciler) certificate(ctx context.Context, name string) (
 func discoveryMissing(err error) bool {
 	var status apierrors.APIStatus
 	return errors.As(err, &status) && status.Status().Details != nil && status.Status().Details.Name == "" && apierrors.IsNotFound(err)
+}
+
+// unlisted sets the series of a claimed host without a listener: Listener
+// 0, and no other condition.
+func unlisted(host, ns string) {
+	gatewayHostGauge.WithLabelValues(host, ns, HostConditionListener).Set(0)
+	for _, c := range []string{HostConditionAccepted, HostConditionProgrammed, HostConditionCertificateReady} {
+		gatewayHostGauge.DeleteLabelValues(host, ns, c)
+	}
 }
 
 // say sends ns an event about host, unless it is the last one sent.
