@@ -114,7 +114,10 @@ var gatewayHostGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Namespace: "linkforge", Subsystem: "manager", Name: "gateway_host",
 	Help: "Each host a namespace claims with linkforge.io/domain, by condition: Listener 1 if the host has its listener on the --gateway, " +
 		"0 if not (refused: conflict, invalid host, listener limit; or no Gateway); Accepted, Programmed, CertificateReady 1 True, 0 False, -1 Unknown.",
-}, []string{"host", "namespace", "condition"})
+}, []string{"host", namespaceLabel, "condition"})
+
+// namespaceLabel is the label of a namespace's series.
+const namespaceLabel = "namespace"
 
 func init() { metrics.Registry.MustRegister(gatewayHostGauge) }
 

@@ -151,7 +151,7 @@ func (e *gatewayHostsEnv) ownListeners(g Gomega) []string {
 func (e *gatewayHostsEnv) routes(g Gomega) []string {
 	var list gatewayv1.HTTPRouteList
 	g.Expect(k8sClient.List(suiteCtx, &list, client.InNamespace(e.redirector))).To(Succeed())
-	var out []string
+	out := make([]string, 0, len(list.Items))
 	for _, r := range list.Items {
 		out = append(out, r.Name)
 	}
@@ -277,7 +277,7 @@ var _ = Describe("Gateway hosts", Ordered, func() {
 
 	It("adds no more listeners than the Gateway holds: the oldest claims win, the others get a Warning", func() {
 		e := newGatewayHostsEnv(GatewayListenerLimit-2, true)
-		var nss, hosts []string
+		nss, hosts := make([]string, 0, 3), make([]string, 0, 3)
 		for i := range 3 {
 			hosts = append(hosts, fmt.Sprintf("h%d.%s.example", i, e.redirector))
 			nss = append(nss, claimHost(fmt.Sprintf("lim%d", i), hosts[i]))

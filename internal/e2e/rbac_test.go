@@ -239,7 +239,7 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 		g, e := newG(t), e.in(t)
 		const gatewayNamespace = "gateway-infra"
 		e.mustKubectl("create", "namespace", gatewayNamespace)
-		var roles []string
+		roles := make([]string, 0, 2)
 		for _, f := range []string{"gateway_role.yaml", "routes_role.yaml"} {
 			b, err := os.ReadFile(filepath.Join(root, "config", "gateway-hosts", f))
 			g.Expect(err).NotTo(HaveOccurred())
