@@ -259,8 +259,8 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 		g.Expect(e.grantedBeyondAuthenticated(managerSA, gatewayNamespace)).To(Equal(atGateway))
 		// In the redirector's namespace: the HTTPRoutes it keeps.
 		home := append(slices.Clone(managerHome), "httproutes.gateway.networking.k8s.io create", "httproutes.gateway.networking.k8s.io delete",
-			"httproutes.gateway.networking.k8s.io get", "httproutes.gateway.networking.k8s.io list", "httproutes.gateway.networking.k8s.io patch",
-			"httproutes.gateway.networking.k8s.io update", "httproutes.gateway.networking.k8s.io watch")
+			"httproutes.gateway.networking.k8s.io list", "httproutes.gateway.networking.k8s.io patch",
+			"httproutes.gateway.networking.k8s.io watch")
 		slices.Sort(home)
 		g.Expect(e.grantedBeyondAuthenticated(managerSA, systemNamespace)).To(Equal(home))
 		// Elsewhere, nothing more; the redirector gets nothing of it.
