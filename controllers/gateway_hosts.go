@@ -23,9 +23,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -133,8 +135,8 @@ func init() { metrics.Registry.MustRegister(gatewayHostGauge) }
 // CertificateReady) goes to an event on its Namespace when it changes, and
 // to linkforge_manager_gateway_host.
 //
-// Every change reconciles the one Gateway: a Namespace, the Gateway, one of
-// the HTTPRoutes.
+// Every change reconciles the one Gateway: a Namespace's claim, the
+// Gateway, one of the HTTPRoutes.
 type GatewayHostsReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
@@ -161,10 +163,22 @@ func (r *GatewayHostsReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return key })
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gatewayhosts").
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Namespace{}), all)).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&corev1.Namespace{}), all, claimChanged)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&gatewayv1.Gateway{}), all)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&gatewayv1.HTTPRoute{}), all)).
 		Complete(r)
+}
+
+// claimChanged passes the Namespace events that can change a claim: one
+// with linkforge.io/domain appears or goes, or its annotation changes (the
+// other namespaces' updates, labels say, do not reconcile the Gateway).
+var claimChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetAnnotations()[claim.DomainAnnotation] != "" },
+	DeleteFunc: func(e event.DeleteEvent) bool { return e.Object.GetAnnotations()[claim.DomainAnnotation] != "" },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetAnnotations()[claim.DomainAnnotation] != e.ObjectNew.GetAnnotations()[claim.DomainAnnotation]
+	},
+	GenericFunc: func(event.GenericEvent) bool { return true },
 }
 
 // Reconcile brings the Gateway's listeners and the HTTPRoutes in line with
