@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +91,44 @@ func TestGatewayObjectNames(t *testing.T) {
 			t.Errorf("%q taken as a listener's hostname", h)
 		}
 	}
+}
+
+// FuzzPlanGatewayHosts: whatever the claims, each is either programmed or
+// refused once, no more than free hosts get listeners, a host has one
+// listener, and every name is one the Gateway API takes.
+func FuzzPlanGatewayHosts(f *testing.F) {
+	f.Add("a.example b.example a.example 10.0.0.1 *.x a-b.c a.b-c", uint8(3))
+	f.Add("", uint8(0))
+	f.Fuzz(func(t *testing.T, hostList string, free uint8) {
+		claims := map[string]claim.Domain{}
+		for i, h := range strings.Fields(hostList) {
+			if h = claim.NormalizeHost(h); h != "" {
+				claims[fmt.Sprintf("ns-%d", i)] = claim.Domain{Host: h, Created: time.Unix(int64(i%3), 0)}
+			}
+		}
+		hosts, refused := planGatewayHosts(claims, int(free), DefaultGatewayCertificateSecret)
+		if len(hosts) > int(free) || len(hosts)+len(refused) != len(claims) {
+			t.Fatalf("%d claims, free %d: %d hosts, %d refused", len(claims), free, len(hosts), len(refused))
+		}
+		seen := map[string]bool{}
+		for _, h := range hosts {
+			if seen[h.Host] || seen[h.Listener] {
+				t.Fatalf("host %q or listener %q twice", h.Host, h.Listener)
+			}
+			seen[h.Host], seen[h.Listener] = true, true
+			if claims[h.Namespace].Host != h.Host || validListenerHost(h.Host) != "" {
+				t.Fatalf("%+v", h)
+			}
+			for _, n := range []string{h.Listener, h.Secret} {
+				if len(n) > 253 || !hostnamePattern.MatchString(n) {
+					t.Fatalf("name %q", n)
+				}
+			}
+		}
+		for _, r := range refused {
+			if claims[r.Namespace].Host != r.Host || r.Reason == "" || r.Message == "" {
+				t.Fatalf("%+v", r)
+			}
+		}
+	})
 }
