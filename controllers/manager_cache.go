@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/claim"
 	"github.com/linkforge/linkforge/internal/explain"
 	"github.com/linkforge/linkforge/internal/hostpolicy"
 	"github.com/linkforge/linkforge/internal/intern"
@@ -55,7 +56,7 @@ const GCPercent = 50
 // Annotations the manager reads; the cache keeps only these.
 var (
 	keptAnnotations      = []string{argoTrackingAnnotation}
-	namespaceAnnotations = []string{hostpolicy.AllowedHostsAnnotation, explain.NotFoundRedirectAnnotation, explain.GoneRedirectAnnotation}
+	namespaceAnnotations = []string{hostpolicy.AllowedHostsAnnotation, explain.NotFoundRedirectAnnotation, explain.GoneRedirectAnnotation, claim.DomainAnnotation}
 )
 
 // ManagerCacheTransform is the manager's informer transform: it keeps of a
@@ -66,9 +67,10 @@ var (
 // last-applied-configuration annotation (a second copy of the spec), other
 // labels and annotations, ownerReferences and finalizers. A Namespace keeps
 // its name, uid, resourceVersion, linkforge.io/allowed-hosts annotation
-// (the destination policy) and fallback annotations (what the Ready
-// messages say a finished or scheduled link answers). Other objects lose
-// their managedFields only.
+// (the destination policy), fallback annotations (what the Ready messages
+// say a finished or scheduled link answers), and its linkforge.io/domain
+// annotation and creation time (which namespace a host's listener serves,
+// gateway_hosts.go). Other objects lose their managedFields only.
 //
 // Nothing writes a cached object back whole: the reconciler sends a merge
 // patch of status computed between two copies of the cached object, and the
@@ -79,10 +81,11 @@ func ManagerCacheTransform() toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		if ns, ok := in.(*corev1.Namespace); ok {
 			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-				Name:            intern.String(ns.Name),
-				UID:             ns.UID,
-				ResourceVersion: ns.ResourceVersion,
-				Annotations:     keepKeys(ns.Annotations, namespaceAnnotations),
+				Name:              intern.String(ns.Name),
+				UID:               ns.UID,
+				ResourceVersion:   ns.ResourceVersion,
+				CreationTimestamp: ns.CreationTimestamp,
+				Annotations:       keepKeys(ns.Annotations, namespaceAnnotations),
 			}}, nil
 		}
 		link, ok := in.(*linkv1.ShortLink)

@@ -89,18 +89,22 @@ func TestManagerCacheTransform(t *testing.T) {
 }
 
 // TestManagerCacheTransformNamespace: a Namespace keeps what the destination
-// policy and the Ready messages (its fallbacks) read, and nothing else.
+// policy, the Ready messages (its fallbacks) and the Gateway's hosts (its
+// domain and creation time) read, and nothing else.
 func TestManagerCacheTransformNamespace(t *testing.T) {
 	ns := &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7", Labels: map[string]string{"a": "b"},
+			CreationTimestamp: metav1.Unix(1700000000, 0),
 			Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com", corev1.LastAppliedConfigAnnotation: "{}",
-				"linkforge.io/gone-redirect": "https://example.com/gone", "linkforge.io/root-redirect": "https://example.com/"},
+				"linkforge.io/gone-redirect": "https://example.com/gone", "linkforge.io/root-redirect": "https://example.com/",
+				"linkforge.io/domain": "go.example.com"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
 		Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}},
 	}
 	o, _ := ManagerCacheTransform()(ns)
-	want := metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7",
-		Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com", "linkforge.io/gone-redirect": "https://example.com/gone"}}
+	want := metav1.ObjectMeta{Name: "n", UID: "u2", ResourceVersion: "7", CreationTimestamp: metav1.Unix(1700000000, 0),
+		Annotations: map[string]string{"linkforge.io/allowed-hosts": "*.example.com", "linkforge.io/gone-redirect": "https://example.com/gone",
+			"linkforge.io/domain": "go.example.com"}}
 	if got := o.(*corev1.Namespace); !reflect.DeepEqual(got.ObjectMeta, want) || len(got.Spec.Finalizers) != 0 {
 		t.Errorf("namespace: %+v", got)
 	}

@@ -23,6 +23,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/testenv"
@@ -40,6 +41,7 @@ var (
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(linkv1.AddToScheme(scheme))
+	utilruntime.Must(gatewayv1.Install(scheme))
 }
 
 func TestControllers(t *testing.T) {
@@ -90,12 +92,19 @@ func inNamespace(ns string) (ctrl.Options, *CodeIndex) {
 // returns once the manager's caches have synced.
 func startManagerWith(opts ctrl.Options, setup func(ctx context.Context, mgr ctrl.Manager) error) (stop func()) {
 	GinkgoHelper()
+	return startManagerAs(cfg, opts, setup)
+}
+
+// startManagerAs is startManagerWith for a client of config c (another
+// user's, say).
+func startManagerAs(c *rest.Config, opts ctrl.Options, setup func(ctx context.Context, mgr ctrl.Manager) error) (stop func()) {
+	GinkgoHelper()
 	opts.Scheme = scheme
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
 	opts.HealthProbeBindAddress = "0"
 	// Several managers run in one process in these tests.
 	opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
-	mgr, err := ctrl.NewManager(cfg, opts)
+	mgr, err := ctrl.NewManager(c, opts)
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(suiteCtx)
 	Expect(setup(ctx, mgr)).To(Succeed())

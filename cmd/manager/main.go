@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/controllers"
@@ -57,6 +59,10 @@ type options struct {
 	qps                             float64
 	burst                           int
 	reaper                          controllers.ReaperOptions
+	gateway, gatewaySecret          string
+	gatewayRedirector               string
+	gatewayRedirectorPort           int
+	gatewayListenerPort             int
 }
 
 func run() error {
@@ -99,6 +105,14 @@ func run() error {
 	flag.IntVar(&o.reaper.MaxConcurrentReconciles, "reap-workers", controllers.DefaultReapWorkers, "Finished links the reaper handles in parallel, so the most deletes in flight.")
 	readBeforeDelete := flag.Bool("reap-read-before-delete", false, "Read each link from the API server before deleting it, as Kubernetes' TTL-after-finished controller does. "+
 		"Off by default: the delete carries the UID and resourceVersion of the copy judged due, so the API server refuses it for any other version, and a refused delete is re-read and re-checked.")
+	flag.StringVar(&o.gateway, "gateway", "", "<namespace>/<name> of a Gateway (Gateway API) the manager may program: for every host a namespace claims with linkforge.io/domain, "+
+		"an HTTPS listener on it and an HTTPRoute to the redirector (docs/operations.md, \"Gateway hosts\"); empty: none. Needs the component config/gateway-hosts (its Roles).")
+	flag.StringVar(&o.gatewaySecret, "gateway-certificate-secret", controllers.DefaultGatewayCertificateSecret,
+		"Name of each host's certificate Secret in the Gateway's namespace, which the listener refers to and cert-manager's gateway-shim fills; {host} is the host with dots as dashes.")
+	flag.StringVar(&o.gatewayRedirector, "gateway-redirector-service", "linkforge-redirector",
+		"The redirector's Service the --gateway routes go to: <namespace>/<name>, or <name> in the manager's namespace. The HTTPRoutes are in its namespace.")
+	flag.IntVar(&o.gatewayRedirectorPort, "gateway-redirector-port", 80, "The port of --gateway-redirector-service the routes go to.")
+	flag.IntVar(&o.gatewayListenerPort, "gateway-listener-port", 443, "The port of the --gateway's HTTPS listeners.")
 	showVersion := flag.Bool("version", false, "Print the version and exit.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -119,6 +133,11 @@ func run() error {
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(linkv1.AddToScheme(scheme))
+	utilruntime.Must(gatewayv1.Install(scheme))
+	gateway, err := gatewayHostsOptions(o)
+	if err != nil {
+		return err
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -132,11 +151,16 @@ func run() error {
 	}
 
 	codeIndex := controllers.NewCodeIndex()
+	// Lean objects (no managedFields, no last-applied copy of the spec), of
+	// the --namespaces shard if one is given; with --gateway, that Gateway
+	// and the HTTPRoutes the manager keeps.
+	cacheOptions := controllers.ManagerCacheOptions(namespaces, codeIndex)
+	if gateway != nil {
+		controllers.GatewayHostsCacheOptions(&cacheOptions, *gateway)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// Lean objects (no managedFields, no last-applied copy of the spec),
-		// of the --namespaces shard if one is given.
-		Cache:                   controllers.ManagerCacheOptions(namespaces, codeIndex),
+		Scheme:                  scheme,
+		Cache:                   cacheOptions,
 		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  "0", // served below, with /reaper beside the probes
 		PprofBindAddress:        o.pprofAddr,
@@ -176,6 +200,12 @@ func run() error {
 	if err := addPeerKeyCreator(mgr, o); err != nil {
 		return err
 	}
+	if gateway != nil {
+		hosts := &controllers.GatewayHostsReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("linkforge-manager"), Options: *gateway}
+		if err := hosts.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
 	reaper := controllers.NewReaper(mgr, o.reaper)
 	if err := reaper.SetupWithManager(mgr); err != nil {
 		return err
@@ -196,7 +226,7 @@ func run() error {
 	}
 
 	log.Info("starting manager", "version", version, "leaderElect", o.leaderElect, "leaderElectionID", leaderElectionID,
-		"namespaces", namespaces, "maxConcurrentReconciles", o.maxConcurrentReconciles, "qps", o.qps)
+		"namespaces", namespaces, "maxConcurrentReconciles", o.maxConcurrentReconciles, "qps", o.qps, "gateway", o.gateway)
 	return mgr.Start(ctx)
 }
 
@@ -253,6 +283,44 @@ func addProbeServer(mgr manager.Manager, addr string) error {
 	})
 }
 
+// gatewayHostsOptions are the Gateway hosts controller's options from the
+// flags; nil without --gateway.
+func gatewayHostsOptions(o options) (*controllers.GatewayHostsOptions, error) {
+	if o.gateway == "" {
+		return nil, nil
+	}
+	gw, err := controllers.ParseGatewayRef("--gateway", o.gateway)
+	if err != nil {
+		return nil, err
+	}
+	redirector := o.gatewayRedirector
+	if !strings.Contains(redirector, "/") {
+		ns, err := peer.DefaultNamespace(kubeconfigFlag())
+		if err != nil {
+			return nil, fmt.Errorf("the namespace of --gateway-redirector-service: give it as <namespace>/<name>: %w", err)
+		}
+		redirector = ns + "/" + redirector
+	}
+	svc, err := controllers.ParseGatewayRef("--gateway-redirector-service", redirector)
+	if err != nil {
+		return nil, err
+	}
+	g := &controllers.GatewayHostsOptions{Gateway: gw, SecretTemplate: o.gatewaySecret, Redirector: svc,
+		RedirectorPort: int32(min(max(o.gatewayRedirectorPort, 0), 1<<16)), ListenerPort: int32(min(max(o.gatewayListenerPort, 0), 1<<16))}
+	if err := g.Check(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// kubeconfigFlag is the value of controller-runtime's --kubeconfig.
+func kubeconfigFlag() string {
+	if f := flag.Lookup("kubeconfig"); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
 // addPeerKeyCreator has the manager create the redirectors' peer key
 // (peer.KeyCreator): the redirectors may read it and create no Secret.
 func addPeerKeyCreator(mgr ctrl.Manager, o options) error {
@@ -261,12 +329,8 @@ func addPeerKeyCreator(mgr ctrl.Manager, o options) error {
 	}
 	ns := o.peerKeyNamespace
 	if ns == "" {
-		kubeconfig := ""
-		if f := flag.Lookup("kubeconfig"); f != nil {
-			kubeconfig = f.Value.String()
-		}
 		var err error
-		if ns, err = peer.DefaultNamespace(kubeconfig); err != nil {
+		if ns, err = peer.DefaultNamespace(kubeconfigFlag()); err != nil {
 			return fmt.Errorf("the namespace of --peer-key-secret: set --peer-key-namespace: %w", err)
 		}
 	}

@@ -130,26 +130,27 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 	e = e.in(t)
 	manager, redirector := serviceAccount(managerSA), serviceAccount(redirectorSA)
 
+	// The manager: reconcile (status), reap (delete), events, read the
+	// destination policy (namespaces' allowed hosts, deny-lists), and
+	// check who calls its metrics and /reaper (token and access reviews).
+	managerAnywhere := []string{
+		"destinationdenylists.linkforge.io get", "destinationdenylists.linkforge.io list", "destinationdenylists.linkforge.io watch",
+		"events.events.k8s.io create", "events.events.k8s.io patch",
+		"namespaces get", "namespaces list", "namespaces watch",
+		"shortlinks.linkforge.io delete", "shortlinks.linkforge.io get", "shortlinks.linkforge.io list", "shortlinks.linkforge.io watch",
+		"shortlinks.linkforge.io/status get", "shortlinks.linkforge.io/status patch", "shortlinks.linkforge.io/status update",
+		"subjectaccessreviews.authorization.k8s.io create", "tokenreviews.authentication.k8s.io create",
+	}
+	// Its own namespace adds the leader election Lease and its event,
+	// and creating the redirectors' peer key (it may not read Secrets).
+	managerHome := append(slices.Clone(managerAnywhere), "events create", "events patch",
+		"leases.coordination.k8s.io create", "leases.coordination.k8s.io get", "leases.coordination.k8s.io update",
+		"secrets create")
+	slices.Sort(managerHome)
+
 	t.Run("each service account has exactly the verbs its binary needs", func(t *testing.T) {
 		g, e := newG(t), e.in(t)
-		// The manager: reconcile (status), reap (delete), events, read the
-		// destination policy (namespaces' allowed hosts, deny-lists), and
-		// check who calls its metrics and /reaper (token and access reviews).
-		managerAnywhere := []string{
-			"destinationdenylists.linkforge.io get", "destinationdenylists.linkforge.io list", "destinationdenylists.linkforge.io watch",
-			"events.events.k8s.io create", "events.events.k8s.io patch",
-			"namespaces get", "namespaces list", "namespaces watch",
-			"shortlinks.linkforge.io delete", "shortlinks.linkforge.io get", "shortlinks.linkforge.io list", "shortlinks.linkforge.io watch",
-			"shortlinks.linkforge.io/status get", "shortlinks.linkforge.io/status patch", "shortlinks.linkforge.io/status update",
-			"subjectaccessreviews.authorization.k8s.io create", "tokenreviews.authentication.k8s.io create",
-		}
 		g.Expect(e.grantedBeyondAuthenticated(managerSA, "default")).To(Equal(managerAnywhere))
-		// Its own namespace adds the leader election Lease and its event,
-		// and creating the redirectors' peer key (it may not read Secrets).
-		managerHome := append(slices.Clone(managerAnywhere), "events create", "events patch",
-			"leases.coordination.k8s.io create", "leases.coordination.k8s.io get", "leases.coordination.k8s.io update",
-			"secrets create")
-		slices.Sort(managerHome)
 		g.Expect(e.grantedBeyondAuthenticated(managerSA, systemNamespace)).To(Equal(managerHome))
 		// The redirector: read links and namespaces (vanity hosts), write
 		// uses and reservations in status, record conflicts as events.
@@ -232,6 +233,46 @@ func (e *env) testLeastPrivilege(t *testing.T, kc devenv.Kubeconfigs) {
 			To(Equal("https://example.com/rbac-probe"))
 		e.mustKubectl("delete", "shortlink", "rbac-probe", "-n", "default")
 		e.mustKubectl("delete", "secret", "rbac-probe", "-n", "default")
+	})
+
+	t.Run("config/gateway-hosts adds exactly the Gateway hosts' verbs, on the one Gateway and the routes", func(t *testing.T) {
+		g, e := newG(t), e.in(t)
+		const gatewayNamespace = "gateway-infra"
+		e.mustKubectl("create", "namespace", gatewayNamespace)
+		roles := make([]string, 0, 2)
+		for _, f := range []string{"gateway_role.yaml", "routes_role.yaml"} {
+			b, err := os.ReadFile(filepath.Join(root, "config", "gateway-hosts", f))
+			g.Expect(err).NotTo(HaveOccurred())
+			roles = append(roles, strings.NewReplacer("GATEWAY_NAMESPACE", gatewayNamespace, "GATEWAY_NAME", "public").Replace(string(b)))
+		}
+		e.applyYAML(strings.Join(roles, "\n---\n"))
+		defer func() {
+			e.mustKubectl("delete", "namespace", gatewayNamespace, "--wait=false")
+			e.mustKubectl("delete", "-n", systemNamespace, "role,rolebinding", "linkforge-manager-routes")
+		}()
+		// In the Gateway's namespace: that Gateway, and reading
+		// Certificates; never a Secret, nor another Gateway.
+		atGateway := append(slices.Clone(managerAnywhere), "certificates.cert-manager.io get",
+			"gateways.gateway.networking.k8s.io names=public get", "gateways.gateway.networking.k8s.io names=public list",
+			"gateways.gateway.networking.k8s.io names=public patch", "gateways.gateway.networking.k8s.io names=public watch")
+		slices.Sort(atGateway)
+		g.Expect(e.grantedBeyondAuthenticated(managerSA, gatewayNamespace)).To(Equal(atGateway))
+		// In the redirector's namespace: the HTTPRoutes it keeps.
+		home := append(slices.Clone(managerHome), "httproutes.gateway.networking.k8s.io create", "httproutes.gateway.networking.k8s.io delete",
+			"httproutes.gateway.networking.k8s.io list", "httproutes.gateway.networking.k8s.io patch",
+			"httproutes.gateway.networking.k8s.io watch")
+		slices.Sort(home)
+		g.Expect(e.grantedBeyondAuthenticated(managerSA, systemNamespace)).To(Equal(home))
+		// Elsewhere, nothing more; the redirector gets nothing of it.
+		g.Expect(e.grantedBeyondAuthenticated(managerSA, "default")).To(Equal(managerAnywhere))
+		for _, ns := range []string{gatewayNamespace, systemNamespace} {
+			for _, r := range e.grantedBeyondAuthenticated(redirectorSA, ns) {
+				g.Expect(r).NotTo(ContainSubstring("gateway.networking.k8s.io"))
+				g.Expect(r).NotTo(ContainSubstring("cert-manager.io"))
+			}
+		}
+		out, _ := e.kubectl("auth", "can-i", "--as", manager, "get", "secrets", "-n", gatewayNamespace)
+		g.Expect(out).To(Equal("no"))
 	})
 }
 

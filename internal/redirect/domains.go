@@ -1,7 +1,6 @@
 package redirect
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,63 +8,8 @@ import (
 	"github.com/linkforge/linkforge/internal/claim"
 )
 
-// normalizeHost turns a Host header or a domain annotation into the form the
-// domain table is keyed by: no port, lower case, no trailing dot. A host
-// with userinfo, or with a port that is not a port (digits, at most 65535),
-// is refused: "" names no host. It does not allocate for a host that is
-// already lower case.
-func normalizeHost(h string) string {
-	h = strings.TrimSpace(h)
-	if strings.IndexByte(h, '@') >= 0 {
-		return ""
-	}
-	port := ""
-	if strings.HasPrefix(h, "[") {
-		i := strings.IndexByte(h, ']')
-		if i < 0 {
-			return ""
-		}
-		h, port = h[:i+1], h[i+1:]
-	} else if i := strings.LastIndexByte(h, ':'); i >= 0 {
-		h, port = h[:i], h[i:]
-	}
-	if !validPort(port) {
-		return ""
-	}
-	h = strings.TrimSuffix(h, ".")
-	return strings.ToLower(h)
-}
-
-// validPort reports whether p is empty or ':' and a port: up to five
-// digits, at most 65535 (RFC 3986 allows an empty port after ':').
-func validPort(p string) bool {
-	if p == "" {
-		return true
-	}
-	if p[0] != ':' || len(p) > 6 {
-		return false
-	}
-	n := 0
-	for i := 1; i < len(p); i++ {
-		c := p[i]
-		if c < '0' || c > '9' {
-			return false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n <= 65535
-}
-
-type nsClaim struct {
-	host    string
-	created time.Time
-}
-
-// precedes is the rule between two namespaces that claim one domain: the
-// ownership rule of codes (the older wins, then the smaller name).
-func (a nsClaim) precedes(aName string, b nsClaim, bName string) bool {
-	return claim.Precedes(claim.Link{Name: aName, Created: a.created}, claim.Link{Name: bName, Created: b.created})
-}
+// normalizeHost is claim.NormalizeHost: the domain table is keyed by it.
+func normalizeHost(h string) string { return claim.NormalizeHost(h) }
 
 type conflict struct{ host, loser string }
 
@@ -76,7 +20,7 @@ type Domains struct {
 	snap atomic.Pointer[map[string]string] // host -> namespace
 
 	mu     sync.Mutex
-	claims map[string]nsClaim // namespace -> its claim
+	claims map[string]claim.Domain // namespace -> its claim
 	warned map[conflict]bool
 	// onConflict is called, under mu, once when loser starts losing host to
 	// winner (not again while that conflict lasts).
@@ -86,7 +30,7 @@ type Domains struct {
 // NewDomains returns an empty domain table. onConflict (optional) is told
 // about each new conflict once.
 func NewDomains(onConflict func(host, loser, winner string)) *Domains {
-	d := &Domains{claims: map[string]nsClaim{}, warned: map[conflict]bool{}, onConflict: onConflict}
+	d := &Domains{claims: map[string]claim.Domain{}, warned: map[conflict]bool{}, onConflict: onConflict}
 	empty := map[string]string{}
 	d.snap.Store(&empty)
 	return d
@@ -122,10 +66,10 @@ func (d *Domains) Set(ns string, created time.Time, host string) {
 		}
 		delete(d.claims, ns)
 	} else {
-		if had && old.host == host && old.created.Equal(created) {
+		if had && old.Host == host && old.Created.Equal(created) {
 			return
 		}
-		d.claims[ns] = nsClaim{host: host, created: created}
+		d.claims[ns] = claim.Domain{Host: host, Created: created}
 	}
 	d.rebuildLocked()
 }
@@ -134,20 +78,14 @@ func (d *Domains) Set(ns string, created time.Time, host string) {
 func (d *Domains) Delete(ns string) { d.Set(ns, time.Time{}, "") }
 
 func (d *Domains) rebuildLocked() {
-	winners := make(map[string]string, len(d.claims))
-	for ns, c := range d.claims {
-		w, ok := winners[c.host]
-		if !ok || c.precedes(ns, d.claims[w], w) {
-			winners[c.host] = ns
-		}
-	}
+	winners := claim.DomainWinners(d.claims)
 	losing := map[conflict]bool{}
 	for ns, c := range d.claims {
-		if w := winners[c.host]; w != ns {
-			k := conflict{c.host, ns}
+		if w := winners[c.Host]; w != ns {
+			k := conflict{c.Host, ns}
 			losing[k] = true
 			if !d.warned[k] && d.onConflict != nil {
-				d.onConflict(c.host, ns, w)
+				d.onConflict(c.Host, ns, w)
 			}
 		}
 	}

@@ -22,7 +22,7 @@ import (
 
 // DomainAnnotation on a Namespace names a host whose requests /<code> are
 // served from that namespace, beside /<namespace>/<code> on any host.
-const DomainAnnotation = "linkforge.io/domain"
+const DomainAnnotation = claim.DomainAnnotation
 
 // Link is what the redirector's informer cache holds for a ShortLink: the
 // informer transform (TransformShortLink) turns each ShortLink into one, and
