@@ -250,7 +250,7 @@ func addrs(rs ...*replica) []string {
 
 // replicasUsesMetrics is usesMetrics of each of replicas, named.
 func replicasUsesMetrics(replicas ...*replica) string {
-	var out []string
+	out := make([]string, 0, len(replicas))
 	for _, r := range replicas {
 		out = append(out, "--- "+r.name+" ---\n"+usesMetrics(r.probes))
 	}

@@ -49,7 +49,7 @@ func TestRoundWritesOverlap(t *testing.T) {
 			u := New(Options{Client: api, Holder: "a", Peer: "a", FlushInterval: 10 * time.Second, Lease: 30 * time.Second,
 				WritesPerSecond: 1e9, ReserveTimeout: time.Minute, MaxBlock: 8, Clock: clk.skewed(0)})
 			const links = 2 * roundWriters
-			var all []*fakeAPI
+			all := make([]*fakeAPI, 0, links)
 			for i := range links {
 				link := newFakeAPI(100)
 				link.link.Name = fmt.Sprintf("l%d", i)
