@@ -1,0 +1,272 @@
+//go:build gatewaytest
+
+package gatewaytest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/testenv"
+)
+
+// loadedMachine is the e2e suites' allowance for a busy 2-core machine
+// (internal/e2e): a wait can take four times as long as on an idle one.
+const loadedMachine = 4
+
+// issueAndServe bounds the time from the Gateway's creation to the first
+// HTTPS answer: cert-manager issues one certificate (a key, a
+// CertificateRequest signed by the CA, the Secret) and Traefik loads it and
+// the route from its informers, each a few seconds on an idle machine; 30 s
+// there, times loadedMachine.
+const issueAndServe = 30 * time.Second * loadedMachine
+
+const (
+	host      = "go.example.test"
+	namespace = "app"
+)
+
+// TestHTTPSThroughTraefikGateway runs the Gateway API implementation and
+// cert-manager that hack/gateway builds (make gateway-binaries) out of
+// cluster against a local control plane: cert-manager's gateway-shim issues
+// the certificate a Gateway's HTTPS listener names from a CA ClusterIssuer
+// (cert-manager.io/cluster-issuer on the Gateway), and Traefik serves an
+// HTTPRoute through that listener, on loopback, to a backend it finds
+// through an EndpointSlice. A client that trusts only the CA gets the
+// backend's answer.
+func TestHTTPSThroughTraefikGateway(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(issueAndServe)
+	g.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+	root, err := testenv.ModuleRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	traefik := testenv.TraefikBinary(t, root)
+	certManager := testenv.CertManagerControllerBinary(t, root)
+	gatewayCRDs, certManagerCRDs := testenv.GatewayCRDs(t, root)
+	tmp := t.TempDir()
+
+	cp, err := devenv.StartControlPlane(root, tmp)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{
+		Paths: []string{gatewayCRDs, certManagerCRDs}, ErrorIfPathMissing: true,
+		MaxTime: time.Minute * loadedMachine,
+	})
+	g.Expect(err).NotTo(HaveOccurred(), "installing the Gateway API's and cert-manager's CRDs")
+	c, err := client.New(cp.Config, client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := t.Context()
+
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, "backend: %s %s", r.Host, r.URL.Path)
+	}))
+	t.Cleanup(backend.Close)
+	_, backendPort, err := net.SplitHostPort(backend.Listener.Addr().String())
+	g.Expect(err).NotTo(HaveOccurred())
+
+	gatewayAddr, err := devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, gatewayPort, err := net.SplitHostPort(gatewayAddr)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	startLogged(t, g, tmp, "cert-manager", certManager,
+		"--kubeconfig", cp.Kubeconfig, "--leader-elect=false",
+		"--cluster-resource-namespace", "cert-manager", "--enable-gateway-api",
+		"--metrics-listen-address", "0", "--healthz-listen-address", "127.0.0.1:0")
+	startLogged(t, g, tmp, "traefik", traefik,
+		"--entryPoints.websecure.address="+gatewayAddr,
+		"--providers.kubernetesGateway=true", "--providers.kubernetesIngress=true",
+		"--log.level=DEBUG")
+
+	for _, ns := range []string{"cert-manager", namespace} {
+		apply(ctx, g, c, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}", ns))
+	}
+	// A self-signed root, and a CA ClusterIssuer that signs with it.
+	apply(ctx, g, c, `
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: {name: selfsigned}
+spec: {selfSigned: {}}`)
+	apply(ctx, g, c, `
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: root-ca, namespace: cert-manager}
+spec:
+  isCA: true
+  commonName: linkforge-test-ca
+  secretName: root-ca
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {name: selfsigned, kind: ClusterIssuer, group: cert-manager.io}`)
+	apply(ctx, g, c, `
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: {name: ca}
+spec: {ca: {secretName: root-ca}}`)
+	var caPEM []byte
+	g.Eventually(func(g Gomega) {
+		s := get(ctx, g, c, "v1", "Secret", "cert-manager", "root-ca")
+		ca, _, _ := unstructured.NestedString(s.Object, "data", "ca.crt")
+		g.Expect(ca).NotTo(BeEmpty(), "the root's Secret has its ca.crt")
+		caPEM, err = base64.StdEncoding.DecodeString(ca)
+		g.Expect(err).NotTo(HaveOccurred())
+	}).Should(Succeed(), "cert-manager issues the self-signed root")
+	roots := x509.NewCertPool()
+	g.Expect(roots.AppendCertsFromPEM(caPEM)).To(BeTrue(), "the root's ca.crt is a PEM certificate")
+
+	// The backend, outside the cluster: a Service without a selector and
+	// the EndpointSlice a controller would have made for it.
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: %s}
+spec:
+  ports: [{name: http, port: 80, targetPort: %s}]`, namespace, backendPort))
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: backend-loopback
+  namespace: %s
+  labels: {kubernetes.io/service-name: backend}
+addressType: IPv4
+endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
+ports: [{name: http, port: %s, protocol: TCP}]`, namespace, backendPort))
+	apply(ctx, g, c, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: traefik}
+spec: {controllerName: traefik.io/gateway-controller}`)
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: backend, namespace: %[1]s}
+spec:
+  parentRefs: [{name: public}]
+  hostnames: [%[2]s]
+  rules: [{backendRefs: [{name: backend, port: 80}]}]`, namespace, host))
+
+	created := time.Now()
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: public
+  namespace: %[1]s
+  annotations: {cert-manager.io/cluster-issuer: ca}
+spec:
+  gatewayClassName: traefik
+  listeners:
+  - name: https
+    hostname: %[2]s
+    port: %[3]s
+    protocol: HTTPS
+    tls: {mode: Terminate, certificateRefs: [{name: go-example-tls}]}`, namespace, host, gatewayPort))
+
+	https := &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+			// What curl --resolve host:port:127.0.0.1 does.
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, gatewayAddr)
+			},
+		},
+	}
+	url := "https://" + net.JoinHostPort(host, gatewayPort) + "/x"
+	var served *x509.Certificate
+	g.Eventually(func(g Gomega) {
+		resp, err := https.Get(url)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
+		g.Expect(string(body)).To(Equal("backend: " + net.JoinHostPort(host, gatewayPort) + " /x"))
+		served = resp.TLS.PeerCertificates[0]
+	}).Should(Succeed(), "%s answers through Traefik with the certificate cert-manager issued", url)
+	t.Logf("Gateway created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), issueAndServe)
+	g.Expect(served.DNSNames).To(ConsistOf(host))
+	g.Expect(served.Issuer.CommonName).To(Equal("linkforge-test-ca"))
+
+	// What cert-manager and Traefik say of it: the Certificate the shim
+	// made for the listener is Ready, and the Gateway is Programmed.
+	g.Expect(condition(ctx, g, c, "cert-manager.io/v1", "Certificate", namespace, "go-example-tls", "Ready")).To(Equal("True"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(condition(ctx, g, c, "gateway.networking.k8s.io/v1", "Gateway", namespace, "public", "Programmed")).To(Equal("True"))
+	}).Should(Succeed(), "Traefik reports the Gateway Programmed")
+}
+
+// startLogged starts bin with args as name, its output in tmp/name.log,
+// stopped when t ends, with its log's tail if t failed.
+func startLogged(t *testing.T, g *WithT, tmp, name, bin string, args ...string) *devenv.Process {
+	p, err := devenv.Start(name, filepath.Join(tmp, name+".log"), bin, args...)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		if err := p.Stop(15 * time.Second); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			if b, err := os.ReadFile(p.Log); err == nil {
+				s := string(b)
+				if len(s) > 6000 {
+					s = s[len(s)-6000:]
+				}
+				t.Logf("--- %s log ---\n%s", name, s)
+			}
+		}
+	})
+	return p
+}
+
+// apply creates or updates the object of manifest, server-side.
+func apply(ctx context.Context, g Gomega, c client.Client, manifest string) {
+	u := &unstructured.Unstructured{}
+	g.ExpectWithOffset(1, yaml.Unmarshal([]byte(manifest), &u.Object)).To(Succeed(), manifest)
+	g.ExpectWithOffset(1, c.Patch(ctx, u, client.Apply, client.FieldOwner("gatewaytest"), client.ForceOwnership)).To(Succeed(), manifest)
+}
+
+func get(ctx context.Context, g Gomega, c client.Client, apiVersion, kind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	g.ExpectWithOffset(1, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)).To(Succeed())
+	return u
+}
+
+// condition is the status of the object's condition of type typ, "" if it
+// has none.
+func condition(ctx context.Context, g Gomega, c client.Client, apiVersion, kind, ns, name, typ string) string {
+	u := get(ctx, g, c, apiVersion, kind, ns, name)
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, x := range conds {
+		m, _ := x.(map[string]any)
+		if m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
