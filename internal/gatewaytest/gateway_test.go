@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -79,11 +80,18 @@ func TestHTTPSThroughTraefikGateway(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx := t.Context()
 
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The API server refuses an EndpointSlice address in the loopback
+	// range, so the backend listens on one of this machine's own.
+	backendIP := hostIPv4(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort(backendIP, "0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprintf(w, "backend: %s %s", r.Host, r.URL.Path)
 	}))
+	backend.Listener = ln
+	backend.Start()
 	t.Cleanup(backend.Close)
-	_, backendPort, err := net.SplitHostPort(backend.Listener.Addr().String())
+	_, backendPort, err := net.SplitHostPort(ln.Addr().String())
 	g.Expect(err).NotTo(HaveOccurred())
 
 	gatewayAddr, err := devenv.FreeAddr()
@@ -94,11 +102,14 @@ func TestHTTPSThroughTraefikGateway(t *testing.T) {
 	startLogged(t, g, tmp, "cert-manager", certManager,
 		"--kubeconfig", cp.Kubeconfig, "--leader-elect=false",
 		"--cluster-resource-namespace", "cert-manager", "--enable-gateway-api",
-		"--metrics-listen-address", "0", "--healthz-listen-address", "127.0.0.1:0")
+		"--metrics-listen-address", "127.0.0.1:0", "--internal-healthz-listen-address", "127.0.0.1:0")
+	// Out of a cluster, Traefik's Kubernetes providers read KUBECONFIG
+	// (it has no flag for one), else need an endpoint and a token.
+	t.Setenv("KUBECONFIG", cp.Kubeconfig)
 	startLogged(t, g, tmp, "traefik", traefik,
 		"--entryPoints.websecure.address="+gatewayAddr,
 		"--providers.kubernetesGateway=true", "--providers.kubernetesIngress=true",
-		"--log.level=DEBUG")
+		"--log.level=DEBUG", "--log.noColor=true")
 
 	for _, ns := range []string{"cert-manager", namespace} {
 		apply(ctx, g, c, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}", ns))
@@ -136,7 +147,8 @@ spec: {ca: {secretName: root-ca}}`)
 	g.Expect(roots.AppendCertsFromPEM(caPEM)).To(BeTrue(), "the root's ca.crt is a PEM certificate")
 
 	// The backend, outside the cluster: a Service without a selector and
-	// the EndpointSlice a controller would have made for it.
+	// the EndpointSlice a controller would have made for it (Traefik
+	// resolves a backendRef through the Service's EndpointSlices).
 	apply(ctx, g, c, fmt.Sprintf(`
 apiVersion: v1
 kind: Service
@@ -151,8 +163,8 @@ metadata:
   namespace: %s
   labels: {kubernetes.io/service-name: backend}
 addressType: IPv4
-endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
-ports: [{name: http, port: %s, protocol: TCP}]`, namespace, backendPort))
+endpoints: [{addresses: [%s], conditions: {ready: true}}]
+ports: [{name: http, port: %s, protocol: TCP}]`, namespace, backendIP, backendPort))
 	apply(ctx, g, c, `
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -210,6 +222,15 @@ spec:
 	t.Logf("Gateway created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), issueAndServe)
 	g.Expect(served.DNSNames).To(ConsistOf(host))
 	g.Expect(served.Issuer.CommonName).To(Equal("linkforge-test-ca"))
+	// The same with curl, where there is one: what a person would type.
+	if curl, err := exec.LookPath("curl"); err == nil {
+		caFile := filepath.Join(tmp, "ca.crt")
+		g.Expect(os.WriteFile(caFile, caPEM, 0o600)).To(Succeed())
+		out, err := exec.CommandContext(ctx, curl, "-sS", "--fail", "--cacert", caFile,
+			"--resolve", net.JoinHostPort(host, gatewayPort)+":127.0.0.1", url).CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "curl: %s", out)
+		g.Expect(string(out)).To(Equal("backend: " + net.JoinHostPort(host, gatewayPort) + " /x"))
+	}
 
 	// What cert-manager and Traefik say of it: the Certificate the shim
 	// made for the listener is Ready, and the Gateway is Programmed.
@@ -217,6 +238,23 @@ spec:
 	g.Eventually(func(g Gomega) {
 		g.Expect(condition(ctx, g, c, "gateway.networking.k8s.io/v1", "Gateway", namespace, "public", "Programmed")).To(Equal("True"))
 	}).Should(Succeed(), "Traefik reports the Gateway Programmed")
+}
+
+// hostIPv4 is an IPv4 address of this machine outside the loopback and
+// link-local ranges, which an EndpointSlice may hold.
+func hostIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Fatalf("no IPv4 address outside the loopback range among %v: the backend needs one, as an EndpointSlice may not point at loopback", addrs)
+	return ""
 }
 
 // startLogged starts bin with args as name, its output in tmp/name.log,

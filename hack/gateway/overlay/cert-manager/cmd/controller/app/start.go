@@ -14,6 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
+// Copied from cert-manager's cmd/controller (release-1.21, unchanged since
+// v1.21.1) for linkforge's hack/gateway; changed: the import path of its
+// own packages (github.com/cert-manager/cert-manager/cmd/controller/...), and
+// the ACME, Vault and Venafi issuers and ACME controllers are not imported.
+
 package app
 
 import (
