@@ -99,14 +99,14 @@ func TestHTTPSThroughTraefikGateway(t *testing.T) {
 	_, gatewayPort, err := net.SplitHostPort(gatewayAddr)
 	g.Expect(err).NotTo(HaveOccurred())
 
-	startLogged(t, g, tmp, "cert-manager", certManager,
+	devenv.StartLogged(t, tmp, "cert-manager", certManager,
 		"--kubeconfig", cp.Kubeconfig, "--leader-elect=false",
 		"--cluster-resource-namespace", "cert-manager", "--enable-gateway-api",
 		"--metrics-listen-address", "127.0.0.1:0", "--internal-healthz-listen-address", "127.0.0.1:0")
 	// Out of a cluster, Traefik's Kubernetes providers read KUBECONFIG
 	// (it has no flag for one), else need an endpoint and a token.
 	t.Setenv("KUBECONFIG", cp.Kubeconfig)
-	startLogged(t, g, tmp, "traefik", traefik,
+	devenv.StartLogged(t, tmp, "traefik", traefik,
 		"--entryPoints.websecure.address="+gatewayAddr,
 		"--providers.kubernetesGateway=true", "--providers.kubernetesIngress=true",
 		"--log.level=DEBUG", "--log.noColor=true")
@@ -257,33 +257,11 @@ func hostIPv4(t *testing.T) string {
 	return ""
 }
 
-// startLogged starts bin with args as name, its output in tmp/name.log,
-// stopped when t ends, with its log's tail if t failed.
-func startLogged(t *testing.T, g *WithT, tmp, name, bin string, args ...string) *devenv.Process {
-	p, err := devenv.Start(name, filepath.Join(tmp, name+".log"), bin, args...)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if err := p.Stop(15 * time.Second); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			if b, err := os.ReadFile(p.Log); err == nil {
-				s := string(b)
-				if len(s) > 6000 {
-					s = s[len(s)-6000:]
-				}
-				t.Logf("--- %s log ---\n%s", name, s)
-			}
-		}
-	})
-	return p
-}
-
 // apply creates or updates the object of manifest, server-side.
 func apply(ctx context.Context, g Gomega, c client.Client, manifest string) {
 	u := &unstructured.Unstructured{}
 	g.ExpectWithOffset(1, yaml.Unmarshal([]byte(manifest), &u.Object)).To(Succeed(), manifest)
-	g.ExpectWithOffset(1, c.Patch(ctx, u, client.Apply, client.FieldOwner("gatewaytest"), client.ForceOwnership)).To(Succeed(), manifest)
+	g.ExpectWithOffset(1, c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("gatewaytest"), client.ForceOwnership)).To(Succeed(), manifest)
 }
 
 func get(ctx context.Context, g Gomega, c client.Client, apiVersion, kind, ns, name string) *unstructured.Unstructured {
