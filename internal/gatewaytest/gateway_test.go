@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,7 +53,8 @@ const (
 // (cert-manager.io/cluster-issuer on the Gateway), and Traefik serves an
 // HTTPRoute through that listener, on loopback, to a backend it finds
 // through an EndpointSlice. A client that trusts only the CA gets the
-// backend's answer.
+// backend's answer; then the same through an Ingress (Traefik's Ingress
+// provider, cert-manager's ingress-shim) for a second host.
 func TestHTTPSThroughTraefikGateway(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(issueAndServe)
@@ -207,27 +209,16 @@ spec:
 			},
 		},
 	}
-	url := "https://" + net.JoinHostPort(host, gatewayPort) + "/x"
-	var served *x509.Certificate
-	g.Eventually(func(g Gomega) {
-		resp, err := https.Get(url)
-		g.Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = resp.Body.Close() }()
-		body, err := io.ReadAll(resp.Body)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
-		g.Expect(string(body)).To(Equal("backend: " + net.JoinHostPort(host, gatewayPort) + " /x"))
-		served = resp.TLS.PeerCertificates[0]
-	}).Should(Succeed(), "%s answers through Traefik with the certificate cert-manager issued", url)
+	target := "https://" + net.JoinHostPort(host, gatewayPort) + "/x"
+	served := answers(g, https, target)
 	t.Logf("Gateway created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), issueAndServe)
 	g.Expect(served.DNSNames).To(ConsistOf(host))
-	g.Expect(served.Issuer.CommonName).To(Equal("linkforge-test-ca"))
 	// The same with curl, where there is one: what a person would type.
 	if curl, err := exec.LookPath("curl"); err == nil {
 		caFile := filepath.Join(tmp, "ca.crt")
 		g.Expect(os.WriteFile(caFile, caPEM, 0o600)).To(Succeed())
 		out, err := exec.CommandContext(ctx, curl, "-sS", "--fail", "--cacert", caFile,
-			"--resolve", net.JoinHostPort(host, gatewayPort)+":127.0.0.1", url).CombinedOutput()
+			"--resolve", net.JoinHostPort(host, gatewayPort)+":127.0.0.1", target).CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), "curl: %s", out)
 		g.Expect(string(out)).To(Equal("backend: " + net.JoinHostPort(host, gatewayPort) + " /x"))
 	}
@@ -238,6 +229,59 @@ spec:
 	g.Eventually(func(g Gomega) {
 		g.Expect(condition(ctx, g, c, "gateway.networking.k8s.io/v1", "Gateway", namespace, "public", "Programmed")).To(Equal("True"))
 	}).Should(Succeed(), "Traefik reports the Gateway Programmed")
+
+	// The same through Traefik's Ingress provider, for clusters without
+	// the Gateway API: cert-manager's ingress-shim issues the certificate
+	// the Ingress's TLS names, and Traefik serves the Ingress's host with it
+	// on its entrypoint.
+	const ingressHost = "in.example.test"
+	apply(ctx, g, c, `
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: traefik}
+spec: {controller: traefik.io/ingress-controller}`)
+	created = time.Now()
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: backend
+  namespace: %[1]s
+  annotations:
+    cert-manager.io/cluster-issuer: ca
+    # Traefik takes spec.tls's Secret as a certificate only: without this
+    # the router is plain HTTP, and HTTPS on the entrypoint answers 404.
+    traefik.ingress.kubernetes.io/router.tls: "true"
+spec:
+  ingressClassName: traefik
+  tls: [{hosts: [%[2]s], secretName: in-example-tls}]
+  rules:
+  - host: %[2]s
+    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: backend, port: {name: http}}}}]}`, namespace, ingressHost))
+	served = answers(g, https, "https://"+net.JoinHostPort(ingressHost, gatewayPort)+"/y")
+	t.Logf("Ingress created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), issueAndServe)
+	g.Expect(served.DNSNames).To(ConsistOf(ingressHost))
+}
+
+// answers waits until target answers 200 from the backend through
+// Traefik, over TLS that hc verifies, and returns the certificate it
+// was served.
+func answers(g *WithT, hc *http.Client, target string) *x509.Certificate {
+	u, err := url.Parse(target)
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	var served *x509.Certificate
+	g.Eventually(func(g Gomega) {
+		resp, err := hc.Get(target)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
+		g.Expect(string(body)).To(Equal("backend: " + u.Host + " " + u.Path))
+		served = resp.TLS.PeerCertificates[0]
+	}).WithOffset(1).Should(Succeed(), "%s answers through Traefik with the certificate cert-manager issued", target)
+	g.ExpectWithOffset(1, served.Issuer.CommonName).To(Equal("linkforge-test-ca"))
+	return served
 }
 
 // hostIPv4 is an IPv4 address of this machine outside the loopback and
