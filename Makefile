@@ -162,6 +162,17 @@ go-test: otelcol ## Run the Go tests only, as make test does last (after its oth
 test-otelcol: envtest-assets otelcol ## Run only the tests against the test OpenTelemetry Collector (bin/otelcol): the OTLP sink (internal/events) and the real redirector's click events (internal/e2e). go test runs them too.
 	KUBEBUILDER_ASSETS="$(ASSETS)" hack/tools/otelcol/test.sh ./internal/e2e
 
+# Traefik and cert-manager's controller, built from their Go modules in a
+# module of their own (hack/gateway/README.md), for issue 56's tests through a
+# real Gateway; not part of make test yet.
+.PHONY: gateway-binaries
+gateway-binaries: ## Build Traefik and cert-manager's controller (hack/gateway) into bin/ where missing, with the Gateway API's and cert-manager's CRDs in bin/gateway-crds (minutes the first time; not in make test yet).
+	@LOCALBIN="$(LOCALBIN)" hack/gateway/build.sh
+
+.PHONY: gateway-test
+gateway-test: envtest-assets gateway-binaries ## Run internal/gatewaytest: HTTPS through Traefik's Gateway with a certificate cert-manager issued, out of cluster on a local control plane (not in make test yet).
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags $(BUILD_TAGS),gatewaytest -count=1 -v ./internal/gatewaytest
+
 # A backstop per package of benchmarks, against a hang: their waits fail
 # on a stall, not on time (docs/development.md, Timing in tests), and a
 # busy machine makes the end-to-end ones (about 20 minutes on a quiet one)

@@ -12,7 +12,6 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -240,7 +239,7 @@ type oidcProvider struct {
 func startMockOIDC(t *testing.T, g *WithT, bin, tmp string) *oidcProvider {
 	addr, err := devenv.FreeAddr()
 	g.Expect(err).NotTo(HaveOccurred())
-	p := startLogged(t, g, tmp, "mockoidc", bin, "--listen", addr)
+	p := devenv.StartLogged(t, tmp, "mockoidc", bin, "--listen", addr)
 	var o oidcProvider
 	g.Eventually(func(g Gomega) {
 		b, err := os.ReadFile(p.Log)
@@ -283,28 +282,10 @@ func startOAuth2Proxy(t *testing.T, g *WithT, bin, tmp, name string, provider *o
 		"--http-address", addr, "--redirect-url", "http://" + addr + "/oauth2/callback",
 		"--upstream", "http://" + upstream + "/",
 	}, extra...)
-	startLogged(t, g, tmp, name, bin, args...)
+	devenv.StartLogged(t, tmp, name, bin, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	g.Expect(devenv.WaitHTTP(ctx, "http://"+addr+"/ping", http.StatusOK)).To(Succeed(), "%s is up", name)
-}
-
-// startLogged starts bin with args as name, its output in tmp/name.log,
-// stopped when t ends, with its log's tail if t failed.
-func startLogged(t *testing.T, g *WithT, tmp, name, bin string, args ...string) *devenv.Process {
-	p, err := devenv.Start(name, filepath.Join(tmp, name+".log"), bin, args...)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if err := p.Stop(15 * time.Second); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			if b, err := os.ReadFile(p.Log); err == nil {
-				t.Logf("--- %s log ---\n%s", name, tail(string(b), 4000))
-			}
-		}
-	})
-	return p
 }
 
 // signInCase is a person who signs in through oauth2-proxy, and where

@@ -63,3 +63,39 @@ func KubectlBinary(t testing.TB, root string) string {
 	t.Fatal("no kubectl on PATH (nor beside the envtest binaries)")
 	return ""
 }
+
+// TraefikBinary is root/bin/traefik, a Gateway API implementation, which
+// `make gateway-binaries` builds from github.com/traefik/traefik/v3 at the
+// version hack/gateway/go.mod pins.
+func TraefikBinary(t testing.TB, root string) string {
+	t.Helper()
+	return builtGatewayFile(t, root, "traefik", "Traefik")
+}
+
+// CertManagerControllerBinary is root/bin/cert-manager-controller,
+// cert-manager's controller, which `make gateway-binaries` builds from
+// github.com/cert-manager/cert-manager at the version hack/gateway/go.mod
+// pins.
+func CertManagerControllerBinary(t testing.TB, root string) string {
+	t.Helper()
+	return builtGatewayFile(t, root, "cert-manager-controller", "cert-manager's controller")
+}
+
+// GatewayCRDs are the directories of the CRDs that `make gateway-binaries`
+// copies beside those binaries: the Gateway API's standard channel and
+// cert-manager's, at the versions hack/gateway/go.mod pins.
+func GatewayCRDs(t testing.TB, root string) (gatewayAPI, certManager string) {
+	t.Helper()
+	return builtGatewayFile(t, root, "gateway-crds/gateway-api", "the Gateway API's CRDs"),
+		builtGatewayFile(t, root, "gateway-crds/cert-manager", "cert-manager's CRDs")
+}
+
+// builtGatewayFile is root/bin/name, which `make gateway-binaries` makes.
+func builtGatewayFile(t testing.TB, root, name, what string) string {
+	t.Helper()
+	p := filepath.Join(root, "bin", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("no %s: run `make gateway-binaries` to build %s (hack/gateway)", p, what)
+	}
+	return p
+}

@@ -1,0 +1,332 @@
+//go:build gatewaytest
+
+package gatewaytest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/linkforge/linkforge/internal/devenv"
+	"github.com/linkforge/linkforge/internal/testenv"
+)
+
+// loadedMachine is the e2e suites' allowance for a busy 2-core machine
+// (internal/e2e): a wait can take four times as long as on an idle one.
+const loadedMachine = 4
+
+// issueAndServe bounds the time from the Gateway's creation to the first
+// HTTPS answer: cert-manager issues one certificate (a key, a
+// CertificateRequest signed by the CA, the Secret) and Traefik loads it and
+// the route from its informers, each a few seconds on an idle machine; 30 s
+// there, times loadedMachine.
+const issueAndServe = 30 * time.Second * loadedMachine
+
+const (
+	host      = "go.example.test"
+	namespace = "app"
+)
+
+// TestHTTPSThroughTraefikGateway runs the Gateway API implementation and
+// cert-manager that hack/gateway builds (make gateway-binaries) out of
+// cluster against a local control plane: cert-manager's gateway-shim issues
+// the certificate a Gateway's HTTPS listener names from a CA ClusterIssuer
+// (cert-manager.io/cluster-issuer on the Gateway), and Traefik serves an
+// HTTPRoute through that listener, on loopback, to a backend it finds
+// through an EndpointSlice. A client that trusts only the CA gets the
+// backend's answer; then the same through an Ingress (Traefik's Ingress
+// provider, cert-manager's ingress-shim) for a second host.
+func TestHTTPSThroughTraefikGateway(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(issueAndServe)
+	g.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+	root, err := testenv.ModuleRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	traefik := testenv.TraefikBinary(t, root)
+	certManager := testenv.CertManagerControllerBinary(t, root)
+	gatewayCRDs, certManagerCRDs := testenv.GatewayCRDs(t, root)
+	tmp := t.TempDir()
+
+	cp, err := devenv.StartControlPlane(root, tmp)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{
+		Paths: []string{gatewayCRDs, certManagerCRDs}, ErrorIfPathMissing: true,
+		MaxTime: time.Minute * loadedMachine,
+	})
+	g.Expect(err).NotTo(HaveOccurred(), "installing the Gateway API's and cert-manager's CRDs")
+	c, err := client.New(cp.Config, client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := t.Context()
+
+	// The API server refuses an EndpointSlice address in the loopback
+	// range, so the backend listens on one of this machine's own.
+	backendIP := hostIPv4(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort(backendIP, "0"))
+	g.Expect(err).NotTo(HaveOccurred())
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, "backend: %s %s", r.Host, r.URL.Path)
+	}))
+	backend.Listener = ln
+	backend.Start()
+	t.Cleanup(backend.Close)
+	_, backendPort, err := net.SplitHostPort(ln.Addr().String())
+	g.Expect(err).NotTo(HaveOccurred())
+
+	gatewayAddr, err := devenv.FreeAddr()
+	g.Expect(err).NotTo(HaveOccurred())
+	_, gatewayPort, err := net.SplitHostPort(gatewayAddr)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	devenv.StartLogged(t, tmp, "cert-manager", certManager,
+		"--kubeconfig", cp.Kubeconfig, "--leader-elect=false",
+		"--cluster-resource-namespace", "cert-manager", "--enable-gateway-api",
+		"--metrics-listen-address", "127.0.0.1:0", "--internal-healthz-listen-address", "127.0.0.1:0")
+	// Out of a cluster, Traefik's Kubernetes providers read KUBECONFIG
+	// (it has no flag for one), else need an endpoint and a token.
+	t.Setenv("KUBECONFIG", cp.Kubeconfig)
+	devenv.StartLogged(t, tmp, "traefik", traefik,
+		"--entryPoints.websecure.address="+gatewayAddr,
+		"--providers.kubernetesGateway=true", "--providers.kubernetesIngress=true",
+		"--log.level=DEBUG", "--log.noColor=true")
+
+	for _, ns := range []string{"cert-manager", namespace} {
+		apply(ctx, g, c, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}", ns))
+	}
+	// A self-signed root, and a CA ClusterIssuer that signs with it.
+	apply(ctx, g, c, `
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: {name: selfsigned}
+spec: {selfSigned: {}}`)
+	apply(ctx, g, c, `
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: root-ca, namespace: cert-manager}
+spec:
+  isCA: true
+  commonName: linkforge-test-ca
+  secretName: root-ca
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {name: selfsigned, kind: ClusterIssuer, group: cert-manager.io}`)
+	apply(ctx, g, c, `
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: {name: ca}
+spec: {ca: {secretName: root-ca}}`)
+	var caPEM []byte
+	g.Eventually(func(g Gomega) {
+		s := get(ctx, g, c, "v1", "Secret", "cert-manager", "root-ca")
+		ca, _, _ := unstructured.NestedString(s.Object, "data", "ca.crt")
+		g.Expect(ca).NotTo(BeEmpty(), "the root's Secret has its ca.crt")
+		caPEM, err = base64.StdEncoding.DecodeString(ca)
+		g.Expect(err).NotTo(HaveOccurred())
+	}).Should(Succeed(), "cert-manager issues the self-signed root")
+	roots := x509.NewCertPool()
+	g.Expect(roots.AppendCertsFromPEM(caPEM)).To(BeTrue(), "the root's ca.crt is a PEM certificate")
+
+	// The backend, outside the cluster: a Service without a selector and
+	// the EndpointSlice a controller would have made for it (Traefik
+	// resolves a backendRef through the Service's EndpointSlices).
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: v1
+kind: Service
+metadata: {name: backend, namespace: %s}
+spec:
+  ports: [{name: http, port: 80, targetPort: %s}]`, namespace, backendPort))
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: backend-loopback
+  namespace: %s
+  labels: {kubernetes.io/service-name: backend}
+addressType: IPv4
+endpoints: [{addresses: [%s], conditions: {ready: true}}]
+ports: [{name: http, port: %s, protocol: TCP}]`, namespace, backendIP, backendPort))
+	apply(ctx, g, c, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: traefik}
+spec: {controllerName: traefik.io/gateway-controller}`)
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: backend, namespace: %[1]s}
+spec:
+  parentRefs: [{name: public}]
+  hostnames: [%[2]s]
+  rules: [{backendRefs: [{name: backend, port: 80}]}]`, namespace, host))
+
+	created := time.Now()
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: public
+  namespace: %[1]s
+  annotations: {cert-manager.io/cluster-issuer: ca}
+spec:
+  gatewayClassName: traefik
+  listeners:
+  - name: https
+    hostname: %[2]s
+    port: %[3]s
+    protocol: HTTPS
+    tls: {mode: Terminate, certificateRefs: [{name: go-example-tls}]}`, namespace, host, gatewayPort))
+
+	https := &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+			// What curl --resolve host:port:127.0.0.1 does.
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, gatewayAddr)
+			},
+		},
+	}
+	target := "https://" + net.JoinHostPort(host, gatewayPort) + "/x"
+	served := answers(g, https, target)
+	t.Logf("Gateway created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), issueAndServe)
+	g.Expect(served.DNSNames).To(ConsistOf(host))
+	// The same with curl, where there is one: what a person would type.
+	if curl, err := exec.LookPath("curl"); err == nil {
+		caFile := filepath.Join(tmp, "ca.crt")
+		g.Expect(os.WriteFile(caFile, caPEM, 0o600)).To(Succeed())
+		out, err := exec.CommandContext(ctx, curl, "-sS", "--fail", "--cacert", caFile,
+			"--resolve", net.JoinHostPort(host, gatewayPort)+":127.0.0.1", target).CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "curl: %s", out)
+		g.Expect(string(out)).To(Equal("backend: " + net.JoinHostPort(host, gatewayPort) + " /x"))
+	}
+
+	// What cert-manager and Traefik say of it: the Certificate the shim
+	// made for the listener is Ready, and the Gateway is Programmed.
+	g.Expect(condition(ctx, g, c, "cert-manager.io/v1", "Certificate", namespace, "go-example-tls", "Ready")).To(Equal("True"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(condition(ctx, g, c, "gateway.networking.k8s.io/v1", "Gateway", namespace, "public", "Programmed")).To(Equal("True"))
+	}).Should(Succeed(), "Traefik reports the Gateway Programmed")
+
+	// The same through Traefik's Ingress provider, for clusters without
+	// the Gateway API: cert-manager's ingress-shim issues the certificate
+	// the Ingress's TLS names, and Traefik serves the Ingress's host with it
+	// on its entrypoint.
+	const ingressHost = "in.example.test"
+	apply(ctx, g, c, `
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: traefik}
+spec: {controller: traefik.io/ingress-controller}`)
+	created = time.Now()
+	apply(ctx, g, c, fmt.Sprintf(`
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: backend
+  namespace: %[1]s
+  annotations:
+    cert-manager.io/cluster-issuer: ca
+    # Traefik takes spec.tls's Secret as a certificate only: without this
+    # the router is plain HTTP, and HTTPS on the entrypoint answers 404.
+    traefik.ingress.kubernetes.io/router.tls: "true"
+spec:
+  ingressClassName: traefik
+  tls: [{hosts: [%[2]s], secretName: in-example-tls}]
+  rules:
+  - host: %[2]s
+    http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: backend, port: {name: http}}}}]}`, namespace, ingressHost))
+	served = answers(g, https, "https://"+net.JoinHostPort(ingressHost, gatewayPort)+"/y")
+	t.Logf("Ingress created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), issueAndServe)
+	g.Expect(served.DNSNames).To(ConsistOf(ingressHost))
+}
+
+// answers waits until target answers 200 from the backend through
+// Traefik, over TLS that hc verifies, and returns the certificate it
+// was served.
+func answers(g *WithT, hc *http.Client, target string) *x509.Certificate {
+	u, err := url.Parse(target)
+	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	var served *x509.Certificate
+	g.Eventually(func(g Gomega) {
+		resp, err := hc.Get(target)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
+		g.Expect(string(body)).To(Equal("backend: " + u.Host + " " + u.Path))
+		served = resp.TLS.PeerCertificates[0]
+	}).WithOffset(1).Should(Succeed(), "%s answers through Traefik with the certificate cert-manager issued", target)
+	g.ExpectWithOffset(1, served.Issuer.CommonName).To(Equal("linkforge-test-ca"))
+	return served
+}
+
+// hostIPv4 is an IPv4 address of this machine outside the loopback and
+// link-local ranges, which an EndpointSlice may hold.
+func hostIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Fatalf("no IPv4 address outside the loopback range among %v: the backend needs one, as an EndpointSlice may not point at loopback", addrs)
+	return ""
+}
+
+// apply creates or updates the object of manifest, server-side.
+func apply(ctx context.Context, g Gomega, c client.Client, manifest string) {
+	u := &unstructured.Unstructured{}
+	g.ExpectWithOffset(1, yaml.Unmarshal([]byte(manifest), &u.Object)).To(Succeed(), manifest)
+	g.ExpectWithOffset(1, c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("gatewaytest"), client.ForceOwnership)).To(Succeed(), manifest)
+}
+
+func get(ctx context.Context, g Gomega, c client.Client, apiVersion, kind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	g.ExpectWithOffset(1, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)).To(Succeed())
+	return u
+}
+
+// condition is the status of the object's condition of type typ, "" if it
+// has none.
+func condition(ctx context.Context, g Gomega, c client.Client, apiVersion, kind, ns, name, typ string) string {
+	u := get(ctx, g, c, apiVersion, kind, ns, name)
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, x := range conds {
+		m, _ := x.(map[string]any)
+		if m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
