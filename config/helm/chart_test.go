@@ -385,11 +385,13 @@ func TestLint(t *testing.T) {
 	run(t, testenv.HelmBinary(t, root), "lint", "--strict", filepath.Join(root, "config", "helm", "linkforge"))
 }
 
-// TestApplyToEnvtest applies the rendered chart (CRD included, and the
-// HTTPRoute and Ingress of expose, with the Gateway API's HTTPRoute CRD) to
-// an envtest API server with no CRD installed, checks every object exists and
-// the ServiceAccounts are granted what they need, has the API server check
-// config/expose's objects (a server-side dry run), then installs a second
+// TestApplyToEnvtest applies the rendered chart (CRD included, the
+// HTTPRoute and Ingress of expose, with the Gateway API's HTTPRoute CRD, and
+// the Gateway hosts' Roles) to an envtest API server with no CRD installed,
+// checks every object exists and the ServiceAccounts are granted what they
+// need (the manager exactly the Gateway hosts' access), has the API server
+// check config/expose's and config/gateway-hosts' objects (a server-side
+// dry run), then installs a second
 // release with `helm install`. No pods run in envtest; creating the objects
 // is the test.
 func TestApplyToEnvtest(t *testing.T) {
@@ -404,7 +406,16 @@ func TestApplyToEnvtest(t *testing.T) {
 	// The HTTPRoute CRD, so that the API server checks the chart's routes
 	// against the Gateway API's own schema and rules.
 	k("apply", "--server-side", "-f", httpRouteCRD(t))
-	k("wait", "--for=condition=Established", "--timeout=60s", "crd/httproutes.gateway.networking.k8s.io")
+	// The Gateway's and cert-manager's Certificate's (the controllers'
+	// minimal copy), so that kubectl auth can-i knows their groups.
+	k("apply", "--server-side", "-f", filepath.Join(filepath.Dir(httpRouteCRD(t)), "gateway.networking.k8s.io_gateways.yaml"),
+		"-f", filepath.Join(root, "controllers", "testdata", "cert-manager", "certificates.yaml"))
+	k("wait", "--for=condition=Established", "--timeout=60s", "crd/httproutes.gateway.networking.k8s.io",
+		"crd/gateways.gateway.networking.k8s.io", "crd/certificates.cert-manager.io")
+
+	// The Gateway hosts' Role goes to the Gateway's namespace, which is
+	// the user's.
+	k("create", "namespace", "gateway-system")
 
 	rendered := filepath.Join(t.TempDir(), "linkforge.yaml")
 	out := run(t, helm, "template", release, filepath.Join(root, "config", "helm", "linkforge"),
@@ -423,6 +434,9 @@ expose:
     hosts: [go.example.com, "*.go.example.com"]
     tls: [{secretName: linkforge-tls, hosts: [go.example.com, "*.go.example.com"]}]
     annotations: {cert-manager.io/cluster-issuer: letsencrypt}
+gatewayHosts:
+  enabled: true
+  gateway: {namespace: gateway-system, name: web}
 `))
 	if err := os.WriteFile(rendered, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
@@ -436,6 +450,12 @@ expose:
 		}
 		k("apply", "--server-side", "--dry-run=server", "--force-conflicts", "-f", exposed)
 	}
+	// And config/gateway-hosts', enabled as its comment says.
+	gatewayHosts := filepath.Join(t.TempDir(), "gateway-hosts.yaml")
+	if err := os.WriteFile(gatewayHosts, []byte(run(t, kubectl, "kustomize", gatewayHostsOverlay(t, root, "gateway-system", "web"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k("apply", "--server-side", "--dry-run=server", "--force-conflicts", "-f", gatewayHosts)
 	names := strings.Fields(k("get", "-f", rendered, "-o", "name"))
 	set := parse(t, []byte(out))
 	if len(names) != len(set) {
@@ -451,8 +471,9 @@ expose:
 		return err == nil, string(out)
 	})
 
-	// The bindings work: each ServiceAccount may do what its role says.
-	for _, c := range []struct{ sa, verb, resource, ns, want string }{
+	// The bindings work: each ServiceAccount may do what its role says, and
+	// the manager exactly the Gateway hosts' access.
+	for _, c := range append([]struct{ sa, verb, resource, ns, want string }{
 		{"linkforge-manager", "list", "shortlinks.linkforge.io", "default", "yes"},
 		{"linkforge-manager", "update", "shortlinks.linkforge.io --subresource=status", "default", "yes"},
 		{"linkforge-redirector", "patch", "shortlinks.linkforge.io --subresource=status", "default", "yes"},
@@ -464,7 +485,7 @@ expose:
 		{"linkforge-manager", "watch", "namespaces", "", "yes"},
 		{"linkforge-manager", "list", "destinationdenylists.linkforge.io", "", "yes"},
 		{"linkforge-manager", "update", "destinationdenylists.linkforge.io", "", "no"},
-	} {
+	}, gatewayHostsAccess...) {
 		args := append([]string{"--kubeconfig", kubeconfig, "auth", "can-i", c.verb}, strings.Fields(c.resource)...)
 		args = append(args, "--as", "system:serviceaccount:"+namespace+":"+c.sa)
 		if c.ns != "" {

@@ -210,3 +210,63 @@ two.
 {{- values $urls | first | default "" }}
 {{- end }}
 {{- end }}
+
+{{/*
+Fails unless the gatewayHosts values (when enabled) are what the manager's
+--gateway flags take (cmd/manager, controllers.GatewayHostsOptions.Check):
+the Gateway's namespace (a DNS label) and name (a DNS subdomain), a
+certificateSecret with {host} that makes a Secret name, and ports 1-65535
+(listenerPort, and redirector.service.port, which the routes go to).
+*/}}
+{{- define "linkforge.checkGatewayHosts" -}}
+{{- with .Values.gatewayHosts }}
+{{- if .enabled }}
+{{- $gw := default dict .gateway }}
+{{- if not (kindIs "map" $gw) }}
+{{- fail (printf "gatewayHosts.gateway: %v: want {namespace: <the Gateway's namespace>, name: <its name>}, such as {namespace: gateway-system, name: web}" $gw) }}
+{{- end }}
+{{- if not $gw.name }}
+{{- fail "gatewayHosts.gateway.name is empty: name the Gateway the manager programs a listener on for each claimed host, such as web" }}
+{{- end }}
+{{- if not $gw.namespace }}
+{{- fail "gatewayHosts.gateway.namespace is empty: name the Gateway's namespace, such as gateway-system (its Role is made there)" }}
+{{- end }}
+{{- if not (and (kindIs "string" $gw.namespace) (regexMatch `^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$` (toString $gw.namespace))) }}
+{{- fail (printf "gatewayHosts.gateway.namespace: %v: want a namespace's name, lower-case letters, digits and - (at most 63), such as gateway-system" $gw.namespace) }}
+{{- end }}
+{{- if not (and (kindIs "string" $gw.name) (regexMatch `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$` (toString $gw.name)) (le (len (toString $gw.name)) 253)) }}
+{{- fail (printf "gatewayHosts.gateway.name: %v: want the Gateway's name, a DNS name such as web" $gw.name) }}
+{{- end }}
+{{- $secret := .certificateSecret }}
+{{- if not (kindIs "string" $secret) }}
+{{- fail (printf "gatewayHosts.certificateSecret: %v: want a Secret name with {host} in it, such as linkforge-{host}" $secret) }}
+{{- end }}
+{{- if not (contains "{host}" $secret) }}
+{{- fail (printf "gatewayHosts.certificateSecret: %q has no {host}: every host needs a Secret of its own, such as linkforge-{host}" $secret) }}
+{{- end }}
+{{- $example := replace "{host}" "a-example" $secret }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$` $example) }}
+{{- fail (printf "gatewayHosts.certificateSecret: %q makes %q for the host a.example, not a Secret name (lower-case letters, digits, - and ., such as linkforge-{host})" $secret $example) }}
+{{- end }}
+{{- include "linkforge.checkPort" (dict "port" .listenerPort "at" "gatewayHosts.listenerPort" "what" "the port of the Gateway's HTTPS listeners, such as 443") }}
+{{- include "linkforge.checkPort" (dict "port" $.Values.redirector.service.port "at" "redirector.service.port" "what" "the redirect Service's port, which the Gateway hosts' routes go to, such as 80") }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Fails unless .port is a whole number 1-65535. Call with
+(dict "port" $p "at" "gatewayHosts.listenerPort" "what" "...").
+*/}}
+{{- define "linkforge.checkPort" -}}
+{{- $p := .port }}
+{{- if kindIs "string" $p }}
+{{- fail (printf "%s: %q is a string: want a number, %s" .at $p .what) }}
+{{- end }}
+{{- if not (or (kindIs "float64" $p) (kindIs "int" $p) (kindIs "int64" $p)) }}
+{{- fail (printf "%s: %v is not a number: want %s" .at $p .what) }}
+{{- end }}
+{{- if or (ne (float64 $p) (float64 (int64 $p))) (lt (int64 $p) 1) (gt (int64 $p) 65535) }}
+{{- fail (printf "%s: %v is not a port (1-65535): want %s" .at $p .what) }}
+{{- end }}
+{{- end }}
