@@ -4,9 +4,7 @@ package gatewaytest
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -23,11 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
-
-	"github.com/linkforge/linkforge/internal/devenv"
-	"github.com/linkforge/linkforge/internal/testenv"
 )
 
 // loadedMachine is the e2e suites' allowance for a busy 2-core machine
@@ -56,36 +50,14 @@ const (
 // backend's answer; then the same through an Ingress (Traefik's Ingress
 // provider, cert-manager's ingress-shim) for a second host.
 func TestHTTPSThroughTraefikGateway(t *testing.T) {
-	g := NewWithT(t)
-	g.SetDefaultEventuallyTimeout(issueAndServe)
-	g.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
-	root, err := testenv.ModuleRoot()
-	g.Expect(err).NotTo(HaveOccurred())
-	traefik := testenv.TraefikBinary(t, root)
-	certManager := testenv.CertManagerControllerBinary(t, root)
-	gatewayCRDs, certManagerCRDs := testenv.GatewayCRDs(t, root)
-	tmp := t.TempDir()
+	e := startGatewayEnv(t)
+	g, ctx, c, tmp := e.g, e.ctx, e.c, e.tmp
+	gatewayPort := e.httpsPort
+	apply(ctx, g, c, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}", namespace))
 
-	cp, err := devenv.StartControlPlane(root, tmp)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	_, err = envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{
-		Paths: []string{gatewayCRDs, certManagerCRDs}, ErrorIfPathMissing: true,
-		MaxTime: time.Minute * loadedMachine,
-	})
-	g.Expect(err).NotTo(HaveOccurred(), "installing the Gateway API's and cert-manager's CRDs")
-	c, err := client.New(cp.Config, client.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	ctx := t.Context()
-
-	// The API server refuses an EndpointSlice address in the loopback
-	// range, so the backend listens on one of this machine's own.
-	backendIP := hostIPv4(t)
-	ln, err := net.Listen("tcp", net.JoinHostPort(backendIP, "0"))
+	// The backend listens on hostIP: the API server refuses an
+	// EndpointSlice address in the loopback range.
+	ln, err := net.Listen("tcp", net.JoinHostPort(e.hostIP, "0"))
 	g.Expect(err).NotTo(HaveOccurred())
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprintf(w, "backend: %s %s", r.Host, r.URL.Path)
@@ -93,85 +65,7 @@ func TestHTTPSThroughTraefikGateway(t *testing.T) {
 	backend.Listener = ln
 	backend.Start()
 	t.Cleanup(backend.Close)
-	_, backendPort, err := net.SplitHostPort(ln.Addr().String())
-	g.Expect(err).NotTo(HaveOccurred())
-
-	gatewayAddr, err := devenv.FreeAddr()
-	g.Expect(err).NotTo(HaveOccurred())
-	_, gatewayPort, err := net.SplitHostPort(gatewayAddr)
-	g.Expect(err).NotTo(HaveOccurred())
-
-	devenv.StartLogged(t, tmp, "cert-manager", certManager,
-		"--kubeconfig", cp.Kubeconfig, "--leader-elect=false",
-		"--cluster-resource-namespace", "cert-manager", "--enable-gateway-api",
-		"--metrics-listen-address", "127.0.0.1:0", "--internal-healthz-listen-address", "127.0.0.1:0")
-	// Out of a cluster, Traefik's Kubernetes providers read KUBECONFIG
-	// (it has no flag for one), else need an endpoint and a token.
-	t.Setenv("KUBECONFIG", cp.Kubeconfig)
-	devenv.StartLogged(t, tmp, "traefik", traefik,
-		"--entryPoints.websecure.address="+gatewayAddr,
-		"--providers.kubernetesGateway=true", "--providers.kubernetesIngress=true",
-		"--log.level=DEBUG", "--log.noColor=true")
-
-	for _, ns := range []string{"cert-manager", namespace} {
-		apply(ctx, g, c, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}", ns))
-	}
-	// A self-signed root, and a CA ClusterIssuer that signs with it.
-	apply(ctx, g, c, `
-apiVersion: cert-manager.io/v1
-kind: ClusterIssuer
-metadata: {name: selfsigned}
-spec: {selfSigned: {}}`)
-	apply(ctx, g, c, `
-apiVersion: cert-manager.io/v1
-kind: Certificate
-metadata: {name: root-ca, namespace: cert-manager}
-spec:
-  isCA: true
-  commonName: linkforge-test-ca
-  secretName: root-ca
-  privateKey: {algorithm: ECDSA, size: 256}
-  issuerRef: {name: selfsigned, kind: ClusterIssuer, group: cert-manager.io}`)
-	apply(ctx, g, c, `
-apiVersion: cert-manager.io/v1
-kind: ClusterIssuer
-metadata: {name: ca}
-spec: {ca: {secretName: root-ca}}`)
-	var caPEM []byte
-	g.Eventually(func(g Gomega) {
-		s := get(ctx, g, c, "v1", "Secret", "cert-manager", "root-ca")
-		ca, _, _ := unstructured.NestedString(s.Object, "data", "ca.crt")
-		g.Expect(ca).NotTo(BeEmpty(), "the root's Secret has its ca.crt")
-		caPEM, err = base64.StdEncoding.DecodeString(ca)
-		g.Expect(err).NotTo(HaveOccurred())
-	}).Should(Succeed(), "cert-manager issues the self-signed root")
-	roots := x509.NewCertPool()
-	g.Expect(roots.AppendCertsFromPEM(caPEM)).To(BeTrue(), "the root's ca.crt is a PEM certificate")
-
-	// The backend, outside the cluster: a Service without a selector and
-	// the EndpointSlice a controller would have made for it (Traefik
-	// resolves a backendRef through the Service's EndpointSlices).
-	apply(ctx, g, c, fmt.Sprintf(`
-apiVersion: v1
-kind: Service
-metadata: {name: backend, namespace: %s}
-spec:
-  ports: [{name: http, port: 80, targetPort: %s}]`, namespace, backendPort))
-	apply(ctx, g, c, fmt.Sprintf(`
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: backend-loopback
-  namespace: %s
-  labels: {kubernetes.io/service-name: backend}
-addressType: IPv4
-endpoints: [{addresses: [%s], conditions: {ready: true}}]
-ports: [{name: http, port: %s, protocol: TCP}]`, namespace, backendIP, backendPort))
-	apply(ctx, g, c, `
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: traefik}
-spec: {controllerName: traefik.io/gateway-controller}`)
+	e.serviceOutside(namespace, "backend", ln.Addr().String())
 	apply(ctx, g, c, fmt.Sprintf(`
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -198,17 +92,7 @@ spec:
     protocol: HTTPS
     tls: {mode: Terminate, certificateRefs: [{name: go-example-tls}]}`, namespace, host, gatewayPort))
 
-	https := &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-			// What curl --resolve host:port:127.0.0.1 does.
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, network, gatewayAddr)
-			},
-		},
-	}
+	https := e.https
 	target := "https://" + net.JoinHostPort(host, gatewayPort) + "/x"
 	served := answers(g, https, target)
 	t.Logf("Gateway created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), issueAndServe)
@@ -216,7 +100,7 @@ spec:
 	// The same with curl, where there is one: what a person would type.
 	if curl, err := exec.LookPath("curl"); err == nil {
 		caFile := filepath.Join(tmp, "ca.crt")
-		g.Expect(os.WriteFile(caFile, caPEM, 0o600)).To(Succeed())
+		g.Expect(os.WriteFile(caFile, e.caPEM, 0o600)).To(Succeed())
 		out, err := exec.CommandContext(ctx, curl, "-sS", "--fail", "--cacert", caFile,
 			"--resolve", net.JoinHostPort(host, gatewayPort)+":127.0.0.1", target).CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), "curl: %s", out)
