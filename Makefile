@@ -170,7 +170,7 @@ gateway-binaries: ## Build Traefik and cert-manager's controller (hack/gateway) 
 	@LOCALBIN="$(LOCALBIN)" hack/gateway/build.sh
 
 .PHONY: gateway-test
-gateway-test: envtest-assets gateway-binaries ## Run internal/gatewaytest: HTTPS through Traefik's Gateway with a certificate cert-manager issued, out of cluster on a local control plane (not in make test yet).
+gateway-test: envtest-assets gateway-binaries build ## Run internal/gatewaytest: HTTPS through Traefik's Gateway with a certificate cert-manager issued, out of cluster on a local control plane (builds bin/manager and bin/redirector first: the flow test runs them; not in make test yet).
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags $(BUILD_TAGS),gatewaytest -count=1 -v ./internal/gatewaytest
 
 # A backstop per package of benchmarks, against a hang: their waits fail
