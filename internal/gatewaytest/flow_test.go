@@ -123,15 +123,15 @@ metadata: {name: team-a, annotations: {linkforge.io/domain: ` + vanityHost + `}}
 	t.Logf("team-a annotated to its Served Event: %s (bound %s: one recheck more)", time.Since(annotated).Round(time.Millisecond), served)
 
 	// The QR code encodes the public host's short URL (the scheme of
-	// --public-base-url, the claimed host); the preview page names the
-	// link by its path on the host it was asked on, and its destination.
+	// --public-base-url, the claimed host), and the preview page names it
+	// too, with its destination.
 	resp, body := fetch(g, &noFollow, base+"/hello/qr")
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
 	g.Expect(resp.Header.Get("Content-Type")).To(Equal("image/png"))
 	g.Expect(qrtest.ScanPNG(t, []byte(body))).To(Equal("https://" + vanityHost + "/hello"))
 	resp, body = fetch(g, &noFollow, base+"/hello+")
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
-	g.Expect(body).To(ContainSubstring("<h1>Short link /hello</h1>"))
+	g.Expect(body).To(ContainSubstring("<h1>Short link https://" + vanityHost + "/hello</h1>"))
 	g.Expect(body).To(ContainSubstring(`<a href="https://example.com/a"`))
 
 	// team-b claims the same host later: the younger claim is refused.

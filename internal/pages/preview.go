@@ -42,11 +42,11 @@ var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
 <meta name="robots" content="noindex, nofollow">
 <meta name="referrer" content="no-referrer">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Short link {{.Path}}</title>
+<title>Short link {{if .URL}}{{.URL}}{{else}}{{.Path}}{{end}}</title>
 <style>body{font-family:system-ui,sans-serif;max-width:42rem;margin:3rem auto;padding:0 1rem;line-height:1.5}a,code{overflow-wrap:anywhere}</style>
 </head>
 <body>
-<h1>Short link {{.Path}}</h1>
+<h1>Short link {{if .URL}}{{.URL}}{{else}}{{.Path}}{{end}}</h1>
 {{if .Destination}}<p>{{if .Redirects}}It redirects to{{else}}It redirected to{{end}}:</p>
 <p><a href="{{.Destination}}" rel="nofollow noopener noreferrer">{{.Destination}}</a></p>
 {{end}}<p>State: <strong>{{.State}}</strong>. {{.Detail}}</p>
@@ -62,6 +62,10 @@ var previewPage = template.Must(template.New("preview").Parse(`<!doctype html>
 type Preview struct {
 	// Path is the link's path, without its "+" (no host).
 	Path string
+	// URL is the link's short URL on a host the operator vouches for (its
+	// public base URL, or the domain its namespace claims): the page names
+	// it instead of Path. Empty: Path alone.
+	URL string
 	// Destination is where the link goes, or went (empty: not shown).
 	Destination string
 	// Redirects says it goes there still.

@@ -133,16 +133,16 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 		if now >= e.until {
 			return clickOf(r.notFound(rt), rt, e)
 		}
-		return clickOf(r.gone(rt, e, method, path, now), rt, e)
+		return clickOf(r.gone(rt, e, method, host, path, now), rt, e)
 	}
 	if e.gone(now) {
-		return clickOf(r.gone(rt, e, method, path, now), rt, e)
+		return clickOf(r.gone(rt, e, method, host, path, now), rt, e)
 	}
 	switch rt.view {
 	case viewQR:
 		return r.qrAnswer(rt, e, host, rawQuery, method == methodHead, at, now)
 	case viewPreview:
-		return r.previewView(rt, path, e, method, at, now)
+		return r.previewView(rt, host, path, e, method, at, now)
 	}
 	// Who asks: a previewer never spends a use (previewerAnswer).
 	if c, ok := r.previewerOf(method, e, at); ok {
@@ -172,7 +172,7 @@ func (r *Redirector) answer(method, host, path, rawQuery string, at requestClock
 	if method == methodGet || posted {
 		switch r.spendUse(e, slot, start) {
 		case uses.Exhausted:
-			a := clickOf(r.gone(rt, e, method, path, now), rt, e)
+			a := clickOf(r.gone(rt, e, method, host, path, now), rt, e)
 			a.client, a.gatePassed = client, passed
 			return a
 		case uses.Unavailable:
@@ -248,7 +248,7 @@ func (r *Redirector) spendUse(e *Link, slot int, start time.Time) uses.Verdict {
 // previewView answers the preview page ("+") of e. The page names the
 // destination: a limited link's is for people, and a previewer of its "+"
 // URL gets the card (not a click, nor a fetch of the link).
-func (r *Redirector) previewView(rt route, path string, e *Link, method string, at requestClock, now int64) answer {
+func (r *Redirector) previewView(rt route, host, path string, e *Link, method string, at requestClock, now int64) answer {
 	if e.access() != nil {
 		// A gated link's destination is for whoever passes its gate: its
 		// preview page is its card, for anyone.
@@ -261,7 +261,7 @@ func (r *Redirector) previewView(rt route, path string, e *Link, method string, 
 		a.click, a.link = clickNone, nil
 		return a
 	}
-	return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
+	return r.previewAnswer(rt, host, path[:len(path)-1], e, method == methodHead, now)
 }
 
 // previewerOf is the class of the request's client and whether it is a
@@ -341,10 +341,10 @@ func (r *Redirector) notFound(rt route) answer {
 
 // gone answers a request for an expired or exhausted link: 410, or the gone
 // fallback of its namespace for a redirect; the preview page says so.
-func (r *Redirector) gone(rt route, e *Link, method, path string, now int64) answer {
+func (r *Redirector) gone(rt route, e *Link, method, host, path string, now int64) answer {
 	switch rt.view {
 	case viewPreview:
-		return r.previewAnswer(rt, path[:len(path)-1], e, method == methodHead, now)
+		return r.previewAnswer(rt, host, path[:len(path)-1], e, method == methodHead, now)
 	case viewQR:
 		return answer{resp: respGone, cacheControl: ccNoStore}
 	}

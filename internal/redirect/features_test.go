@@ -345,6 +345,45 @@ func TestPreview(t *testing.T) {
 	}
 }
 
+// The preview page names the link by its short URL where the operator
+// vouches for the host (the public base URL; the domain the namespace
+// claims), as its QR code does, and never by a host only the request
+// named: a forged Host header is not reflected.
+func TestPreviewNamesThePublicShortURL(t *testing.T) {
+	h := newHarnessWith(t, Options{PublicBaseURL: "https://go.example.com"})
+	h.add(link("team-a", "docs", "docs", "https://example.com/docs"))
+	h.add(link("team-a", "old", "old", "https://example.com/old", func(l *linkv1.ShortLink) {
+		l.Spec.ExpiresAt = ptr.To(metav1.NewTime(epoch.Add(-time.Minute)))
+	}))
+	h.addNS(nsObj("team-a", epoch.Add(-48*time.Hour), "go.a.example"))
+	for _, tc := range []struct {
+		host, target, want string
+		status             int
+	}{
+		{"", "/team-a/docs+", "<h1>Short link https://go.example.com/team-a/docs</h1>", http.StatusOK},
+		{"go.a.example", "/docs+", "<h1>Short link https://go.a.example/docs</h1>", http.StatusOK},
+		{"GO.A.EXAMPLE:443", "/docs+", "<h1>Short link https://go.a.example/docs</h1>", http.StatusOK},
+		{"forged.example", "/team-a/docs+", "<h1>Short link https://go.example.com/team-a/docs</h1>", http.StatusOK},
+		{"", "/team-a/old+", "<h1>Short link https://go.example.com/team-a/old</h1>", http.StatusGone},
+	} {
+		g := h.get("GET", tc.host, tc.target)
+		page := string(g.body)
+		if g.status != tc.status || !strings.Contains(page, tc.want) {
+			t.Errorf("%s%s: %d, want %d with %q:\n%s", tc.host, tc.target, g.status, tc.status, tc.want, page)
+		}
+		if strings.Contains(page, "forged") {
+			t.Errorf("%s%s: the page names the request's host:\n%s", tc.host, tc.target, page)
+		}
+	}
+	// Without a public base URL, a vanity host's scheme is only the proxy's
+	// word: the path alone (TestPreview), as before.
+	bare := newHarness(t)
+	bare.add(link("team-a", "docs", "docs", "https://example.com/docs"))
+	if g := bare.get("GET", "", "/team-a/docs+"); !strings.Contains(string(g.body), "<h1>Short link /team-a/docs</h1>") {
+		t.Errorf("without a public base URL: %d\n%s", g.status, g.body)
+	}
+}
+
 func TestFallbacks(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	defaults, err := NewFallbacks("https://example.com/home", "https://example.com/not-found", "")

@@ -17,8 +17,10 @@ import (
 // answers as an unknown code (404), as its redirect does. A finished link
 // whose namespace (or the redirector) sends finished codes to a gone
 // fallback does not show its old destination: its redirect hides it too.
-// The page names the link by its path only, no host, so it carries no
-// host a request named. This file decides what the page says; package
+// The page names the link by its short URL where the operator vouches for
+// the host (PublicBaseURL, or the domain the link's namespace claims, as
+// a QR code does: shortURL), else by its path only: it carries no host a
+// request named. This file decides what the page says; package
 // pages renders it (pages.Preview) within the render budget (else 503
 // with Retry-After), and not at all for HEAD.
 
@@ -40,10 +42,10 @@ func headersOf(hs ...pages.Header) []header {
 	return h
 }
 
-// previewAnswer answers the preview of e, named by rt and path (without
-// its "+"); for HEAD without rendering it. What it says of the link is
+// previewAnswer answers the preview of e, named by rt on host and path
+// (without its "+"); for HEAD without rendering it. What it says of the link is
 // internal/explain's description, as the manager's status and the CLI say it.
-func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, now int64) answer {
+func (r *Redirector) previewAnswer(rt route, host, path string, e *Link, head bool, now int64) answer {
 	status := respOK
 	if e.is(flagTombstone) || e.gone(now) {
 		status = respPreviewGone
@@ -65,6 +67,11 @@ func (r *Redirector) previewAnswer(rt route, path string, e *Link, head bool, no
 	}
 	ans := explain.Describe(e.explained(), time.Unix(0, now), r.explainFallbacks(rt.ns))
 	d := pages.Preview{Path: path, State: ans.State, Detail: "It " + ans.Words + "."}
+	if u, byProto, ok := r.shortURL(rt, host, ""); ok && !byProto {
+		// A scheme only the proxy's header tells would make the page vary
+		// by it: the path alone then.
+		d.URL = u
+	}
 	switch ans.State {
 	case string(linkv1.StateActive):
 		d.Destination, d.Redirects = ans.Destination, true
