@@ -67,6 +67,8 @@ func TestCollectorReceivesEvents(t *testing.T) {
 	}
 	startCollector(t, col)
 	waitForCollector(t, func() bool { return countsOf(p, SinkOTLP).sent == 120 }, "the buffered events sent once the collector is back")
+	// Sent is the Collector's answer; its file exporter writes after it.
+	waitForCollector(t, func() bool { return len(col.Records(t)) >= 120 }, "120 records in the collector's file")
 	recs := col.Records(t)
 	if len(recs) != 120 {
 		t.Fatalf("the collector has %d records, want 120", len(recs))
