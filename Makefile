@@ -163,14 +163,16 @@ test-otelcol: envtest-assets otelcol ## Run only the tests against the test Open
 	KUBEBUILDER_ASSETS="$(ASSETS)" hack/tools/otelcol/test.sh ./internal/e2e
 
 # Traefik and cert-manager's controller, built from their Go modules in a
-# module of their own (hack/gateway/README.md), for issue 56's tests through a
-# real Gateway; not part of make test yet.
+# module of their own (hack/gateway/README.md), for the tests through a real
+# Gateway: the node suite runs them as pods (make test builds them in its
+# envtest lane, after the node's binaries), internal/gatewaytest out of
+# cluster.
 .PHONY: gateway-binaries
-gateway-binaries: ## Build Traefik and cert-manager's controller (hack/gateway) into bin/ where missing, with the Gateway API's and cert-manager's CRDs in bin/gateway-crds (minutes the first time; not in make test yet).
+gateway-binaries: ## Build Traefik and cert-manager's controller (hack/gateway) into bin/ where missing, with the Gateway API's and cert-manager's CRDs in bin/gateway-crds (minutes the first time).
 	@LOCALBIN="$(LOCALBIN)" hack/gateway/build.sh
 
 .PHONY: gateway-test
-gateway-test: envtest-assets gateway-binaries build ## Run internal/gatewaytest: HTTPS through Traefik's Gateway with a certificate cert-manager issued, out of cluster on a local control plane (builds bin/manager and bin/redirector first: the flow test runs them; not in make test yet).
+gateway-test: envtest-assets gateway-binaries build ## Run internal/gatewaytest: HTTPS through Traefik's Gateway with a certificate cert-manager issued, out of cluster on a local control plane (builds bin/manager and bin/redirector first: the flow test runs them; the node suite of make test runs the same flow in pods).
 	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags $(BUILD_TAGS),gatewaytest -count=1 -v ./internal/gatewaytest
 
 # A backstop per package of benchmarks, against a hang: their waits fail
@@ -202,7 +204,7 @@ previous-release: ko kustomize helm ## Build the previous release (hack/node/pre
 	@hack/node/previous-release.sh >/dev/null
 
 .PHONY: e2e-cluster
-e2e-cluster: release node-binaries previous-release ## Run the release on a real single-node cluster (as root; installs containerd, runc, CNI plugins from Debian): install the previous release (v0.3.0) and upgrade it to dist/install.yaml, run internal/clustere2e, take the node down. make test runs it beside go-test.
+e2e-cluster: release node-binaries gateway-binaries previous-release ## Run the release on a real single-node cluster (as root; installs containerd, runc, CNI plugins from Debian): install the previous release (v0.3.0) and upgrade it to dist/install.yaml, run internal/clustere2e, take the node down. make test runs it beside go-test.
 	hack/node/e2e-cluster.sh
 
 .PHONY: bench-scale

@@ -14,7 +14,8 @@
 #            (lint reuses them);
 #   envtest: once vet is done too (Kubernetes builds with linkforge's
 #            versions: hack/kube-build.sh), kube-apiserver and etcd for
-#            envtest, then the real node's binaries;
+#            envtest, then the real node's binaries, then Traefik and
+#            cert-manager's controller (hack/gateway: their own module);
 #   main:    the tools and the test Collector (hack/tools, one go build;
 #            they share linkforge's versions, so vet then finds most of
 #            its packages compiled), generate, vet, build, the images and
@@ -56,7 +57,7 @@ set -m
 # The summary lists stages in this order: the lanes beside the main one,
 # then the main lane's.
 FIRST=(std)
-BESIDE=(test-packages golangci-lint previous-release lint envtest-assets node-binaries)
+BESIDE=(test-packages golangci-lint previous-release lint envtest-assets node-binaries gateway-binaries)
 MAIN=(tools manifests generate fmt vet build api-docs-check images release image-binaries go-test e2e-cluster)
 
 done_flags=() # -o <target> for every stage of the main lane done so far
@@ -110,7 +111,7 @@ summary() {
 			fi
 			printf '%-16s %-8s %6s %7s  %s\n' "$name" "$result" "$secs" "$cpu" "$log"
 		done
-		echo "(after std: test-packages, golangci-lint, previous-release and lint, envtest-assets and node-binaries ran beside the main lane, e2e-cluster beside go-test)"
+		echo "(after std: test-packages, golangci-lint, previous-release and lint, envtest-assets, node-binaries and gateway-binaries ran beside the main lane, e2e-cluster beside go-test)"
 		for name in "${FIRST[@]}" "${BESIDE[@]}" "${MAIN[@]}"; do
 			if [ "$name" != go-test ] && grep -qs '^FAIL' "$LOGS/make/$name.result"; then
 				echo
@@ -155,12 +156,15 @@ lint=$!
 # e2e-cluster), which go-test does not wait for. Both once vet has
 # compiled linkforge's packages: Kubernetes builds with go.mod's versions
 # (hack/kube-build.sh), so half of what it compiles is then in the cache.
-{ [ "$(result vet "$main")" = ok ] && stage envtest-assets envtest-assets && stage node-binaries node-binaries; } </dev/null &
+# Then Traefik and cert-manager's controller (hack/gateway), which the
+# node suite runs as pods.
+{ [ "$(result vet "$main")" = ok ] && stage envtest-assets envtest-assets && stage node-binaries node-binaries &&
+	stage gateway-binaries gateway-binaries; } </dev/null &
 envtest=$!
 
 # failed: whether a stage of a lane beside the main one failed: the run
 # stops at the main lane's next stage, as make would.
-failed() { grep -qs '^FAIL' "$LOGS"/make/{test-packages,golangci-lint,previous-release,lint,envtest-assets,node-binaries}.result; }
+failed() { grep -qs '^FAIL' "$LOGS"/make/{test-packages,golangci-lint,previous-release,lint,envtest-assets,node-binaries,gateway-binaries}.result; }
 
 for target in "${MAIN[@]}"; do
 	if [ "$target" = e2e-cluster ]; then
@@ -173,10 +177,10 @@ for target in "${MAIN[@]}"; do
 		[ "$(result test-packages "$lint")" = ok ] || exit 1
 		[ "$(result envtest-assets "$envtest")" = ok ] || exit 1
 		# The release on a real node, beside the Go tests: it needs the
-		# node's binaries, which the envtest lane builds last, and the
-		# previous release, which the lint lane builds.
-		{ [ "$(result node-binaries "$envtest")" = ok ] && [ "$(result previous-release "$lint")" = ok ] &&
-			stage e2e-cluster -o node-binaries -o previous-release e2e-cluster; } </dev/null &
+		# node's and the Gateway's binaries, which the envtest lane builds
+		# last, and the previous release, which the lint lane builds.
+		{ [ "$(result gateway-binaries "$envtest")" = ok ] && [ "$(result previous-release "$lint")" = ok ] &&
+			stage e2e-cluster -o node-binaries -o gateway-binaries -o previous-release e2e-cluster; } </dev/null &
 		cluster=$!
 		;;
 	esac

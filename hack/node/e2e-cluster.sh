@@ -7,8 +7,9 @@
 # (dist/images), installs the release as the README's Install section
 # tells a user (kubectl apply --server-side -f dist/install.yaml), runs
 # internal/clustere2e against it, and takes the node down: also when a test
-# fails or the run is interrupted. Needs `make release` first (the Makefile's
-# target depends on it).
+# fails or the run is interrupted. Needs `make release` and `make
+# gateway-binaries` first (the Makefile's target depends on both): the
+# exposure test runs Traefik and cert-manager's controller as pods.
 #
 # The node's settings are bin/node's flags' environment variables
 # (LINKFORGE_NODE_BRIDGE, LINKFORGE_NODE_POD_SUBNET,
@@ -66,6 +67,10 @@ trap 'status=130; down' INT
 trap 'status=143; down' TERM
 
 eval "$(bin/node env)"
+
+# Traefik and cert-manager's controller, which the exposure test runs as
+# pods (make gateway-binaries built them).
+bin/node import-gateway
 
 # The previous release, as the README's Install section told its users; the
 # suite's first test upgrades it to this one the same way.

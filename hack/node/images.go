@@ -2,7 +2,7 @@ package main
 
 import (
 	"archive/tar"
-	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/linkforge/linkforge/internal/gatewaytest"
 	"github.com/linkforge/linkforge/internal/images"
 )
 
@@ -35,60 +36,78 @@ func moduleRoot() (string, error) {
 }
 
 // pauseArchive builds hack/node/pause (static) and writes a one-layer
-// image of it, tagged pauseImage, as an archive ctr imports.
-func pauseArchive(ctx context.Context, c *config) (string, error) {
+// image of it, tagged pauseImage, as the archive ctr imports.
+func pauseArchive(ctx context.Context, archive string) error {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", err
+		return err
 	}
-	dir := filepath.Join(c.stateDir, "images")
-	bin := filepath.Join(dir, "pause")
+	bin := filepath.Join(filepath.Dir(archive), "pause")
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./hack/node/pause")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the pause program: %w\n%s", err, out)
+		return fmt.Errorf("building the pause program: %w\n%s", err, out)
 	}
-	data, err := os.ReadFile(bin)
+	return binaryImageArchive(bin, "pause", pauseImage, "65535:65535", archive)
+}
+
+// binaryImageArchive writes a one-layer image of the static program bin,
+// at /file, its entrypoint, run as user, tagged tag, as an archive ctr
+// imports.
+func binaryImageArchive(bin, file, tag, user, archive string) error {
+	f, err := os.Open(bin)
 	if err != nil {
-		return "", err
+		return err
 	}
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	if err := tw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-		return "", err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return "", err
-	}
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layer.Bytes())), nil
-	})
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
 	if err != nil {
-		return "", err
+		return err
+	}
+	// The layer is written to a file: Traefik's is 144 MB.
+	layerFile := archive + ".layer"
+	defer func() { _ = os.Remove(layerFile) }()
+	lf, err := os.Create(layerFile)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(lf)
+	err = tw.WriteHeader(&tar.Header{Name: file, Mode: 0o755, Size: info.Size(), Typeflag: tar.TypeReg})
+	if err == nil {
+		_, err = io.Copy(tw, f)
+	}
+	if err == nil {
+		err = tw.Close()
+	}
+	if cerr := lf.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	l, err := tarball.LayerFromFile(layerFile, tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		return err
 	}
 	img, err := mutate.AppendLayers(empty.Image, l)
 	if err != nil {
-		return "", err
+		return err
 	}
 	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
 		Architecture: "amd64",
 		OS:           "linux",
-		Config:       v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"},
+		Config:       v1.Config{Entrypoint: []string{"/" + file}, User: user},
 		RootFS:       v1.RootFS{Type: "layers", DiffIDs: mustDiffIDs(l)},
 	})
 	if err != nil {
-		return "", err
+		return err
 	}
-	tag, err := name.NewTag(pauseImage)
+	t, err := name.NewTag(tag)
 	if err != nil {
-		return "", err
+		return err
 	}
-	archive := filepath.Join(dir, "pause.tar")
-	return archive, tarball.WriteToFile(archive, tag, img)
+	return tarball.WriteToFile(archive, t, img)
 }
 
 func mustDiffIDs(l v1.Layer) []v1.Hash {
@@ -158,8 +177,8 @@ func ctr(ctx context.Context, c *config, args ...string) (string, error) {
 // internal/images (linux/amd64) as <repo>/<name>@<digest>: the references
 // dist/install.yaml names, which imagePullPolicy IfNotPresent then finds.
 func importImages(ctx context.Context, c *config) error {
-	pause, err := pauseArchive(ctx, c)
-	if err != nil {
+	pause := filepath.Join(c.stateDir, "images", "pause.tar")
+	if err := pauseArchive(ctx, pause); err != nil {
 		return err
 	}
 	if _, err := ctr(ctx, c, "images", "import", "--platform", "linux/amd64", pause); err != nil {
@@ -197,6 +216,36 @@ func importLayouts(ctx context.Context, c *config) error {
 			return fmt.Errorf("imported %s but containerd has no %s; it has:\n%s", archive, ref, out)
 		}
 		logf("imported %s", ref)
+	}
+	return nil
+}
+
+// importGateway imports an image of each program of gatewaytest.Images,
+// from bin/<its name>, which make gateway-binaries builds: Traefik and
+// cert-manager's controller, which the node suite runs as pods.
+func importGateway(ctx context.Context, c *config) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	for program, tag := range gatewaytest.Images {
+		bin := filepath.Join(root, "bin", program)
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Errorf("no %s: make gateway-binaries builds it", bin)
+		}
+		dir := filepath.Join(c.stateDir, "images")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		archive := filepath.Join(dir, program+".tar")
+		if err := binaryImageArchive(bin, program, tag, "65532:65532", archive); err != nil {
+			return fmt.Errorf("image of %s: %w", bin, err)
+		}
+		if _, err := ctr(ctx, c, "images", "import", "--platform", "linux/amd64", archive); err != nil {
+			return err
+		}
+		_ = os.Remove(archive)
+		logf("imported %s (from %s)", tag, bin)
 	}
 	return nil
 }

@@ -10,6 +10,9 @@
 //	node env [flags]    print the variables the suite reads (KUBECONFIG, ...)
 //	node import [flags] import the images of -images into the running node
 //	                    (another release's, for the upgrade test)
+//	node import-gateway [flags]
+//	                    import images of bin/traefik and bin/cert-manager-controller
+//	                    (make gateway-binaries) into the running node
 //
 // Networking stays on this machine: a host bridge with a private subnet of
 // its own (refused when anything on the machine already uses it), the CNI
@@ -52,6 +55,8 @@ func main() {
 		cfg.printEnv(os.Stdout)
 	case "import":
 		err = importLayouts(context.Background(), cfg)
+	case "import-gateway":
+		err = importGateway(context.Background(), cfg)
 	default:
 		usage()
 	}
@@ -87,7 +92,7 @@ func runUp(cfg *config) error {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: node up|down|env|import [flags]; node up -h for the flags")
+	fmt.Fprintln(os.Stderr, "usage: node up|down|env|import|import-gateway [flags]; node up -h for the flags")
 	os.Exit(2)
 }
 

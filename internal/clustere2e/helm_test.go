@@ -51,7 +51,8 @@ func (c *cluster) leftovers() string {
 // the README says (the namespace first, restricted), upgrades it to this
 // release's packaged chart with `helm upgrade` while its links are clicked
 // (the destination policy enabled on the way), runs the smoke part of the
-// suite and the destination policy's on it, and uninstalls it (the CRDs
+// suite, the destination policy's and the exposure's (testExposure) on
+// it, and uninstalls it (the CRDs
 // are kept, as crd.keep says).
 func (c *cluster) testUninstallThenHelm(t *testing.T) {
 	g, c := newG(t), c.in(t)
@@ -73,6 +74,8 @@ func (c *cluster) testUninstallThenHelm(t *testing.T) {
 	t.Run("smoke: pods", c.testPods)
 	t.Run("smoke: samples", c.testSamples)
 	t.Run("the destination policy, at admission and in the manager", c.testDestinationPolicy)
+	t.Run("on its own hosts over HTTPS through Traefik's Gateway and an Ingress, certificates from cert-manager, hosts from namespaces' claims",
+		func(t *testing.T) { c.testExposure(t, charts[0]) })
 
 	out, err := c.helm("uninstall", "linkforge", "-n", systemNS, "--wait", "--timeout=3m")
 	g.Expect(err).NotTo(HaveOccurred(), out)

@@ -4,9 +4,6 @@ package gatewaytest
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,7 +11,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -45,11 +41,10 @@ type gatewayEnv struct {
 	https *http.Client
 }
 
-// startGatewayEnv starts it all, stopped when t ends; certManagerArgs are
-// added to cert-manager's controller's flags.
-func startGatewayEnv(t *testing.T, certManagerArgs ...string) *gatewayEnv {
+// startGatewayEnv starts it all, stopped when t ends.
+func startGatewayEnv(t *testing.T) *gatewayEnv {
 	g := NewWithT(t)
-	g.SetDefaultEventuallyTimeout(issueAndServe)
+	g.SetDefaultEventuallyTimeout(IssueAndServe)
 	g.SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
 	e := &gatewayEnv{g: g, ctx: t.Context(), tmp: t.TempDir(), hostIP: hostIPv4(t)}
 	var err error
@@ -68,7 +63,7 @@ func startGatewayEnv(t *testing.T, certManagerArgs ...string) *gatewayEnv {
 	})
 	_, err = envtest.InstallCRDs(e.cp.Config, envtest.CRDInstallOptions{
 		Paths: []string{gatewayCRDs, certManagerCRDs}, ErrorIfPathMissing: true,
-		MaxTime: time.Minute * loadedMachine,
+		MaxTime: time.Minute * LoadedMachine,
 	})
 	g.Expect(err).NotTo(HaveOccurred(), "installing the Gateway API's and cert-manager's CRDs")
 	e.c, err = client.New(e.cp.Config, client.Options{})
@@ -82,69 +77,20 @@ func startGatewayEnv(t *testing.T, certManagerArgs ...string) *gatewayEnv {
 	}
 
 	devenv.StartLogged(t, e.tmp, "cert-manager", certManager, append([]string{
-		"--kubeconfig", e.cp.Kubeconfig, "--leader-elect=false",
-		"--cluster-resource-namespace", "cert-manager", "--enable-gateway-api",
-		"--metrics-listen-address", "127.0.0.1:0", "--internal-healthz-listen-address", "127.0.0.1:0"}, certManagerArgs...)...)
+		"--kubeconfig", e.cp.Kubeconfig,
+		"--metrics-listen-address", "127.0.0.1:0", "--internal-healthz-listen-address", "127.0.0.1:0"}, CertManagerArgs()...)...)
 	// Out of a cluster, Traefik's Kubernetes providers read KUBECONFIG
 	// (it has no flag for one), else need an endpoint and a token.
 	t.Setenv("KUBECONFIG", e.cp.Kubeconfig)
-	devenv.StartLogged(t, e.tmp, "traefik", traefik,
-		"--entryPoints.websecure.address="+e.httpsAddr, "--entryPoints.web.address="+e.httpAddr,
-		"--providers.kubernetesGateway=true", "--providers.kubernetesIngress=true",
-		"--log.level=DEBUG", "--log.noColor=true")
-
-	e.apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: cert-manager}")
-	// A self-signed root, and a CA ClusterIssuer that signs with it.
-	e.apply(`
-apiVersion: cert-manager.io/v1
-kind: ClusterIssuer
-metadata: {name: selfsigned}
-spec: {selfSigned: {}}`)
-	e.apply(`
-apiVersion: cert-manager.io/v1
-kind: Certificate
-metadata: {name: root-ca, namespace: cert-manager}
-spec:
-  isCA: true
-  commonName: linkforge-test-ca
-  secretName: root-ca
-  privateKey: {algorithm: ECDSA, size: 256}
-  issuerRef: {name: selfsigned, kind: ClusterIssuer, group: cert-manager.io}`)
-	e.apply(`
-apiVersion: cert-manager.io/v1
-kind: ClusterIssuer
-metadata: {name: ca}
-spec: {ca: {secretName: root-ca}}`)
-	g.Eventually(func(g Gomega) {
-		s := get(e.ctx, g, e.c, "v1", "Secret", "cert-manager", "root-ca")
-		ca, _, _ := unstructured.NestedString(s.Object, "data", "ca.crt")
-		g.Expect(ca).NotTo(BeEmpty(), "the root's Secret has its ca.crt")
-		e.caPEM, err = base64.StdEncoding.DecodeString(ca)
-		g.Expect(err).NotTo(HaveOccurred())
-	}).Should(Succeed(), "cert-manager issues the self-signed root")
-	roots := x509.NewCertPool()
-	g.Expect(roots.AppendCertsFromPEM(e.caPEM)).To(BeTrue(), "the root's ca.crt is a PEM certificate")
-	e.https = &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, network, e.httpsAddr)
-			},
-		},
-	}
-	e.apply(`
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: traefik}
-spec: {controllerName: traefik.io/gateway-controller}`)
+	devenv.StartLogged(t, e.tmp, "traefik", traefik, TraefikArgs(e.httpsAddr, e.httpAddr)...)
+	e.caPEM = InstallIssuers(e.ctx, g, e.c)
+	e.https = HTTPSClient(g, e.caPEM, e.httpsAddr)
 	return e
 }
 
 // apply creates or updates the object of manifest, server-side.
 func (e *gatewayEnv) apply(manifest string) {
-	apply(e.ctx, e.g, e.c, manifest)
+	Apply(e.ctx, e.g, e.c, manifest)
 }
 
 // hostAddr is a free host:port on hostIP.

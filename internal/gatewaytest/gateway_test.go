@@ -3,7 +3,6 @@
 package gatewaytest
 
 import (
-	"context"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -18,22 +17,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 )
-
-// loadedMachine is the e2e suites' allowance for a busy 2-core machine
-// (internal/e2e): a wait can take four times as long as on an idle one.
-const loadedMachine = 4
-
-// issueAndServe bounds the time from the Gateway's creation to the first
-// HTTPS answer: cert-manager issues one certificate (a key, a
-// CertificateRequest signed by the CA, the Secret) and Traefik loads it and
-// the route from its informers, each a few seconds on an idle machine; 30 s
-// there, times loadedMachine.
-const issueAndServe = 30 * time.Second * loadedMachine
 
 const (
 	host      = "go.example.test"
@@ -53,7 +37,7 @@ func TestHTTPSThroughTraefikGateway(t *testing.T) {
 	e := startGatewayEnv(t)
 	g, ctx, c, tmp := e.g, e.ctx, e.c, e.tmp
 	gatewayPort := e.httpsPort
-	apply(ctx, g, c, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}", namespace))
+	Apply(ctx, g, c, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}", namespace))
 
 	// The backend listens on hostIP: the API server refuses an
 	// EndpointSlice address in the loopback range.
@@ -66,7 +50,7 @@ func TestHTTPSThroughTraefikGateway(t *testing.T) {
 	backend.Start()
 	t.Cleanup(backend.Close)
 	e.serviceOutside(namespace, "backend", ln.Addr().String())
-	apply(ctx, g, c, fmt.Sprintf(`
+	Apply(ctx, g, c, fmt.Sprintf(`
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: backend, namespace: %[1]s}
@@ -76,7 +60,7 @@ spec:
   rules: [{backendRefs: [{name: backend, port: 80}]}]`, namespace, host))
 
 	created := time.Now()
-	apply(ctx, g, c, fmt.Sprintf(`
+	Apply(ctx, g, c, fmt.Sprintf(`
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata:
@@ -95,7 +79,7 @@ spec:
 	https := e.https
 	target := "https://" + net.JoinHostPort(host, gatewayPort) + "/x"
 	served := answers(g, https, target)
-	t.Logf("Gateway created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), issueAndServe)
+	t.Logf("Gateway created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), IssueAndServe)
 	g.Expect(served.DNSNames).To(ConsistOf(host))
 	// The same with curl, where there is one: what a person would type.
 	if curl, err := exec.LookPath("curl"); err == nil {
@@ -109,9 +93,9 @@ spec:
 
 	// What cert-manager and Traefik say of it: the Certificate the shim
 	// made for the listener is Ready, and the Gateway is Programmed.
-	g.Expect(condition(ctx, g, c, "cert-manager.io/v1", "Certificate", namespace, "go-example-tls", "Ready")).To(Equal("True"))
+	g.Expect(Condition(ctx, g, c, "cert-manager.io/v1", "Certificate", namespace, "go-example-tls", "Ready")).To(Equal("True"))
 	g.Eventually(func(g Gomega) {
-		g.Expect(condition(ctx, g, c, "gateway.networking.k8s.io/v1", "Gateway", namespace, "public", "Programmed")).To(Equal("True"))
+		g.Expect(Condition(ctx, g, c, "gateway.networking.k8s.io/v1", "Gateway", namespace, "public", "Programmed")).To(Equal("True"))
 	}).Should(Succeed(), "Traefik reports the Gateway Programmed")
 
 	// The same through Traefik's Ingress provider, for clusters without
@@ -119,13 +103,13 @@ spec:
 	// the Ingress's TLS names, and Traefik serves the Ingress's host with it
 	// on its entrypoint.
 	const ingressHost = "in.example.test"
-	apply(ctx, g, c, `
+	Apply(ctx, g, c, `
 apiVersion: networking.k8s.io/v1
 kind: IngressClass
 metadata: {name: traefik}
 spec: {controller: traefik.io/ingress-controller}`)
 	created = time.Now()
-	apply(ctx, g, c, fmt.Sprintf(`
+	Apply(ctx, g, c, fmt.Sprintf(`
 apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
@@ -143,7 +127,7 @@ spec:
   - host: %[2]s
     http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: backend, port: {name: http}}}}]}`, namespace, ingressHost))
 	served = answers(g, https, "https://"+net.JoinHostPort(ingressHost, gatewayPort)+"/y")
-	t.Logf("Ingress created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), issueAndServe)
+	t.Logf("Ingress created to first HTTPS answer: %s (bound %s)", time.Since(created).Round(time.Millisecond), IssueAndServe)
 	g.Expect(served.DNSNames).To(ConsistOf(ingressHost))
 }
 
@@ -164,7 +148,7 @@ func answers(g *WithT, hc *http.Client, target string) *x509.Certificate {
 		g.Expect(string(body)).To(Equal("backend: " + u.Host + " " + u.Path))
 		served = resp.TLS.PeerCertificates[0]
 	}).WithOffset(1).Should(Succeed(), "%s answers through Traefik with the certificate cert-manager issued", target)
-	g.ExpectWithOffset(1, served.Issuer.CommonName).To(Equal("linkforge-test-ca"))
+	g.ExpectWithOffset(1, served.Issuer.CommonName).To(Equal(CACommonName))
 	return served
 }
 
@@ -182,35 +166,5 @@ func hostIPv4(t *testing.T) string {
 		}
 	}
 	t.Fatalf("no IPv4 address outside the loopback range among %v: the backend needs one, as an EndpointSlice may not point at loopback", addrs)
-	return ""
-}
-
-// apply creates or updates the object of manifest, server-side.
-func apply(ctx context.Context, g Gomega, c client.Client, manifest string) {
-	u := &unstructured.Unstructured{}
-	g.ExpectWithOffset(1, yaml.Unmarshal([]byte(manifest), &u.Object)).To(Succeed(), manifest)
-	g.ExpectWithOffset(1, c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("gatewaytest"), client.ForceOwnership)).To(Succeed(), manifest)
-}
-
-func get(ctx context.Context, g Gomega, c client.Client, apiVersion, kind, ns, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(apiVersion)
-	u.SetKind(kind)
-	g.ExpectWithOffset(1, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)).To(Succeed())
-	return u
-}
-
-// condition is the status of the object's condition of type typ, "" if it
-// has none.
-func condition(ctx context.Context, g Gomega, c client.Client, apiVersion, kind, ns, name, typ string) string {
-	u := get(ctx, g, c, apiVersion, kind, ns, name)
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, x := range conds {
-		m, _ := x.(map[string]any)
-		if m["type"] == typ {
-			s, _ := m["status"].(string)
-			return s
-		}
-	}
 	return ""
 }
