@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/linkforge/linkforge/internal/gatewaytest"
 )
@@ -82,6 +84,9 @@ func (c *cluster) testExposure(t *testing.T, chart string) {
 
 	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())
+	// controller-runtime's client logs through its global logger, which
+	// otherwise prints a stack saying none was set.
+	ctrllog.SetLogger(logr.Discard())
 	cl, err := client.New(rc, client.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	caPEM := gatewaytest.InstallIssuers(ctx, g, cl)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -284,8 +285,19 @@ func TestOTLPPartialSuccess(t *testing.T) {
 			recv.body = func(int) []byte { return tc.body }
 			cfg := otlpConfig(recv.URL)
 			logged := &testenv.SyncBuffer{}
-			cfg.Log = funcr.New(func(_, args string) { _, _ = logged.Write([]byte(args + "\n")) }, funcr.Options{Verbosity: 1})
+			// What the counts said when the warning was logged: a reader
+			// who sees the batch counted finds its log line written.
+			var running atomic.Pointer[Pipeline]
+			var sentAtWarning atomic.Int64
+			sentAtWarning.Store(-1)
+			cfg.Log = funcr.New(func(_, args string) {
+				if p := running.Load(); p != nil && strings.Contains(args, "with a warning") {
+					sentAtWarning.Store(int64(countsOf(p, SinkOTLP).sent))
+				}
+				_, _ = logged.Write([]byte(args + "\n"))
+			}, funcr.Options{Verbosity: 1})
 			p := start(t, cfg)
+			running.Store(p)
 			offer(t, p, 0, 10)
 			waitFor(t, func() bool { c := countsOf(p, SinkOTLP); return c.sent+c.rejected == 10 }, "10 events sent or rejected")
 			c := countsOf(p, SinkOTLP)
@@ -294,6 +306,9 @@ func TestOTLPPartialSuccess(t *testing.T) {
 			}
 			if !strings.Contains(string(logged.Bytes()), tc.log) {
 				t.Errorf("the log %q does not say %q", logged.Bytes(), tc.log)
+			}
+			if tc.reject == 0 && tc.log != "" && sentAtWarning.Load() != 0 {
+				t.Errorf("the warning was logged with %d events counted sent: want it logged before they are counted", sentAtWarning.Load())
 			}
 			c.conserved(t)
 		})

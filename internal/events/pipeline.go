@@ -327,13 +327,15 @@ func (p *Pipeline) sendWithRetry(s *sinkRunner, batch []Event) {
 	ctx := p.sinkCtx
 	for retry, again := 0, false; len(batch) > 0; retry, again = retry+1, true {
 		n, a := s.sink.send(ctx, batch, again)
+		// Logged before the events are counted, as every outcome below is:
+		// once the counts say a batch is done, its log lines are written.
+		if a.warning != nil {
+			s.log.V(1).Info("the receiver took click events with a warning", "warning", a.warning.Error(), "events", n)
+		}
 		if n > 0 {
 			s.m.sent.Add(float64(n))
 			s.buf.done(n)
 			batch, retry = batch[n:], 0
-		}
-		if a.warning != nil {
-			s.log.V(1).Info("the receiver took click events with a warning", "warning", a.warning.Error(), "events", n)
 		}
 		if len(batch) == 0 {
 			return
