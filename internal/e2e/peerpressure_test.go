@@ -18,6 +18,7 @@ import (
 	"github.com/linkforge/linkforge/internal/devenv"
 	"github.com/linkforge/linkforge/internal/peer/peertest"
 	"github.com/linkforge/linkforge/internal/testtiming"
+	"github.com/linkforge/linkforge/internal/uses"
 )
 
 // The peer port under pressure, through the real binaries (issue 52):
@@ -104,17 +105,45 @@ func TestPeerPortUnderPressure(t *testing.T) {
 		}
 		tick.Stop()
 		wg.Wait()
-		f.End()
-		unreachable, asked := marks()
 		statuses := map[int]int{}
 		for _, st := range got {
 			statuses[st]++
 		}
-		testtiming.Of(t).Logf("1,000 silent connections on a's peer port (%d open at the clicks; the longest held %v): the %d single-use links a held answered %v; forwards found a unreachable: %v; a asked for its quota: %v",
+		// A forward is bounded by uses.ForwardTimeout, not promised to
+		// succeed: one that runs out (a busy machine, the flood's
+		// handshakes) answers 503, and the person clicks again. The link
+		// is forwarded again a second later (once a second, not once a
+		// click), through the same flooded port: each such link redirects
+		// within a few of those seconds, still during the flood. How many
+		// redirect at the first click is a goal, logged here and measured
+		// on a quiet machine by the benchmarks, not asserted.
+		again := (time.Second + uses.ForwardTimeout) * 4 * loadedMachine
+		for i, path := range paths {
+			if got[i] == http.StatusFound {
+				continue
+			}
+			g.Expect(got[i]).To(Equal(http.StatusServiceUnavailable), "%s at its first click: a redirect, or 503 for a forward that ran out of time", path)
+			g.Eventually(func() int { return u.get(u.replicas[1+i%2].addr, path) }).WithTimeout(again).WithPolling(250*time.Millisecond).
+				Should(Equal(http.StatusFound), "%s redirects when clicked again, during the flood (bound: four forwards a second apart, times loadedMachine)", path)
+		}
+		f.End()
+		unreachable, asked := marks()
+		testtiming.Of(t).Logf("1,000 silent connections on a's peer port (%d open at the clicks; the longest held %v): the %d single-use links a held answered %v at the first click, the 503s redirected when clicked again; forwards found a unreachable: %v; a asked for its quota: %v",
 			held, f.Longest().Round(time.Millisecond), links, statuses, unreachable-unreachable0, asked-asked0)
-		g.Expect(statuses).To(Equal(map[int]int{http.StatusFound: links}), "every link redirected at its first click")
-		g.Expect(unreachable - unreachable0).To(BeZero())
-		g.Expect(asked - asked0).To(BeZero())
+		g.Expect(unreachable-unreachable0).To(BeZero(), "a is never taken for an unreachable holder")
+		g.Expect(asked-asked0).To(BeZero(), "nobody asks a for its quota through the API server")
+		// Exactly once: each single-use link, served, answers 410 within
+		// the bound of the last use (docs/uses.md: --uses-reserve-timeout)
+		// and never redirects again.
+		for i, path := range paths {
+			g.Eventually(func() (int, error) {
+				if st := u.get(u.replicas[1+i%2].addr, path); st != http.StatusFound {
+					return st, nil
+				}
+				return http.StatusFound, StopTrying(path + " redirected a second time")
+			}).WithTimeout(loadedMachine*usesReserveTimeout).WithPolling(100*time.Millisecond).
+				Should(Equal(http.StatusGone), "%s was served once and is used up", path)
+		}
 	})
 
 	t.Run("a holder frozen 700 ms while the others forward to it: never taken for unreachable", func(t *testing.T) {
