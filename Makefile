@@ -173,7 +173,7 @@ gateway-binaries: ## Build Traefik and cert-manager's controller (hack/gateway) 
 
 .PHONY: gateway-test
 gateway-test: envtest-assets gateway-binaries build ## Run internal/gatewaytest: HTTPS through Traefik's Gateway with a certificate cert-manager issued, out of cluster on a local control plane (builds bin/manager and bin/redirector first: the flow test runs them; the node suite of make test runs the same flow in pods).
-	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags $(BUILD_TAGS),gatewaytest -count=1 -v ./internal/gatewaytest
+	KUBEBUILDER_ASSETS="$(ASSETS)" go test -tags $(BUILD_TAGS),gatewaytest -count=1 -v -timeout $(GO_TEST_TIMEOUT) ./internal/gatewaytest
 
 # A backstop per package of benchmarks, against a hang: their waits fail
 # on a stall, not on time (docs/development.md, Timing in tests), and a

@@ -25,11 +25,12 @@ import (
 
 // The hosts of the exposure test: the chart's HTTPRoute serves routeHost
 // (the release's base URL), its Ingress ingressHost, and the teams claim
-// claimedHost with linkforge.io/domain.
+// claimedHost (two of them) and secondHost with linkforge.io/domain.
 const (
 	routeHost   = "go.linkforge.test"
 	ingressHost = "in.linkforge.test"
 	claimedHost = "a.linkforge.test"
+	secondHost  = "c.linkforge.test"
 	gatewayNS   = "infra"
 	gatewayName = "public"
 )
@@ -166,11 +167,11 @@ gatewayHosts:
 	}
 
 	gatewaytest.HostsFlow(t, g, gatewaytest.Hosts{
-		Ctx: ctx, C: cl, HTTPS: https, Base: "https://" + claimedHost,
-		Host: claimedHost, Listener: "linkforge-" + strings.ReplaceAll(claimedHost, ".", "-"),
+		Ctx: ctx, C: cl, HTTPS: https,
+		Host: claimedHost, SecondHost: secondHost,
 		Gateway:       types.NamespacedName{Namespace: gatewayNS, Name: gatewayName},
 		UserListeners: []string{"http", "https-go"}, RedirectorNamespace: systemNS,
-		TeamA: c.namespace("gw-team-a"), TeamB: c.namespace("gw-team-b"),
+		TeamA: c.namespace("gw-team-a"), TeamB: c.namespace("gw-team-b"), TeamC: c.namespace("gw-team-c"),
 		// The node runs kube-controller-manager: the Secret goes too.
 		GarbageCollector: true,
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,40 +37,40 @@ type Hosts struct {
 	// HTTPS trusts only the CA and dials Traefik's websecure entrypoint,
 	// whatever the URL's host, as curl --resolve does.
 	HTTPS *http.Client
-	// Base is the URL prefix of Host through HTTPS: https://<Host>, with
-	// the entrypoint's port when it is not 443.
-	Base string
-	// Host is the host the teams claim; Listener the name of its
-	// listener, HTTPRoute, Certificate and Secret (linkforge-<host>).
-	Host, Listener string
+	// Port is the HTTPS listeners' port as a URL names it: "" for 443.
+	Port string
+	// Host is the host TeamA and TeamB claim; SecondHost the one TeamC
+	// claims at the same time as TeamA.
+	Host, SecondHost string
 	// Gateway is the user's Gateway the manager programs: annotated
 	// cert-manager.io/cluster-issuer, with the listeners UserListeners.
 	Gateway       types.NamespacedName
 	UserListeners []string
 	// RedirectorNamespace holds the manager's HTTPRoutes.
 	RedirectorNamespace string
-	// TeamA and TeamB are two namespaces of the caller's, without
-	// annotations; the flow makes a ShortLink hello in each.
-	TeamA, TeamB string
+	// TeamA, TeamB and TeamC are three namespaces of the caller's,
+	// without annotations; the flow makes a ShortLink hello in each.
+	TeamA, TeamB, TeamC string
 	// GarbageCollector: a kube-controller-manager runs, so a host's
 	// certificate Secret goes with its Certificate (else it stays).
 	GarbageCollector bool
 }
 
-// HostsFlow is issue 56's flow: TeamA claims Host with linkforge.io/domain
-// and, without anything written by hand, the manager adds a listener and
-// an HTTPRoute, cert-manager's gateway-shim issues the certificate, and
-// https://<host>/hello answers TeamA's 302 through Traefik; the QR code and
-// the preview page name the public short URL. TeamB's later claim changes
-// nothing; removing TeamA's hands the host to TeamB (no new issuance);
-// removing TeamB's removes the listener, the route and the Certificate (and
-// its Secret, where a garbage collector runs). It logs the time from the
-// annotation to the first HTTPS 302, the number issue 56 asks for.
+// HostsFlow is issue 56's flow: TeamA claims Host and TeamC SecondHost with
+// linkforge.io/domain and, without anything written by hand, the manager
+// adds a listener and an HTTPRoute for each, cert-manager's gateway-shim
+// issues their certificates, and https://<host>/hello answers each team's
+// 302 through Traefik; the QR code and the preview page name the public
+// short URL. TeamB's later claim of Host changes nothing; removing TeamA's
+// hands the host to TeamB (no new issuance); removing TeamB's, then
+// TeamC's, removes each host's listener, route and Certificate (and its
+// Secret, where a garbage collector runs). It logs the time from the
+// annotations to the first HTTPS 302, the number issue 56 asks for.
 func HostsFlow(t testing.TB, g *gomega.WithT, h Hosts) {
 	ctx, c := h.Ctx, h.C
 	gwNS, lfNS := h.Gateway.Namespace, h.RedirectorNamespace
-	dests := map[string]string{h.TeamA: "https://example.com/a", h.TeamB: "https://example.com/b"}
-	for _, ns := range []string{h.TeamA, h.TeamB} {
+	dests := map[string]string{h.TeamA: "https://example.com/a", h.TeamB: "https://example.com/b", h.TeamC: "https://example.com/c"}
+	for _, ns := range []string{h.TeamA, h.TeamB, h.TeamC} {
 		Apply(ctx, g, c, fmt.Sprintf(`
 apiVersion: linkforge.io/v1alpha1
 kind: ShortLink
@@ -88,7 +89,14 @@ spec: {url: '%s', code: hello}`, ns, dests[ns]))
 		}
 		Apply(ctx, g, c, m+"}")
 	}
-	listeners := append(append([]string{}, h.UserListeners...), h.Listener)
+	base := func(host string) string {
+		if h.Port == "" {
+			return "https://" + host
+		}
+		return "https://" + host + ":" + h.Port
+	}
+	listener, second := ListenerName(h.Host), ListenerName(h.SecondHost)
+	listeners := append(append([]string{}, h.UserListeners...), listener, second)
 	servedNote := gomega.HavePrefix("Normal GatewayHostServed: https://" + h.Host + "/ is served")
 
 	noFollow := *h.HTTPS
@@ -98,16 +106,19 @@ spec: {url: '%s', code: hello}`, ns, dests[ns]))
 
 	annotated := time.Now()
 	claim(h.TeamA, h.Host)
-	Redirects(g, &noFollow, h.Base+"/hello", dests[h.TeamA], first)
+	claim(h.TeamC, h.SecondHost)
+	Redirects(g, &noFollow, base(h.Host)+"/hello", dests[h.TeamA], first)
 	t.Logf("%s annotated to first HTTPS 302: %s (bound %s: a reconcile and an issuance, times LoadedMachine)",
 		h.TeamA, time.Since(annotated).Round(time.Millisecond), first)
+	Redirects(g, &noFollow, base(h.SecondHost)+"/hello", dests[h.TeamC], first)
+	t.Logf("%s annotated to first HTTPS 302 on its own host: %s (bound %s)", h.TeamC, time.Since(annotated).Round(time.Millisecond), first)
 
 	// What the manager made, and what it says of it.
 	gw := Get(ctx, g, c, "gateway.networking.k8s.io/v1", "Gateway", gwNS, h.Gateway.Name)
 	g.Expect(ListenerNames(gw)).To(gomega.ConsistOf(listeners))
-	route := Get(ctx, g, c, "gateway.networking.k8s.io/v1", "HTTPRoute", lfNS, h.Listener)
+	route := Get(ctx, g, c, "gateway.networking.k8s.io/v1", "HTTPRoute", lfNS, listener)
 	g.Expect(route.GetAnnotations()).To(gomega.HaveKeyWithValue("linkforge.io/namespace", h.TeamA))
-	g.Expect(Condition(ctx, g, c, "cert-manager.io/v1", "Certificate", gwNS, h.Listener, "Ready")).To(gomega.Equal("True"))
+	g.Expect(Condition(ctx, g, c, "cert-manager.io/v1", "Certificate", gwNS, listener, "Ready")).To(gomega.Equal("True"))
 	g.Eventually(func(g gomega.Gomega) []string { return NamespaceEvents(ctx, g, c, h.TeamA) }).WithTimeout(served).
 		Should(gomega.ContainElement(servedNote), "%s's Event says its host is served", h.TeamA)
 	t.Logf("%s annotated to its Served Event: %s (bound %s: one recheck more)", h.TeamA, time.Since(annotated).Round(time.Millisecond), served)
@@ -115,11 +126,11 @@ spec: {url: '%s', code: hello}`, ns, dests[ns]))
 	// The QR code encodes the public host's short URL (the scheme of
 	// --public-base-url, the claimed host), and the preview page names it
 	// too, with its destination.
-	resp, body := Fetch(g, &noFollow, h.Base+"/hello/qr")
+	resp, body := Fetch(g, &noFollow, base(h.Host)+"/hello/qr")
 	g.Expect(resp.StatusCode).To(gomega.Equal(http.StatusOK), "%s", body)
 	g.Expect(resp.Header.Get("Content-Type")).To(gomega.Equal("image/png"))
 	g.Expect(qrtest.ScanPNG(t, []byte(body))).To(gomega.Equal("https://" + h.Host + "/hello"))
-	resp, body = Fetch(g, &noFollow, h.Base+"/hello+")
+	resp, body = Fetch(g, &noFollow, base(h.Host)+"/hello+")
 	g.Expect(resp.StatusCode).To(gomega.Equal(http.StatusOK), "%s", body)
 	g.Expect(body).To(gomega.ContainSubstring("<h1>Short link https://" + h.Host + "/hello</h1>"))
 	g.Expect(body).To(gomega.ContainSubstring(`<a href="` + dests[h.TeamA] + `"`))
@@ -131,53 +142,71 @@ spec: {url: '%s', code: hello}`, ns, dests[ns]))
 	g.Consistently(func(g gomega.Gomega) {
 		gw := Get(ctx, g, c, "gateway.networking.k8s.io/v1", "Gateway", gwNS, h.Gateway.Name)
 		g.Expect(ListenerNames(gw)).To(gomega.ConsistOf(listeners))
-		route := Get(ctx, g, c, "gateway.networking.k8s.io/v1", "HTTPRoute", lfNS, h.Listener)
+		route := Get(ctx, g, c, "gateway.networking.k8s.io/v1", "HTTPRoute", lfNS, listener)
 		g.Expect(route.GetAnnotations()).To(gomega.HaveKeyWithValue("linkforge.io/namespace", h.TeamA))
 	}).WithTimeout(3*time.Second).Should(gomega.Succeed(), "the host stays %s's", h.TeamA)
-	Redirects(g, &noFollow, h.Base+"/hello", dests[h.TeamA], first)
+	Redirects(g, &noFollow, base(h.Host)+"/hello", dests[h.TeamA], first)
 
 	// TeamA lets go: the host's listener, route and Certificate pass to
 	// TeamB. The Secret is owned by the Certificate
 	// (--enable-certificate-owner-ref; without it, it has no owner).
-	secret := Get(ctx, g, c, "v1", "Secret", gwNS, h.Listener)
+	secret := Get(ctx, g, c, "v1", "Secret", gwNS, listener)
 	g.Expect(secret.GetOwnerReferences()).To(gomega.ContainElement(gomega.HaveField("Kind", "Certificate")),
 		"with --enable-certificate-owner-ref the Secret is the Certificate's")
-	oldCert := Get(ctx, g, c, "cert-manager.io/v1", "Certificate", gwNS, h.Listener).GetUID()
+	oldCert := Get(ctx, g, c, "cert-manager.io/v1", "Certificate", gwNS, listener).GetUID()
 	released := time.Now()
 	claim(h.TeamA, "")
 	// The manager reconciles on the Namespace's update; gateway-shim on the
 	// Gateway's. Then TeamB's claim is the only one, and gets the host.
 	g.Eventually(func(g gomega.Gomega) {
-		route := Get(ctx, g, c, "gateway.networking.k8s.io/v1", "HTTPRoute", lfNS, h.Listener)
+		route := Get(ctx, g, c, "gateway.networking.k8s.io/v1", "HTTPRoute", lfNS, listener)
 		g.Expect(route.GetAnnotations()).To(gomega.HaveKeyWithValue("linkforge.io/namespace", h.TeamB))
 	}).WithTimeout(first).Should(gomega.Succeed(), "the host's route goes to %s", h.TeamB)
-	Redirects(g, &noFollow, h.Base+"/hello", dests[h.TeamB], first)
+	Redirects(g, &noFollow, base(h.Host)+"/hello", dests[h.TeamB], first)
 	t.Logf("%s's annotation removed to %s's first HTTPS 302: %s (bound %s)", h.TeamA, h.TeamB, time.Since(released).Round(time.Millisecond), first)
 	// The listener keeps its name (the host's), so gateway-shim keeps its
 	// Certificate: the handoff issues nothing.
-	g.Expect(Get(ctx, g, c, "cert-manager.io/v1", "Certificate", gwNS, h.Listener).GetUID()).To(gomega.Equal(oldCert))
+	g.Expect(Get(ctx, g, c, "cert-manager.io/v1", "Certificate", gwNS, listener).GetUID()).To(gomega.Equal(oldCert))
 	g.Eventually(func(g gomega.Gomega) []string { return NamespaceEvents(ctx, g, c, h.TeamB) }).WithTimeout(served).
 		Should(gomega.ContainElement(servedNote), "%s's Event says the host is now served", h.TeamB)
 
-	// TeamB lets go too: nothing of the host is left; the Secret goes
-	// with its Certificate where a garbage collector runs.
-	removed := time.Now()
+	// TeamB lets go too, then TeamC: nothing of either host is left; the
+	// Secret goes with its Certificate where a garbage collector runs.
+	// SecondHost keeps its listener and answers until TeamC lets go.
+	released = time.Now()
 	claim(h.TeamB, "")
+	removedAll(t, g, h, released, listener, append(append([]string{}, h.UserListeners...), second))
+	Redirects(g, &noFollow, base(h.SecondHost)+"/hello", dests[h.TeamC], first)
+	removed := time.Now()
+	claim(h.TeamC, "")
+	removedAll(t, g, h, removed, second, h.UserListeners)
+}
+
+// removedAll waits until the Gateway has only the listeners left and the
+// route, Certificate and (with a garbage collector) Secret named name are
+// gone, and logs the time since released.
+func removedAll(t testing.TB, g *gomega.WithT, h Hosts, released time.Time, name string, left []string) {
+	ctx, c, gwNS := h.Ctx, h.C, h.Gateway.Namespace
 	g.Eventually(func(g gomega.Gomega) {
 		gw := Get(ctx, g, c, "gateway.networking.k8s.io/v1", "Gateway", gwNS, h.Gateway.Name)
-		g.Expect(ListenerNames(gw)).To(gomega.ConsistOf(h.UserListeners))
-		g.Expect(Gone(ctx, c, "gateway.networking.k8s.io/v1", "HTTPRoute", lfNS, h.Listener)).To(gomega.BeTrue(), "the HTTPRoute is deleted")
-		g.Expect(Gone(ctx, c, "cert-manager.io/v1", "Certificate", gwNS, h.Listener)).To(gomega.BeTrue(), "gateway-shim deletes the Certificate")
+		g.Expect(ListenerNames(gw)).To(gomega.ConsistOf(left))
+		g.Expect(Gone(ctx, c, "gateway.networking.k8s.io/v1", "HTTPRoute", h.RedirectorNamespace, name)).To(gomega.BeTrue(), "the HTTPRoute is deleted")
+		g.Expect(Gone(ctx, c, "cert-manager.io/v1", "Certificate", gwNS, name)).To(gomega.BeTrue(), "gateway-shim deletes the Certificate")
 		if h.GarbageCollector {
-			g.Expect(Gone(ctx, c, "v1", "Secret", gwNS, h.Listener)).To(gomega.BeTrue(), "the garbage collector deletes the Certificate's Secret")
+			g.Expect(Gone(ctx, c, "v1", "Secret", gwNS, name)).To(gomega.BeTrue(), "the garbage collector deletes the Certificate's Secret")
 		}
-	}).WithTimeout(IssueAndServe).Should(gomega.Succeed())
-	t.Logf("last annotation removed to no listener, route or Certificate: %s (bound %s)", time.Since(removed).Round(time.Millisecond), IssueAndServe)
+	}).WithOffset(1).WithTimeout(IssueAndServe).Should(gomega.Succeed())
+	t.Logf("annotation removed to no listener, route or Certificate %s: %s (bound %s)", name, time.Since(released).Round(time.Millisecond), IssueAndServe)
 	if !h.GarbageCollector {
-		secret = Get(ctx, g, c, "v1", "Secret", gwNS, h.Listener)
-		t.Logf("the Secret stays (no garbage collector here), owned by: %v", secret.GetOwnerReferences())
+		secret := Get(ctx, g, c, "v1", "Secret", gwNS, name)
+		t.Logf("the Secret %s stays (no garbage collector here), owned by: %v", name, secret.GetOwnerReferences())
 	}
 }
+
+// ListenerName is the name the manager gives a host's listener, HTTPRoute
+// and Certificate (and cert-manager the Secret): linkforge-<host>, dots as
+// dashes.
+func ListenerName(host string) string { return "linkforge-" + strings.ReplaceAll(host, ".", "-") }
 
 // NoFollow is an http.Client's CheckRedirect that returns a redirect
 // itself rather than following it.

@@ -4,7 +4,6 @@ package gatewaytest
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,7 +19,6 @@ const (
 	vanityHost = "a.example.test"
 	gwNS       = "infra"
 	lfNS       = "linkforge-system"
-	listener   = "linkforge-a-example-test" // listener, HTTPRoute and Certificate/Secret
 )
 
 // TestLinkforgeHostsThroughTraefikGateway is issue 56's flow end to end on
@@ -36,7 +34,7 @@ const (
 func TestLinkforgeHostsThroughTraefikGateway(t *testing.T) {
 	e := startGatewayEnv(t)
 	g := e.g
-	for _, ns := range []string{gwNS, lfNS, "team-a", "team-b"} {
+	for _, ns := range []string{gwNS, lfNS, "team-a", "team-b", "team-c"} {
 		e.apply(fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}", ns))
 	}
 	// The user's Gateway: one HTTP listener, and the annotation that lets
@@ -73,11 +71,10 @@ spec:
 	})
 
 	HostsFlow(t, g, Hosts{
-		Ctx: e.ctx, C: e.c, HTTPS: e.https,
-		Base: "https://" + net.JoinHostPort(vanityHost, e.httpsPort),
-		Host: vanityHost, Listener: listener,
+		Ctx: e.ctx, C: e.c, HTTPS: e.https, Port: e.httpsPort,
+		Host: vanityHost, SecondHost: "c.example.test",
 		Gateway: types.NamespacedName{Namespace: gwNS, Name: "public"}, UserListeners: []string{"http"},
-		RedirectorNamespace: lfNS, TeamA: "team-a", TeamB: "team-b",
+		RedirectorNamespace: lfNS, TeamA: "team-a", TeamB: "team-b", TeamC: "team-c",
 		// envtest runs no kube-controller-manager: the Secret stays.
 		GarbageCollector: false,
 	})
