@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/compactlink"
 )
 
 // codeIndexName is the ShortLink informers' index of the codes a link holds
@@ -155,35 +156,37 @@ func (c *CodeIndex) checkIndexed() error {
 
 // indexBuckets is the index function: the buckets of the link's codes.
 func (r *ShortLinkReconciler) indexBuckets(obj any) ([]string, error) {
-	link, ok := obj.(*linkv1.ShortLink)
+	s, codes, ok := r.cachedLinkCodes(obj)
 	if !ok {
 		return nil, fmt.Errorf("code index: %T is not a ShortLink", obj)
 	}
 	var buckets []string
-	for code := range r.linkCodes(link) {
-		if b := codeBucket(link.Namespace, code); !slices.Contains(buckets, b) {
+	for code := range codes {
+		if b := codeBucket(s.Namespace, code); !slices.Contains(buckets, b) {
 			buckets = append(buckets, b)
 		}
 	}
 	return buckets, nil
 }
 
-// linksWithCode looks up, in the code index, the links of namespace that
-// hold, declare or wait for code. The objects are the cache's own: read only.
-func (r *ShortLinkReconciler) linksWithCode(namespace, code string) ([]*linkv1.ShortLink, error) {
+// cachedWithCode looks up, in the code index, the cached links of namespace
+// that hold, declare or wait for code, as the cache keeps them (a
+// compactlink.Link, or a ShortLink in a cache without the manager's
+// transform): read only. Most lookups read only their summaries.
+func (r *ShortLinkReconciler) cachedWithCode(namespace, code string) ([]any, error) {
 	objs, err := r.Index.bucket(namespace, code)
 	if err != nil {
 		return nil, fmt.Errorf("looking up the links with code %s: %w", code, err)
 	}
-	var out []*linkv1.ShortLink
+	var out []any
 	for _, obj := range objs {
-		link := obj.(*linkv1.ShortLink)
-		if link.Namespace != namespace {
+		s, codes, ok := r.cachedLinkCodes(obj)
+		if !ok || s.Namespace != namespace {
 			continue
 		}
-		for c := range r.linkCodes(link) {
+		for c := range codes {
 			if c == code {
-				out = append(out, link)
+				out = append(out, obj)
 				break
 			}
 		}
@@ -191,20 +194,36 @@ func (r *ShortLinkReconciler) linksWithCode(namespace, code string) ([]*linkv1.S
 	return out, nil
 }
 
+// cachedLinkCodes reads the codes of a cached link (a compactlink.Link or a
+// ShortLink) from its summary; it unpacks a Link only for the codes a
+// hashed link in conflict waits for. ok is false if obj is neither.
+func (r *ShortLinkReconciler) cachedLinkCodes(obj any) (s compactlink.Summary, codes iter.Seq[string], ok bool) {
+	if s, ok = compactlink.SummaryOf(obj); !ok {
+		return s, nil, false
+	}
+	return s, r.linkCodes(s, func() string {
+		link, _ := compactlink.Of(obj)
+		return link.Status.CanonicalURL
+	}), true
+}
+
 // linkCodes yields the codes a link holds or declares and, if it is a hashed
-// link in conflict, the ten codes it waits for (a code may come twice).
-func (r *ShortLinkReconciler) linkCodes(link *linkv1.ShortLink) iter.Seq[string] {
+// link in conflict, the ten codes it waits for (a code may come twice):
+// those of its canonical URL, which only such a link reads.
+func (r *ShortLinkReconciler) linkCodes(s compactlink.Summary, canonicalURL func() string) iter.Seq[string] {
 	return func(yield func(string) bool) {
-		if link.Spec.Code != "" && !yield(link.Spec.Code) {
+		if s.SpecCode != "" && !yield(s.SpecCode) {
 			return
 		}
-		if link.Status.Code != "" && !yield(link.Status.Code) {
+		if s.StatusCode != "" && !yield(s.StatusCode) {
 			return
 		}
-		if link.Spec.Code == "" && link.Status.CanonicalURL != "" && inConflict(link) {
-			for _, c := range r.hashedCodes(link.Status.CanonicalURL, link.Namespace) {
-				if !yield(c) {
-					return
+		if s.SpecCode == "" && stateInConflict(s.State) {
+			if canonical := canonicalURL(); canonical != "" {
+				for _, c := range r.hashedCodes(canonical, s.Namespace) {
+					if !yield(c) {
+						return
+					}
 				}
 			}
 		}

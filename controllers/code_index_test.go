@@ -9,6 +9,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/compactlink"
 )
 
 // indexedReconciler is a reconciler whose code index is one client-go
@@ -19,11 +20,22 @@ func indexedReconciler(t *testing.T, codes func(canonical, namespace string) []s
 	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{codeIndexName: r.indexBuckets})
 	r.Index.indexers = append(r.Index.indexers, indexer)
 	for _, l := range links {
-		if err := indexer.Add(l); err != nil {
-			t.Fatal(err)
-		}
+		addCached(t, indexer, l)
 	}
 	return r, indexer
+}
+
+// addCached adds a link to indexer as the manager's cache keeps it
+// (ManagerCacheTransform: a compact link).
+func addCached(t testing.TB, indexer toolscache.Indexer, l *linkv1.ShortLink) {
+	t.Helper()
+	packed, err := ManagerCacheTransform()(l.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := indexer.Add(packed); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func indexLink(ns, name, specCode, statusCode string) *linkv1.ShortLink {
@@ -34,9 +46,10 @@ func indexLink(ns, name, specCode, statusCode string) *linkv1.ShortLink {
 	}
 }
 
-func names(links []*linkv1.ShortLink) []string {
+func names(links []any) []string {
 	out := make([]string, 0, len(links))
-	for _, l := range links {
+	for _, obj := range links {
+		l, _ := compactlink.SummaryOf(obj)
 		out = append(out, l.Namespace+"/"+l.Name)
 	}
 	slices.Sort(out)
@@ -77,24 +90,22 @@ func TestLinksWithCode(t *testing.T) {
 		conflicted,
 	)
 
-	got, err := r.linksWithCode(ns, code)
+	got, err := r.cachedWithCode(ns, code)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{ns + "/declarer", ns + "/holder", ns + "/waiting"}
 	if !slices.Equal(names(got), want) {
-		t.Fatalf("linksWithCode(%s, %s) = %v, want %v", ns, code, names(got), want)
+		t.Fatalf("cachedWithCode(%s, %s) = %v, want %v", ns, code, names(got), want)
 	}
 
 	// A link that lets go of the code leaves the lookup.
-	if err := indexer.Update(indexLink(ns, "holder", "", "moved")); err != nil {
-		t.Fatal(err)
+	addCached(t, indexer, indexLink(ns, "holder", "", "moved")) // an update: the same key
+	if got, _ = r.cachedWithCode(ns, code); slices.Contains(names(got), ns+"/holder") {
+		t.Fatalf("after the update, cachedWithCode still has the old holder: %v", names(got))
 	}
-	if got, _ = r.linksWithCode(ns, code); slices.Contains(names(got), ns+"/holder") {
-		t.Fatalf("after the update, linksWithCode still has the old holder: %v", names(got))
-	}
-	if got, _ = r.linksWithCode(ns, "moved"); !slices.Equal(names(got), []string{ns + "/holder"}) {
-		t.Fatalf("linksWithCode(moved) = %v", names(got))
+	if got, _ = r.cachedWithCode(ns, "moved"); !slices.Equal(names(got), []string{ns + "/holder"}) {
+		t.Fatalf("cachedWithCode(moved) = %v", names(got))
 	}
 }
 
@@ -109,16 +120,14 @@ func TestLinksWithCodeAcrossInformers(t *testing.T) {
 	r, _ := indexedReconciler(t, nil, indexLink(a, "holder", "", code), indexLink(a, "neighbour", "", sameBucket(t, a, code)))
 	second := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{codeIndexName: r.indexBuckets})
 	r.Index.indexers = append(r.Index.indexers, second)
-	if err := second.Add(indexLink(b, "holder", "", code)); err != nil {
-		t.Fatal(err)
-	}
+	addCached(t, second, indexLink(b, "holder", "", code))
 	for _, ns := range []string{a, b} {
-		got, err := r.linksWithCode(ns, code)
+		got, err := r.cachedWithCode(ns, code)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := []string{ns + "/holder"}; !slices.Equal(names(got), want) {
-			t.Fatalf("linksWithCode(%s, %s) = %v, want %v", ns, code, names(got), want)
+			t.Fatalf("cachedWithCode(%s, %s) = %v, want %v", ns, code, names(got), want)
 		}
 	}
 }
@@ -162,7 +171,7 @@ func TestCodeIndexCheckIndexed(t *testing.T) {
 
 func TestCodeIndexWithoutInformers(t *testing.T) {
 	r := &ShortLinkReconciler{Index: NewCodeIndex()}
-	if _, err := r.linksWithCode("ns", "abc"); err == nil {
+	if _, err := r.cachedWithCode("ns", "abc"); err == nil {
 		t.Fatal("a lookup in an index without informers succeeded")
 	}
 }

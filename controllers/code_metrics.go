@@ -12,6 +12,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/compactlink"
 	"github.com/linkforge/linkforge/internal/shortcode"
 )
 
@@ -194,7 +195,7 @@ func (g *codeGauges) Collect(ch chan<- prometheus.Metric) {
 // a code's holders are grouped without a set of every code.
 func (g *codeGauges) count() (map[string]*nsCodeCount, error) {
 	counts := map[string]*nsCodeCount{}
-	holders := map[nsCode][]*linkv1.ShortLink{}
+	holders := map[nsCode][]any{}
 	for _, bucket := range bucketNames {
 		objs, err := g.r.Index.bucketOf(bucket)
 		if err != nil {
@@ -202,12 +203,14 @@ func (g *codeGauges) count() (map[string]*nsCodeCount, error) {
 		}
 		clear(holders)
 		for _, obj := range objs {
-			l := obj.(*linkv1.ShortLink)
-			if !l.HoldsConfirmedCode() || codeBucket(l.Namespace, l.Status.Code) != bucket {
+			// The summary says it: a code shared by two links is rare, and
+			// only its links are unpacked.
+			l, ok := compactlink.SummaryOf(obj)
+			if !ok || !l.HoldsConfirmedCode() || codeBucket(l.Namespace, l.StatusCode) != bucket {
 				continue
 			}
-			k := nsCode{l.Namespace, l.Status.Code}
-			holders[k] = append(holders[k], l)
+			k := nsCode{l.Namespace, l.StatusCode}
+			holders[k] = append(holders[k], obj)
 		}
 		for k, links := range holders {
 			c := counts[k.namespace]
@@ -224,12 +227,13 @@ func (g *codeGauges) count() (map[string]*nsCodeCount, error) {
 
 // sharingLinks counts the links of one code that share it with another of
 // the same target.
-func (g *codeGauges) sharingLinks(links []*linkv1.ShortLink) int {
+func (g *codeGauges) sharingLinks(links []any) int {
 	if len(links) < 2 {
 		return 0
 	}
 	targets := make([]string, len(links))
-	for i, l := range links {
+	for i, obj := range links {
+		l, _ := compactlink.Of(obj)
 		targets[i] = g.r.claimLink(l, l.Status.CanonicalURL).Target
 	}
 	n := 0

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/compactlink"
 	"github.com/linkforge/linkforge/internal/explain"
 	"github.com/linkforge/linkforge/internal/hostpolicy"
 )
@@ -192,11 +193,17 @@ func (r *ShortLinkReconciler) enqueueLinks(ctx context.Context, q workqueue.Type
 		return
 	}
 	for _, obj := range objs {
-		link, ok := obj.(*linkv1.ShortLink)
-		if !ok || (keep != nil && !keep(link)) {
+		s, ok := compactlink.SummaryOf(obj)
+		if !ok {
 			continue
 		}
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: link.Namespace, Name: link.Name}})
+		if keep != nil {
+			// A policy change unpacks the links it may decide.
+			if link, _ := compactlink.Of(obj); !keep(link) {
+				continue
+			}
+		}
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/compactlink"
 	"github.com/linkforge/linkforge/internal/explain"
 	"github.com/linkforge/linkforge/internal/hostpolicy"
 	"github.com/linkforge/linkforge/internal/intern"
@@ -59,8 +60,10 @@ var (
 	namespaceAnnotations = []string{hostpolicy.AllowedHostsAnnotation, explain.NotFoundRedirectAnnotation, explain.GoneRedirectAnnotation, claim.DomainAnnotation}
 )
 
-// ManagerCacheTransform is the manager's informer transform: it keeps of a
-// ShortLink only what the reconciler and the reaper read (all of spec and
+// ManagerCacheTransform is the manager's informer transform: it keeps a
+// ShortLink as a compactlink.Link (its summary, and the rest packed: a
+// plain link takes about 450 bytes where the ShortLink took 1.1 KB), and of
+// the ShortLink only what the reconciler and the reaper read (all of spec and
 // status; name, namespace, uid, resourceVersion, generation, creation and
 // deletion timestamps; the GitOps labels and annotation of
 // reaper_gitops.go), and drops the rest: managedFields, the kubectl
@@ -88,6 +91,9 @@ func ManagerCacheTransform() toolscache.TransformFunc {
 				Annotations:       keepKeys(ns.Annotations, namespaceAnnotations),
 			}}, nil
 		}
+		if packed, ok := in.(*compactlink.Link); ok {
+			return packed, nil // transformed already
+		}
 		link, ok := in.(*linkv1.ShortLink)
 		if !ok {
 			return stripManagedFields(in)
@@ -105,45 +111,14 @@ func ManagerCacheTransform() toolscache.TransformFunc {
 			Labels:                     gitOpsLabels(m.Labels),
 			Annotations:                keepKeys(m.Annotations, keptAnnotations),
 		}
-		// The few values that repeat across links are kept once.
+		// The state is one of a few values, kept once; a code a link both
+		// declares and holds, once.
 		link.Status.State = linkv1.LinkState(intern.String(string(link.Status.State)))
-		for i := range link.Status.Conditions {
-			c := &link.Status.Conditions[i]
-			c.Type, c.Reason = intern.String(c.Type), intern.String(c.Reason)
-			c.Status = metav1.ConditionStatus(intern.String(string(c.Status)))
+		if link.Spec.Code == link.Status.Code {
+			link.Spec.Code = link.Status.Code
 		}
-		// And the strings a link repeats, once per link: the Ready message of
-		// an active link spells out its code and spec.url as the redirect
-		// sends it ("code X redirects to URL with 302 Found"), and the
-		// canonical URL is often spec.url.
-		st, spec := &link.Status, &link.Spec
-		spec.URL = sharedString(spec.URL, st.Conditions)
-		st.Code = sharedString(st.Code, st.Conditions)
-		if st.CanonicalURL == spec.URL {
-			st.CanonicalURL = spec.URL
-		} else {
-			st.CanonicalURL = sharedString(st.CanonicalURL, st.Conditions)
-		}
-		if spec.Code == st.Code {
-			spec.Code = st.Code
-		}
-		return link, nil
+		return compactlink.Pack(link)
 	}
-}
-
-// sharedString returns s as a substring of a condition's message that
-// spells it out, so that the cache keeps its bytes once; else s.
-func sharedString(s string, conditions []metav1.Condition) string {
-	if s == "" {
-		return s
-	}
-	for i := range conditions {
-		m := conditions[i].Message
-		if j := strings.Index(m, s); j >= 0 {
-			return m[j : j+len(s)]
-		}
-	}
-	return s
 }
 
 // gitOpsLabels keeps the labels gitOpsManager reads (nil if none).

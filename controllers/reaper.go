@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/compactlink"
 )
 
 // Defaults of ReaperOptions (the manager's flags have the same defaults).
@@ -115,6 +116,11 @@ type Reaper struct {
 	Recorder events.EventRecorder
 	// Clock decides what is due; tests replace it. The sweep's timer runs on it too.
 	Clock clock.Clock
+	// Links is the manager's record of its ShortLink informers (the index
+	// given to ManagerCacheOptions): the sweep reads the cached links from
+	// it one at a time. Without it the sweep lists copies of them all
+	// through Client, at once.
+	Links *CodeIndex
 
 	opts    ReaperOptions
 	limiter *rate.Limiter
@@ -168,7 +174,12 @@ func (r *Reaper) SetupWithManager(mgr ctrl.Manager) error {
 	if !r.opts.SweepOnly {
 		b = b.For(&linkv1.ShortLink{}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return reapInputsChanged(e.ObjectOld.(*linkv1.ShortLink), e.ObjectNew.(*linkv1.ShortLink))
+				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+					return true // without unpacking the cached links
+				}
+				oldLink, _ := compactlink.Of(e.ObjectOld)
+				newLink, _ := compactlink.Of(e.ObjectNew)
+				return reapInputsChanged(oldLink, newLink)
 			},
 			// A deleted link needs no reconcile (the reaper deletes links by the
 			// thousand), only its warning forgotten.

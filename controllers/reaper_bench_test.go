@@ -312,8 +312,11 @@ func reaperBenchParallel(b *testing.B, n, workers int, do func(i int) error) {
 // timed by lags. It returns once the reaper's cache has synced, with the time
 // that took since start.
 func reaperBenchStart(b *testing.B, cfg *rest.Config, o ReaperOptions, lags *reaperBenchLags, start time.Time) (*Reaper, time.Duration, func()) {
+	// The manager's cache, as bin/manager builds it: compact links.
+	index := NewCodeIndex()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  ManagerCacheOptions(nil, index),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -322,6 +325,7 @@ func reaperBenchStart(b *testing.B, cfg *rest.Config, o ReaperOptions, lags *rea
 		b.Fatal(err)
 	}
 	reaper := NewReaper(mgr, o)
+	reaper.Links = index
 	reaper.Client = &reaperBenchClient{Client: reaper.Client, reaper: reaper, lags: lags, start: start}
 	if err := reaper.SetupWithManager(mgr); err != nil {
 		b.Fatal(err)

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/compactlink"
 )
 
 // sweepSource is the sweep, as a source of the reaper controller: every
@@ -59,13 +62,46 @@ func (r *Reaper) sweepEvery(ctx context.Context, q workqueue.TypedRateLimitingIn
 	}
 }
 
+// cachedLinks yields the cached links, each a copy of its own: one at a
+// time from the informers' stores (the manager's cache keeps compact links,
+// internal/compactlink, unpacked here), or all listed at once without
+// r.Links.
+func (r *Reaper) cachedLinks(ctx context.Context) (iter.Seq[*linkv1.ShortLink], error) {
+	if r.Links == nil {
+		var list linkv1.ShortLinkList
+		if err := r.Client.List(ctx, &list); err != nil {
+			return nil, fmt.Errorf("listing ShortLinks: %w", err)
+		}
+		return func(yield func(*linkv1.ShortLink) bool) {
+			for i := range list.Items {
+				if !yield(&list.Items[i]) {
+					return
+				}
+			}
+		}, nil
+	}
+	objs, err := r.Links.links(metav1.NamespaceAll)
+	if err != nil {
+		return nil, fmt.Errorf("listing ShortLinks: %w", err)
+	}
+	return func(yield func(*linkv1.ShortLink) bool) {
+		for _, obj := range objs {
+			if s, ok := obj.(*linkv1.ShortLink); ok {
+				obj = s.DeepCopy() // a cache without the manager's transform
+			}
+			if link, ok := compactlink.Of(obj); ok && !yield(link) {
+				return
+			}
+		}
+	}, nil
+}
+
 // sweep adds up to BatchSize due links to q, oldest deadline first, and
 // warns about the held ones. It returns how many it added.
 func (r *Reaper) sweep(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) (int, error) {
-	var list linkv1.ShortLinkList
-	// Read-only use of the cached objects.
-	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, fmt.Errorf("listing ShortLinks: %w", err)
+	links, err := r.cachedLinks(ctx)
+	if err != nil {
+		return 0, err
 	}
 	type dueLink struct {
 		key      types.NamespacedName
@@ -73,14 +109,13 @@ func (r *Reaper) sweep(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 	}
 	now := r.Clock.Now()
 	var due []dueLink
-	for i := range list.Items {
-		link := &list.Items[i]
+	for link := range links {
 		switch p := r.plan(link, now); p.verdict {
 		case reapLink:
 			due = append(due, dueLink{key: client.ObjectKeyFromObject(link), deadline: p.deadline})
 		case holdLink:
 			// With SweepOnly, no reconcile would see it.
-			r.warnOnce(ctx, link.DeepCopy(), p)
+			r.warnOnce(ctx, link, p)
 		}
 	}
 	slices.SortFunc(due, func(a, b dueLink) int {

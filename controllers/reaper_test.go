@@ -358,9 +358,10 @@ func reaperStart(ns string, o ReaperOptions, configure func(r *Reaper)) *Reaper 
 func reaperStartWith(ns string, o ReaperOptions, configure func(r *Reaper, mgr ctrl.Manager)) *Reaper {
 	GinkgoHelper()
 	var reaper *Reaper
-	opts, _ := inNamespace(ns)
+	opts, index := inNamespace(ns)
 	startManagerWith(opts, func(ctx context.Context, mgr ctrl.Manager) error {
 		reaper = NewReaper(mgr, o)
+		reaper.Links = index
 		configure(reaper, mgr)
 		if err := reaper.SetupWithManager(mgr); err != nil {
 			return err

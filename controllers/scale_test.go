@@ -126,7 +126,7 @@ func runShard(namespaces []string, links, reaps *writeCounter) (stop func()) {
 			return err
 		}
 		reaper := NewReaper(mgr, ReaperOptions{DefaultTTLAfterFinished: time.Hour, OptimisticDelete: true})
-		reaper.Client = reaps.wrap(cached)
+		reaper.Client, reaper.Links = reaps.wrap(cached), index
 		return reaper.SetupWithManager(mgr)
 	})
 }

@@ -32,6 +32,7 @@ import (
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/claim"
+	"github.com/linkforge/linkforge/internal/compactlink"
 	"github.com/linkforge/linkforge/internal/explain"
 	"github.com/linkforge/linkforge/internal/rules"
 	"github.com/linkforge/linkforge/internal/shortcode"
@@ -447,16 +448,18 @@ func (r *ShortLinkReconciler) rivals(namespace string, codes []string) ([]claim.
 	var out []claim.Link
 	seen := make(map[string]struct{})
 	for _, code := range codes {
-		holders, err := r.linksWithCode(namespace, code)
+		holders, err := r.cachedWithCode(namespace, code)
 		if err != nil {
 			return nil, err
 		}
-		for _, l := range holders {
-			if _, dup := seen[l.Name]; dup {
+		for _, obj := range holders {
+			s, _ := compactlink.SummaryOf(obj)
+			if _, dup := seen[s.Name]; dup {
 				continue
 			}
-			seen[l.Name] = struct{}{}
+			seen[s.Name] = struct{}{}
 			// A rival's target is its status view: what the redirectors serve.
+			l, _ := compactlink.Of(obj)
 			out = append(out, r.claimLink(l, l.Status.CanonicalURL))
 		}
 	}
@@ -615,12 +618,12 @@ func (r *ShortLinkReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		Complete(r)
 }
 
-// inConflict reads the typed state the controller wrote, not a condition
+// stateInConflict reads the typed state the controller wrote, not a condition
 // reason: reasons are for people.
 // A link that keeps an earlier code waits for its candidates as one in
 // conflict does.
-func inConflict(link *linkv1.ShortLink) bool {
-	return link.Status.State == linkv1.StateConflict || link.Status.State == linkv1.StateKept
+func stateInConflict(state linkv1.LinkState) bool {
+	return state == linkv1.StateConflict || state == linkv1.StateKept
 }
 
 // rivalsHandler enqueues the links that hold, declare or wait for a code that
@@ -634,9 +637,11 @@ func (h *rivalsHandler) Create(ctx context.Context, e event.CreateEvent, q workq
 }
 
 func (h *rivalsHandler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	oldLink, newLink := e.ObjectOld.(*linkv1.ShortLink), e.ObjectNew.(*linkv1.ShortLink)
-	if oldLink.Spec.Code == newLink.Spec.Code && oldLink.Status.Code == newLink.Status.Code &&
-		oldLink.Generation == newLink.Generation && inConflict(oldLink) == inConflict(newLink) &&
+	// The summaries say it without unpacking the cached links.
+	oldLink, _ := compactlink.SummaryOf(e.ObjectOld)
+	newLink, _ := compactlink.SummaryOf(e.ObjectNew)
+	if oldLink.SpecCode == newLink.SpecCode && oldLink.StatusCode == newLink.StatusCode &&
+		oldLink.Generation == newLink.Generation && stateInConflict(oldLink.State) == stateInConflict(newLink.State) &&
 		oldLink.HoldsConfirmedCode() == newLink.HoldsConfirmedCode() {
 		return
 	}
@@ -654,8 +659,11 @@ func (h *rivalsHandler) Generic(context.Context, event.GenericEvent, workqueue.T
 func (h *rivalsHandler) enqueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
 	seen := make(map[string]struct{})
 	for _, obj := range objs {
-		link := obj.(*linkv1.ShortLink)
-		for _, code := range []string{link.Spec.Code, link.Status.Code} {
+		link, ok := compactlink.SummaryOf(obj)
+		if !ok {
+			continue
+		}
+		for _, code := range []string{link.SpecCode, link.StatusCode} {
 			if code == "" {
 				continue
 			}
@@ -663,13 +671,13 @@ func (h *rivalsHandler) enqueue(ctx context.Context, q workqueue.TypedRateLimiti
 				continue
 			}
 			seen[code] = struct{}{}
-			rivals, err := h.r.linksWithCode(link.Namespace, code)
+			rivals, err := h.r.cachedWithCode(link.Namespace, code)
 			if err != nil {
 				logf.FromContext(ctx).Error(err, "re-queueing rivals")
 				continue
 			}
 			for _, rival := range rivals {
-				if rival.Name != link.Name {
+				if rival, _ := compactlink.SummaryOf(rival); rival.Name != link.Name {
 					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: link.Namespace, Name: rival.Name}})
 				}
 			}

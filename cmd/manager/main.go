@@ -207,6 +207,7 @@ func run() error {
 		}
 	}
 	reaper := controllers.NewReaper(mgr, o.reaper)
+	reaper.Links = codeIndex
 	if err := reaper.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -51,7 +51,8 @@ var (
 		{"interned strings (namespaces)", []string{"internal/intern."}},
 	}
 	managerOwners = []owner{
-		{"cached ShortLinks as decoded (struct, strings, conditions, spec and status slices)", []string{"sigs.k8s.io/json", "encoding/json", "k8s.io/apimachinery/pkg/runtime/serializer", "k8s.io/apimachinery/pkg/apis/meta/v1.(*Time)"}},
+		{"compact links (internal/compactlink: the Link with its summary, the packed bytes)", []string{"internal/compactlink."}},
+		{"strings the summary keeps from the decoded ShortLink (name, resourceVersion, codes)", []string{"sigs.k8s.io/json", "encoding/json", "k8s.io/apimachinery/pkg/runtime/serializer", "k8s.io/apimachinery/pkg/apis/meta/v1.(*Time)"}},
 		{"the cache transform (kept labels and annotations)", []string{"ManagerCacheTransform", "controllers.gitOpsLabels", "controllers.keepKeys"}},
 		{"client-go store and indexes (keys, namespace and code-bucket sets)", []string{"k8s.io/client-go/tools/cache"}},
 		{"code expectations", []string{"controllers.(*expectations)", "controllers.(*codeExpectations)"}},
