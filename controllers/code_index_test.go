@@ -7,6 +7,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
 	"github.com/linkforge/linkforge/internal/compactlink"
@@ -69,7 +73,7 @@ func sameBucket(t *testing.T, ns, code string) string {
 	return ""
 }
 
-func TestLinksWithCode(t *testing.T) {
+func TestCachedWithCode(t *testing.T) {
 	// A code and another in its bucket; the same code in another namespace
 	// whose bucket holds it too.
 	const ns, code = "team-a", "abc"
@@ -111,7 +115,7 @@ func TestLinksWithCode(t *testing.T) {
 
 // A shard's cache has an informer per namespace: a lookup reads the bucket
 // of every one and keeps the links of its namespace.
-func TestLinksWithCodeAcrossInformers(t *testing.T) {
+func TestCachedWithCodeAcrossInformers(t *testing.T) {
 	const a, code = "shard-a", "abc"
 	b := "shard-b"
 	for i := 0; codeBucket(b, code) != codeBucket(a, code); i++ {
@@ -173,5 +177,48 @@ func TestCodeIndexWithoutInformers(t *testing.T) {
 	r := &ShortLinkReconciler{Index: NewCodeIndex()}
 	if _, err := r.cachedWithCode("ns", "abc"); err == nil {
 		t.Fatal("a lookup in an index without informers succeeded")
+	}
+}
+
+// rivalsHandler reads the summaries of compact links (as the manager's
+// cache keeps them): a change of a link's codes wakes the links that hold
+// them; a change of its uses wakes none.
+func TestRivalsHandlerOnCompactLinks(t *testing.T) {
+	const ns = "team-a"
+	r, _ := indexedReconciler(t, nil, indexLink(ns, "holder", "", "abc"), indexLink(ns, "other", "", "xyz"))
+	h := &rivalsHandler{r: r}
+	cached := func(l *linkv1.ShortLink) client.Object {
+		t.Helper()
+		c, err := ManagerCacheTransform()(l.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.(client.Object)
+	}
+	before := indexLink(ns, "mover", "", "old")
+	for _, tc := range []struct {
+		name   string
+		change func(*linkv1.ShortLink)
+		want   []string
+	}{
+		{"uses only", func(l *linkv1.ShortLink) { l.Status.Uses = 7 }, nil},
+		{"asks for a held code", func(l *linkv1.ShortLink) { l.Spec.Code, l.Generation = "abc", 2 }, []string{"holder"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			after := before.DeepCopy()
+			tc.change(after)
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			h.Update(t.Context(), event.UpdateEvent{ObjectOld: cached(before), ObjectNew: cached(after)}, q)
+			var got []string
+			for q.Len() > 0 {
+				req, _ := q.Get()
+				got = append(got, req.Name)
+				q.Done(req)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("queued %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -128,8 +128,8 @@ func (h *namespaceHandler) Update(ctx context.Context, e event.UpdateEvent, q wo
 		h.r.enqueueLinks(ctx, q, e.ObjectNew.GetName(), nil)
 	case explain.NamespaceFallbacks(e.ObjectOld.GetAnnotations()) != explain.NamespaceFallbacks(e.ObjectNew.GetAnnotations()):
 		// What the Ready message says of a link that does not redirect now.
-		h.r.enqueueLinks(ctx, q, e.ObjectNew.GetName(), func(link *linkv1.ShortLink) bool {
-			switch link.Status.State {
+		h.r.enqueueLinks(ctx, q, e.ObjectNew.GetName(), func(link compactlink.Summary, _ func() *linkv1.ShortLink) bool {
+			switch link.State {
 			case linkv1.StateExpired, linkv1.StateExhausted, linkv1.StateScheduled, linkv1.StateKept:
 				return true
 			}
@@ -174,7 +174,8 @@ func (h *denyListHandler) changed(ctx context.Context, q workqueue.TypedRateLimi
 	if len(changed.Patterns) == 0 {
 		return
 	}
-	h.r.enqueueLinks(ctx, q, metav1.NamespaceAll, func(link *linkv1.ShortLink) bool {
+	h.r.enqueueLinks(ctx, q, metav1.NamespaceAll, func(_ compactlink.Summary, unpack func() *linkv1.ShortLink) bool {
+		link := unpack()
 		if link.Status.CanonicalURL == "" {
 			return true // not judged yet, or invalid: cheap to look at again
 		}
@@ -184,9 +185,10 @@ func (h *denyListHandler) changed(ctx context.Context, q workqueue.TypedRateLimi
 }
 
 // enqueueLinks adds the cached links of namespace ("": all) that keep
-// returns true for (nil: all) to q. It reads the cache's own objects, with
-// no copies: a deny-list change looks at every link.
-func (r *ShortLinkReconciler) enqueueLinks(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], namespace string, keep func(*linkv1.ShortLink) bool) {
+// returns true for (nil: all) to q. keep reads a link's summary, and calls
+// unpack for the rest of it (a copy of a compact link: a deny-list change
+// unpacks every link, one at a time).
+func (r *ShortLinkReconciler) enqueueLinks(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], namespace string, keep func(s compactlink.Summary, unpack func() *linkv1.ShortLink) bool) {
 	objs, err := r.Index.links(namespace)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "re-queueing links after a destination policy change", "namespace", namespace)
@@ -197,11 +199,8 @@ func (r *ShortLinkReconciler) enqueueLinks(ctx context.Context, q workqueue.Type
 		if !ok {
 			continue
 		}
-		if keep != nil {
-			// A policy change unpacks the links it may decide.
-			if link, _ := compactlink.Of(obj); !keep(link) {
-				continue
-			}
+		if keep != nil && !keep(s, func() *linkv1.ShortLink { link, _ := compactlink.Of(obj); return link }) {
+			continue
 		}
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}})
 	}

@@ -62,7 +62,8 @@ var (
 
 // ManagerCacheTransform is the manager's informer transform: it keeps a
 // ShortLink as a compactlink.Link (its summary, and the rest packed: a
-// plain link takes about 450 bytes where the ShortLink took 1.1 KB), and of
+// plain link takes about 350 bytes, the Link, its packed bytes and the
+// summary's strings, where the ShortLink took 1.1 KB), and of
 // the ShortLink only what the reconciler and the reaper read (all of spec and
 // status; name, namespace, uid, resourceVersion, generation, creation and
 // deletion timestamps; the GitOps labels and annotation of
@@ -150,7 +151,10 @@ func keepKeys(m map[string]string, keys []string) map[string]string {
 }
 
 // ManagerCacheOptions is the manager's cache: lean objects
-// (ManagerCacheTransform), ShortLink informers recorded in index (give the
+// (ManagerCacheTransform: ShortLinks are kept as compactlink.Links, so a
+// ShortLink is read from it only as a copy, never with
+// client.UnsafeDisableDeepCopy, and client-go's KUBE_CACHE_MUTATION_DETECTOR,
+// which compares a cached object with its DeepCopyObject, does not apply), ShortLink informers recorded in index (give the
 // same index to the ShortLinkReconciler; nil for a manager without one) and,
 // when namespaces is not empty, only the ShortLinks of those namespaces (a
 // shard).

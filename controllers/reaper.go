@@ -173,14 +173,7 @@ func (r *Reaper) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles})
 	if !r.opts.SweepOnly {
 		b = b.For(&linkv1.ShortLink{}, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(e event.UpdateEvent) bool {
-				if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-					return true // without unpacking the cached links
-				}
-				oldLink, _ := compactlink.Of(e.ObjectOld)
-				newLink, _ := compactlink.Of(e.ObjectNew)
-				return reapInputsChanged(oldLink, newLink)
-			},
+			UpdateFunc: func(e event.UpdateEvent) bool { return cachedReapInputsChanged(e.ObjectOld, e.ObjectNew) },
 			// A deleted link needs no reconcile (the reaper deletes links by the
 			// thousand), only its warning forgotten.
 			DeleteFunc: func(e event.DeleteEvent) bool {
@@ -195,6 +188,17 @@ func (r *Reaper) SetupWithManager(mgr ctrl.Manager) error {
 // reapInputsChanged reports whether an update changed anything plan reads:
 // the spec, the GitOps markers, deletion, or status.finishedAt. Other updates
 // (the code, Ready, uses counted by the redirectors...) do not move a deadline.
+// cachedReapInputsChanged is reapInputsChanged of two cached links (compact
+// links, or ShortLinks): a new generation says it without unpacking them.
+func cachedReapInputsChanged(old, cur client.Object) bool {
+	if old.GetGeneration() != cur.GetGeneration() {
+		return true
+	}
+	oldLink, ok := compactlink.Of(old)
+	curLink, ok2 := compactlink.Of(cur)
+	return !ok || !ok2 || reapInputsChanged(oldLink, curLink)
+}
+
 func reapInputsChanged(old, cur *linkv1.ShortLink) bool {
 	return old.Generation != cur.Generation || old.UID != cur.UID ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
+	"github.com/linkforge/linkforge/internal/compactlink"
 )
 
 func TestReaperPlan(t *testing.T) {
@@ -226,44 +227,79 @@ func TestReapInputsChanged(t *testing.T) {
 			if got := reapInputsChanged(base, cur); got != tc.want {
 				t.Errorf("reapInputsChanged = %v, want %v", got, tc.want)
 			}
+			// The update predicate reads the cache's compact links.
+			packedBase, err := compactlink.Pack(base.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			packedCur, err := compactlink.Pack(cur.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cachedReapInputsChanged(packedBase, packedCur); got != tc.want {
+				t.Errorf("cachedReapInputsChanged of compact links = %v, want %v", got, tc.want)
+			}
 		})
 	}
 }
 
+// The sweep reads the cached links from the informers one at a time
+// (Reaper.Links: compact links, as the manager's cache keeps them), or lists
+// them through the client without Links: the same links are queued.
 func TestReaperSweepQueuesDueLinksOldestFirst(t *testing.T) {
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	link := func(name string, expired time.Duration, labels map[string]string) client.Object {
+	link := func(name string, expired time.Duration, labels map[string]string) *linkv1.ShortLink {
 		return &linkv1.ShortLink{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels},
 			Spec: linkv1.ShortLinkSpec{URL: "https://example.com/" + name, TTLSecondsAfterFinished: ptr.To[int32](0),
 				ExpiresAt: &metav1.Time{Time: now.Add(expired)}},
 		}
 	}
-	r := &Reaper{
-		Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(
-			link("newest", -time.Minute, nil),
-			link("oldest", -3*time.Hour, nil),
-			link("middle", -2*time.Hour, nil),
-			link("not-due", time.Hour, nil),
-			link("held", -4*time.Hour, map[string]string{argoInstanceLabel: "links"}),
-		).Build(),
-		Clock: clocktesting.NewFakeClock(now),
-		opts:  ReaperOptions{BatchSize: 2}.withDefaults(),
+	links := []*linkv1.ShortLink{
+		link("newest", -time.Minute, nil),
+		link("oldest", -3*time.Hour, nil),
+		link("middle", -2*time.Hour, nil),
+		link("not-due", time.Hour, nil),
+		link("held", -4*time.Hour, map[string]string{argoInstanceLabel: "links"}),
 	}
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-	defer q.ShutDown()
+	for _, tc := range []struct {
+		name   string
+		source func(r *Reaper)
+	}{
+		{"listed through the client", func(r *Reaper) {
+			b := fake.NewClientBuilder().WithScheme(scheme)
+			for _, l := range links {
+				b = b.WithObjects(l.DeepCopy())
+			}
+			r.Client = b.Build()
+		}},
+		{"read from the informers, compact", func(r *Reaper) {
+			indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+			for _, l := range links {
+				addCached(t, indexer, l)
+			}
+			r.Links = &CodeIndex{indexers: []toolscache.Indexer{indexer}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Reaper{Clock: clocktesting.NewFakeClock(now), opts: ReaperOptions{BatchSize: 2}.withDefaults()}
+			tc.source(r)
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
 
-	n, err := r.sweep(t.Context(), q)
-	if err != nil || n != 2 {
-		t.Fatalf("sweep() = %d, %v; want 2 queued", n, err)
-	}
-	var got []string
-	for q.Len() > 0 {
-		req, _ := q.Get()
-		got = append(got, req.Name)
-		q.Done(req)
-	}
-	if want := []string{"oldest", "middle"}; !slices.Equal(got, want) {
-		t.Errorf("queued %v, want %v: the batch's oldest deadlines, no held link", got, want)
+			n, err := r.sweep(t.Context(), q)
+			if err != nil || n != 2 {
+				t.Fatalf("sweep() = %d, %v; want 2 queued", n, err)
+			}
+			var got []string
+			for q.Len() > 0 {
+				req, _ := q.Get()
+				got = append(got, req.Name)
+				q.Done(req)
+			}
+			if want := []string{"oldest", "middle"}; !slices.Equal(got, want) {
+				t.Errorf("queued %v, want %v: the batch's oldest deadlines, no held link", got, want)
+			}
+		})
 	}
 }

@@ -6,7 +6,10 @@
 // the informer and the manager's event handlers read on every event (the
 // Summary: name, namespace, resourceVersion, generation, codes, state) and
 // the whole object packed: its JSON, deflated against a dictionary of
-// typical links, about 100 bytes for a plain link.
+// typical links, about 150 bytes for a plain link. A link that its JSON
+// would not give back exactly (a time with a fraction of a second, or a set
+// time of year 1, which metav1.Time writes in whole seconds or as null) is
+// kept as it is.
 //
 // A Link is a runtime.Object and a metav1.Object, so client-go's informer
 // stores it and controller-runtime's cache serves it: its DeepCopyObject
@@ -23,6 +26,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
+	goruntime "runtime"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,17 +69,29 @@ func (s *Summary) HoldsConfirmedCode() bool {
 // setters panic.
 type Link struct {
 	Summary
-	// labels are the object's labels, kept out of the packed form because
-	// listers match selectors against every cached object's labels.
-	labels map[string]string
+	// rare is what few links have: nil for most.
+	rare *rare
 	// packed is the object's JSON without the summary's metadata and the
-	// labels, deflated against dictionary.
+	// labels, deflated against dictionary; nil for a link kept exact.
 	packed []byte
 }
 
+type rare struct {
+	// labels are the object's labels (the manager keeps only the GitOps
+	// ones), kept out of the packed form because listers match selectors
+	// against every cached object's labels.
+	labels map[string]string
+	// exact is a link that JSON would not give back exactly, kept as is.
+	exact *linkv1.ShortLink
+}
+
 // Pack returns the compact form of l. It keeps l's labels map and the
-// strings of the summary, nothing else of l.
+// strings of the summary, nothing else of l; or l itself, if its JSON would
+// not give it back exactly.
 func Pack(l *linkv1.ShortLink) (*Link, error) {
+	if !exactInJSON(reflect.ValueOf(l).Elem()) {
+		return &Link{Summary: SummaryOfLink(l), rare: &rare{labels: l.Labels, exact: l}}, nil
+	}
 	// The summary's metadata and the labels are kept beside the packed form,
 	// not twice.
 	rest := *l
@@ -87,11 +104,18 @@ func Pack(l *linkv1.ShortLink) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("packing ShortLink %s/%s: %w", l.Namespace, l.Name, err)
 	}
-	return &Link{Summary: SummaryOfLink(l), labels: l.Labels, packed: packed}, nil
+	c := &Link{Summary: SummaryOfLink(l), packed: packed}
+	if l.Labels != nil {
+		c.rare = &rare{labels: l.Labels}
+	}
+	return c, nil
 }
 
 // Unpack returns the ShortLink: a new object, the caller's own.
 func (c *Link) Unpack() (*linkv1.ShortLink, error) {
+	if c.rare != nil && c.rare.exact != nil {
+		return c.rare.exact.DeepCopy(), nil
+	}
 	data, err := inflate(c.packed)
 	if err != nil {
 		return nil, fmt.Errorf("unpacking ShortLink %s/%s: %w", c.Namespace, c.Name, err)
@@ -101,7 +125,7 @@ func (c *Link) Unpack() (*linkv1.ShortLink, error) {
 		return nil, fmt.Errorf("unpacking ShortLink %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	l.Name, l.Namespace, l.ResourceVersion, l.Generation = c.Name, c.Namespace, c.ResourceVersion, c.Generation
-	l.Labels = maps.Clone(c.labels)
+	l.Labels = maps.Clone(c.GetLabels())
 	return l, nil
 }
 
@@ -160,11 +184,16 @@ func (c *Link) DeepCopyObject() runtime.Object { return c.mustUnpack() }
 // the rest (rarely read) from the unpacked object. The setters panic: the
 // cache's objects are read only, and a Link is never written.
 
-func (c *Link) GetNamespace() string              { return c.Namespace }
-func (c *Link) GetName() string                   { return c.Name }
-func (c *Link) GetResourceVersion() string        { return c.ResourceVersion }
-func (c *Link) GetGeneration() int64              { return c.Generation }
-func (c *Link) GetLabels() map[string]string      { return c.labels }
+func (c *Link) GetNamespace() string       { return c.Namespace }
+func (c *Link) GetName() string            { return c.Name }
+func (c *Link) GetResourceVersion() string { return c.ResourceVersion }
+func (c *Link) GetGeneration() int64       { return c.Generation }
+func (c *Link) GetLabels() map[string]string {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.labels
+}
 func (c *Link) GetGenerateName() string           { return c.mustUnpack().GenerateName }
 func (c *Link) GetUID() types.UID                 { return c.mustUnpack().UID }
 func (c *Link) GetSelfLink() string               { return "" } // deprecated, never set
@@ -213,29 +242,29 @@ var (
 // it) and packs a plain link as small as the default level does.
 const level = 2
 
-// writers are reused: a flate.Writer is about 700 KB, and a sync.Pool would
-// drop them at every collection. One per packing goroutine at a time; more
-// goroutines wait.
-var writers = make(chan *flate.Writer, 4)
+// writers are reused: a flate.Writer is about 770 KB, and a sync.Pool would
+// drop them at every collection. There are as many as CPUs, made when first
+// needed (nil until then); a packing goroutine waits for one.
+var writers = func() chan *flate.Writer {
+	ch := make(chan *flate.Writer, goruntime.GOMAXPROCS(0))
+	for range cap(ch) {
+		ch <- nil
+	}
+	return ch
+}()
 
 func deflate(data []byte) ([]byte, error) {
-	var w *flate.Writer
 	var buf bytes.Buffer
-	select {
-	case w = <-writers:
-		w.Reset(&buf)
-	default:
+	w := <-writers
+	defer func() { writers <- w }()
+	if w == nil {
 		var err error
 		if w, err = flate.NewWriterDict(&buf, level, dictionary); err != nil {
 			return nil, err
 		}
+	} else {
+		w.Reset(&buf)
 	}
-	defer func() {
-		select {
-		case writers <- w:
-		default:
-		}
-	}()
 	if _, err := w.Write(data); err != nil {
 		return nil, err
 	}
@@ -261,4 +290,55 @@ func inflate(packed []byte) ([]byte, error) {
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+var (
+	timeType      = reflect.TypeFor[metav1.Time]()
+	microTimeType = reflect.TypeFor[metav1.MicroTime]()
+)
+
+// exactInJSON says whether v's JSON gives it back exactly: metav1.Time is
+// written in whole seconds and MicroTime in microseconds, and either as
+// null when zero, which a pointer reads back as nil. The API server keeps a
+// custom resource's JSON as it was sent, so a spec.expiresAt with a
+// fraction of a second is possible, if rare.
+func exactInJSON(v reflect.Value) bool {
+	switch v.Type() {
+	case timeType:
+		return v.Interface().(metav1.Time).Nanosecond() == 0
+	case microTimeType:
+		return v.Interface().(metav1.MicroTime).Nanosecond()%1000 == 0
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return true
+		}
+		// A set zero time: null in JSON, nil when read back. (Its location
+		// is set, so only the time's own IsZero says so.)
+		switch t := v.Interface().(type) {
+		case *metav1.Time:
+			if t.IsZero() {
+				return false
+			}
+		case *metav1.MicroTime:
+			if t.IsZero() {
+				return false
+			}
+		}
+		return exactInJSON(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() && !exactInJSON(v.Field(i)) {
+				return false
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			if !exactInJSON(v.Index(i)) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -9,6 +9,7 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/randfill"
 
 	linkv1 "github.com/linkforge/linkforge/api/v1alpha1"
@@ -64,6 +65,39 @@ func TestPackRoundTrip(t *testing.T) {
 	}
 }
 
+// TestPackKeepsInexactLinksExact: the API server keeps a custom resource's
+// JSON as it was sent, so a time may have a fraction of a second, or be a
+// set zero time; metav1.Time writes neither back (whole seconds; null), so
+// such a link is kept as it is, and reads back exactly. Empty lists read
+// back as nil (omitempty), which every reader takes as empty.
+func TestPackKeepsInexactLinksExact(t *testing.T) {
+	for _, tc := range []struct {
+		name, json string
+		exact      bool // kept as it is rather than packed
+	}{
+		{"whole seconds", `{"spec":{"url":"https://example.com/","expiresAt":"2026-11-29T10:00:00Z"}}`, false},
+		{"a fraction of a second in spec.expiresAt", `{"spec":{"url":"https://example.com/","expiresAt":"2026-11-29T10:00:00.5Z"}}`, true},
+		{"a rule's after with a fraction", `{"spec":{"url":"https://example.com/","rules":[{"url":"https://example.com/b","after":"2026-11-29T10:00:00.25+01:00"}]}}`, true},
+		{"a set zero spec.activatesAt", `{"spec":{"url":"https://example.com/","activatesAt":"0001-01-01T00:00:00Z"}}`, true},
+		{"a reservation's expiry in microseconds", `{"spec":{"url":"https://example.com/"},"status":{"useReservations":[{"holder":"r","quota":1,"expiresAt":"2026-11-29T10:00:00.123456Z"}]}}`, false},
+		{"empty lists", `{"spec":{"url":"https://example.com/","rules":[],"variants":[]}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l linkv1.ShortLink
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts([]byte(tc.json), &l); err != nil {
+				t.Fatal(err)
+			}
+			c := roundTrip(t, &l)
+			if exact := c.rare != nil && c.rare.exact != nil; exact != tc.exact {
+				t.Fatalf("kept as it is: %v, want %v", exact, tc.exact)
+			}
+			if back, _ := c.Unpack(); tc.exact && !reflect.DeepEqual(back, &l) {
+				t.Errorf("a link kept as it is reads back as %+v, want %+v", back, &l)
+			}
+		})
+	}
+}
+
 // FuzzPackRoundTrip: any spec and status survive the round trip (times at
 // the API's precision: seconds, and microseconds for MicroTime).
 func FuzzPackRoundTrip(f *testing.F) {
@@ -72,10 +106,27 @@ func FuzzPackRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed []byte) {
 		l := plainLink(len(seed))
 		filler := randfill.NewFromGoFuzz(seed).NilChance(0.3).NumElements(0, 2).Funcs(
+			// Mostly what JSON keeps (seconds, microseconds); sometimes a
+			// fraction or a zero time, which Pack keeps exact.
 			func(tm *metav1.Time, c randfill.Continue) {
-				*tm = metav1.Unix(c.Int63n(1<<33), 0).Rfc3339Copy()
+				switch c.Intn(8) {
+				case 0:
+					*tm = metav1.Unix(c.Int63n(1<<33), c.Int63n(1e9))
+				case 1:
+					*tm = metav1.Time{}
+				default:
+					*tm = metav1.Unix(c.Int63n(1<<33), 0).Rfc3339Copy()
+				}
 			},
 			func(tm *metav1.MicroTime, c randfill.Continue) {
+				switch c.Intn(8) {
+				case 0:
+					*tm = metav1.NewMicroTime(time.Unix(0, c.Int63n(1<<60)))
+					return
+				case 1:
+					*tm = metav1.MicroTime{}
+					return
+				}
 				*tm = metav1.NewMicroTime(time.UnixMicro(c.Int63n(1 << 50)).Local())
 			},
 		)
