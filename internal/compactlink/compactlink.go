@@ -303,11 +303,12 @@ var (
 // custom resource's JSON as it was sent, so a spec.expiresAt with a
 // fraction of a second is possible, if rare.
 func exactInJSON(v reflect.Value) bool {
+	// v is addressable (Pack walks *l): its address boxes without a copy.
 	switch v.Type() {
 	case timeType:
-		return v.Interface().(metav1.Time).Nanosecond() == 0
+		return v.Addr().Interface().(*metav1.Time).Nanosecond() == 0
 	case microTimeType:
-		return v.Interface().(metav1.MicroTime).Nanosecond()%1000 == 0
+		return v.Addr().Interface().(*metav1.MicroTime).Nanosecond()%1000 == 0
 	}
 	switch v.Kind() {
 	case reflect.Pointer:
