@@ -337,8 +337,9 @@ controller-gen setup-envtest kustomize helm crd-ref-docs ko oauth2-proxy mockoid
 	@$(TOOLS_BUILD) $@
 
 .PHONY: tools-align
-tools-align: ## Raise the older of each library linkforge and hack/tools compile at two versions (go.mod or hack/tools/go.mod), then run the tests.
+tools-align: ## Raise the older of each library linkforge and hack/tools compile at two versions (go.mod or hack/tools/go.mod), and hack/gateway's older ones but those held back (hack/gateway/held-back.txt); then run the tests.
 	hack/tools/align.sh
+	hack/gateway/align.sh
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT)-$(GOLANGCI_LINT_VERSION) ## golangci-lint, versioned in bin/.

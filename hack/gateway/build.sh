@@ -71,14 +71,16 @@ if [ ! -d "$crds/cert-manager-$certmanager" ]; then
 fi
 
 pkgs=() outs=()
-if [ ! -x "$bin/traefik-$traefik" ]; then
+# Each is built again when this module changed (its versions: go.mod,
+# go.sum) or what it is built from here (overlay/, traefik-dynamic-ext/).
+changed() { [ ! -x "$1" ] || [ -n "$(find "$here/go.mod" "$here/go.sum" "$here/overlay" "$here/traefik-dynamic-ext" -newer "$1" -print -quit)" ]; }
+if changed "$bin/traefik-$traefik"; then
 	pkgs+=(github.com/traefik/traefik/v3/cmd/traefik) outs+=("traefik=$bin/traefik-$traefik")
 fi
 # The controller's main is cmd/controller of the patched copy (from
-# overlay/), so it is built again when this module changed, like
-# hack/authproxy's mockoidc.
+# overlay/), like hack/authproxy's mockoidc.
 cm=$bin/cert-manager-controller-$certmanager
-if [ ! -x "$cm" ] || [ -n "$(find "$here/go.mod" "$here/go.sum" "$here/overlay" -newer "$cm" -print -quit)" ]; then
+if changed "$cm"; then
 	pkgs+=(github.com/cert-manager/cert-manager/cmd/controller) outs+=("controller=$cm")
 fi
 if [ ${#pkgs[@]} -gt 0 ]; then

@@ -2,10 +2,14 @@ package repocheck
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
+
+	"golang.org/x/mod/semver"
 )
 
 // Skew is a module that linkforge and its tools module (hack/tools) both
@@ -60,4 +64,117 @@ func compiledModules(dir string, args ...string) (map[string]string, error) {
 		}
 	}
 	return modules, nil
+}
+
+// GatewayLag is a module hack/gateway requires at an older version than
+// linkforge (or hack/tools) compiles: its packages, and every package above
+// them, compile twice in a cold make test.
+type GatewayLag struct {
+	Module, Gateway, Newest, Where string
+}
+
+func (l GatewayLag) String() string {
+	return fmt.Sprintf("%s: %s in hack/gateway/go.mod, %s in %s", l.Module, l.Gateway, l.Newest, l.Where)
+}
+
+// GatewaySkew compares what hack/gateway (Traefik and cert-manager, for the
+// tests through a real Gateway) requires with what linkforge and its tools
+// module compile, and returns the modules it requires at an older version
+// than either compiles, sorted by path, leaving out those under a prefix of
+// hack/gateway/held-back.txt; stale lists the prefixes of that file that no
+// longer hold a module back. The gateway's module may need a newer version
+// than linkforge's (Traefik's or cert-manager's own requirements); an older
+// one only ever costs a second compile. It reads the gateway's go.mod as
+// written (go mod edit -json): its patched copies need not exist.
+func GatewaySkew(root string) (lags []GatewayLag, stale []string, err error) {
+	project, err := compiledModules(root, "-test", "./...")
+	if err != nil {
+		return nil, nil, err
+	}
+	tools, err := compiledModules(root+"/hack/tools", "tool", "./otelcol")
+	if err != nil {
+		return nil, nil, err
+	}
+	gateway, err := requiredModules(root + "/hack/gateway")
+	if err != nil {
+		return nil, nil, err
+	}
+	held, err := heldBack(root + "/hack/gateway/held-back.txt")
+	if err != nil {
+		return nil, nil, err
+	}
+	holding := map[string]bool{}
+	for module, gv := range gateway {
+		newest, by := "", ""
+		if v, ok := project[module]; ok {
+			newest, by = v, "go.mod"
+		}
+		if v, ok := tools[module]; ok && semver.Compare(v, newest) > 0 {
+			newest, by = v, "hack/tools/go.mod"
+		}
+		if newest == "" || semver.Compare(gv, newest) >= 0 {
+			continue
+		}
+		if prefix := heldBy(held, module); prefix != "" {
+			holding[prefix] = true
+			continue
+		}
+		lags = append(lags, GatewayLag{Module: module, Gateway: gv, Newest: newest, Where: by})
+	}
+	for _, prefix := range held {
+		if !holding[prefix] {
+			stale = append(stale, prefix)
+		}
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i].Module < lags[j].Module })
+	return lags, stale, nil
+}
+
+// requiredModules maps each module dir's go.mod requires to its version.
+func requiredModules(dir string) (map[string]string, error) {
+	cmd := exec.Command("go", "mod", "edit", "-json")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go mod edit -json in %s: %v: %s", dir, err, strings.TrimSpace(stderr.String()))
+	}
+	var mod struct {
+		Require []struct{ Path, Version string }
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return nil, fmt.Errorf("go mod edit -json in %s: %v", dir, err)
+	}
+	modules := map[string]string{}
+	for _, r := range mod.Require {
+		modules[r.Path] = r.Version
+	}
+	return modules, nil
+}
+
+// heldBack reads the module prefixes of a held-back file: the first field
+// of each line that is not blank or a comment.
+func heldBack(path string) ([]string, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var prefixes []string
+	for _, line := range strings.Split(string(text), "\n") {
+		if fields := strings.Fields(line); len(fields) > 0 && !strings.HasPrefix(fields[0], "#") {
+			prefixes = append(prefixes, fields[0])
+		}
+	}
+	return prefixes, nil
+}
+
+// heldBy returns the prefix of held that module is, or is under ("" if none).
+func heldBy(held []string, module string) string {
+	for _, prefix := range held {
+		if module == prefix || strings.HasPrefix(module, prefix+"/") {
+			return prefix
+		}
+	}
+	return ""
 }
