@@ -110,13 +110,9 @@ func trackedFiles(root string) ([]string, error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, errors.New("git is not on PATH: the check lists the tracked files with `git ls-files`; install git")
 	}
-	cmd := exec.Command("git", "ls-files", "-z")
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := output(root, "git", "ls-files", "-z")
 	if err != nil {
-		return nil, fmt.Errorf("git ls-files in %s: %v: %s", root, err, strings.TrimSpace(stderr.String()))
+		return nil, err
 	}
 	var files []string
 	for _, f := range strings.Split(string(out), "\x00") {
@@ -206,4 +202,18 @@ func sizeText(n int64) string {
 		return fmt.Sprintf("%d bytes (%.1f KiB)", n, float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// output runs name with args in dir and returns its standard output; an
+// error names the command, the directory and what it said on stderr.
+func output(dir, name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s in %s: %v: %s", name, strings.Join(args, " "), dir, err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
 }

@@ -1,11 +1,9 @@
 package repocheck
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 
@@ -49,13 +47,9 @@ func ToolsSkew(root string) ([]Skew, error) {
 // compiledModules maps each module that provides a package of the build of
 // args in dir (go list -deps) to its version; the main module has none.
 func compiledModules(dir string, args ...string) (map[string]string, error) {
-	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{with .Module}}{{.Path}} {{.Version}}{{end}}"}, args...)...)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := output(dir, "go", append([]string{"list", "-deps", "-f", "{{with .Module}}{{.Path}} {{.Version}}{{end}}"}, args...)...)
 	if err != nil {
-		return nil, fmt.Errorf("go list -deps %s in %s: %v: %s", strings.Join(args, " "), dir, err, strings.TrimSpace(stderr.String()))
+		return nil, err
 	}
 	modules := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {
@@ -132,13 +126,9 @@ func GatewaySkew(root string) (lags []GatewayLag, stale []string, err error) {
 
 // requiredModules maps each module dir's go.mod requires to its version.
 func requiredModules(dir string) (map[string]string, error) {
-	cmd := exec.Command("go", "mod", "edit", "-json")
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := output(dir, "go", "mod", "edit", "-json")
 	if err != nil {
-		return nil, fmt.Errorf("go mod edit -json in %s: %v: %s", dir, err, strings.TrimSpace(stderr.String()))
+		return nil, err
 	}
 	var mod struct {
 		Require []struct{ Path, Version string }
