@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/linkforge/linkforge/internal/devenv"
 	"github.com/linkforge/linkforge/internal/testenv"
@@ -31,6 +33,11 @@ var root = func() string {
 	}
 	return r
 }()
+
+// envtest logs through controller-runtime's logger, which nothing here
+// reads; left unset, it prints a warning with a stack trace once the
+// process is 30 s old (the later benchmarks of make bench).
+func init() { ctrllog.SetLogger(logr.Discard()) }
 
 type env struct {
 	t         *testing.T
